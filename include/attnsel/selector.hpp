@@ -1,0 +1,118 @@
+// The selector: vLLM's get_attn_backend, its per-kind override, its cache, and the Mamba
+// selector. The engine-level inputs vLLM reads from its global VllmConfig are passed
+// explicitly as an EngineConfig.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+
+#include "attnsel/platform.hpp"
+
+namespace attnsel {
+
+/// vLLM's AttentionConfig, selection-relevant fields. Thread-safety: a plain value.
+struct AttentionConfig {
+  std::optional<BackendMember> backend;                 ///< nullopt = automatic
+  std::map<std::string, BackendMember> backend_per_kind;  ///< kind value → backend
+  bool use_non_causal = false;
+  std::optional<int> flash_attn_version;
+  std::optional<bool> use_trtllm_attention;
+  std::string minimax_m3_msa_decode_backend = "triton";
+
+  /// The `backend` validator: "auto" (any case) → none, else a case-insensitive lookup
+  /// with vLLM's unknown-backend error; then the MSA alias rule.
+  void set_backend(std::string_view text);
+  /// The `backend_per_kind` validator: keys must be KVCacheSpecKind values; values are
+  /// case-insensitive names ("auto" is not special here, as in vLLM).
+  void set_backend_per_kind(std::string_view kind, std::string_view backend_name);
+};
+
+/// vLLM's CacheConfig, selection-relevant fields.
+struct CacheConfig {
+  int block_size = 16;
+  bool user_specified_block_size = false;
+  std::string cache_dtype = "auto";
+};
+
+/// Everything get_attn_backend reads from vLLM's global config.
+struct EngineConfig {
+  AttentionConfig attention;
+  CacheConfig cache;
+  int prefill_context_parallel_size = 1;
+  int decode_context_parallel_size = 1;
+  bool kv_transfer_instance = false;      ///< kv_transfer_config.is_kv_transfer_instance
+  bool batch_invariant = false;           ///< VLLM_BATCH_INVARIANT
+  bool adaptive_verification = false;     ///< speculative_config.enable_adaptive_verification
+  std::optional<int> rswa_window;         ///< model_arch_config.rswa_window
+};
+
+/// One attention layer's arguments to get_attn_backend.
+struct LayerRequest {
+  int head_size = 0;
+  DType dtype = DType::bfloat16;
+  std::optional<std::string> kv_cache_dtype;
+  bool use_mla = false;
+  bool has_sink = false;
+  bool use_sparse = false;
+  bool use_mm_prefix = false;
+  bool use_per_head_quant_scales = false;
+  std::optional<AttentionType> attn_type;
+  std::optional<int> num_heads;
+  bool has_sliding_window = false;
+};
+
+/// Builds the selector config exactly as vLLM's get_attn_backend does (spec §3.1–3.2);
+/// validates the kv-cache dtype.
+AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer);
+/// The backend argument after the per-kind override (spec §3.2 step 6).
+std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
+
+/// A platform plus its memoised selections (vLLM's _cached_get_attn_backend). The cache is
+/// keyed on (backend, config, num_heads, run cache dtype) and dropped whenever the
+/// registry's generation changes, unlike vLLM's, so a registration is never masked.
+/// Thread-safety: all methods may be called concurrently.
+class Selector {
+ public:
+  explicit Selector(std::shared_ptr<const Platform> platform);
+
+  /// vLLM's get_attn_backend: the class chosen for a layer (cached).
+  std::shared_ptr<const AttentionBackend> get_attn_backend(const EngineConfig& engine, const LayerRequest& layer);
+  /// The same selection with its explanation (cached; failures are not cached).
+  std::shared_ptr<const Selection> select(const EngineConfig& engine, const LayerRequest& layer);
+  /// _cached_get_attn_backend with explicit arguments.
+  std::shared_ptr<const Selection> cached_select(const std::optional<BackendMember>& backend,
+                                                 const AttentionSelectorConfig& config,
+                                                 std::optional<int> num_heads,
+                                                 std::string_view run_cache_dtype = "auto");
+  /// Forgets every memoised selection (vLLM's cache_clear()).
+  void clear();
+  std::size_t cache_size() const;
+  const Platform& platform() const { return *platform_; }
+
+ private:
+  struct Key {
+    std::optional<BackendMember> backend;
+    AttentionSelectorConfig config;
+    std::optional<int> num_heads;
+    std::string run_cache_dtype;
+    bool operator==(const Key&) const = default;
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const noexcept;
+  };
+  std::shared_ptr<const Platform> platform_;
+  mutable std::shared_mutex mutex_;
+  std::uint64_t generation_ = 0;
+  std::unordered_map<Key, std::shared_ptr<const Selection>, KeyHash> cache_;
+};
+
+/// vLLM's get_mamba_attn_backend: the member's class; RuntimeError
+/// "VLLM batch_invariant mode is not supported for <NAME>." when batch invariance is on
+/// and the class does not support it.
+std::shared_ptr<const MambaBackend> get_mamba_attn_backend(const BackendMember& mamba_type, bool batch_invariant = false);
+
+}  // namespace attnsel

@@ -1,0 +1,268 @@
+#include "attnsel/registry.hpp"
+
+#include <atomic>
+#include <deque>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <map>
+#include <mutex>
+#include <set>
+#include <shared_mutex>
+#include <unordered_map>
+
+#include "attnsel/errors.hpp"
+#include "backends/builtin.hpp"
+#include "core/log.hpp"
+
+namespace attnsel {
+
+const BackendEnum AttentionBackendEnum{EnumKind::attention};
+const BackendEnum MambaAttentionBackendEnum{EnumKind::mamba};
+
+std::string_view enum_class_name(EnumKind k) {
+  return k == EnumKind::attention ? "AttentionBackendEnum" : "MambaAttentionBackendEnum";
+}
+
+namespace {
+
+struct MemberData {
+  std::string name;
+  std::optional<std::string> value;
+};
+
+struct EnumData {
+  std::deque<MemberData> members;  // deque: references stay valid as members are added
+  std::unordered_map<std::string, std::uint32_t> index;
+  std::unordered_map<std::uint32_t, std::string> overrides;
+
+  void reset(std::span<const backends::BuiltinMember> builtin) {
+    members.clear();
+    index.clear();
+    overrides.clear();
+    for (const auto& m : builtin) add(std::string(m.name), m.qualname ? std::optional<std::string>(*m.qualname) : std::nullopt);
+  }
+  std::uint32_t add(std::string name, std::optional<std::string> value) {
+    const auto i = static_cast<std::uint32_t>(members.size());
+    index.emplace(name, i);
+    members.push_back({std::move(name), std::move(value)});
+    return i;
+  }
+};
+
+// The process-wide registry. Writers take the lock exclusively; every mutation bumps the
+// generation so that selector caches can tell that they are stale.
+struct Registry {
+  std::shared_mutex mu;
+  EnumData attention;
+  EnumData mamba;
+  std::map<std::string, std::shared_ptr<const BackendClass>, std::less<>> classes;
+  std::vector<ClassResolver> resolvers;
+  std::atomic<std::uint64_t> generation{1};
+
+  EnumData& data(EnumKind k) { return k == EnumKind::attention ? attention : mamba; }
+
+  void reset_locked() {
+    attention.reset(backends::builtin_attention_members());
+    mamba.reset(backends::builtin_mamba_members());
+    classes.clear();
+    for (auto& cls : backends::make_builtin_classes()) classes.insert_or_assign(cls->qualname(), cls);
+    generation.fetch_add(1);
+  }
+};
+
+Registry& registry() {
+  static Registry* instance = [] {
+    auto* r = new Registry();  // never destroyed: selections may run during static destruction
+    r->reset_locked();
+    return r;
+  }();
+  return *instance;
+}
+
+bool is_valid_member_name(std::string_view name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string strip_classname(const std::string& path) {
+  std::size_t cut = path.rfind("::");
+  if (cut == std::string::npos) cut = path.rfind(':');
+  if (cut == std::string::npos) cut = path.rfind('.');
+  return cut == std::string::npos ? path : path.substr(0, cut);
+}
+
+}  // namespace
+
+// --- BackendMember -------------------------------------------------------------------
+
+const std::string& BackendMember::name() const {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  return r.data(kind_).members.at(index_).name;  // members are never removed: the reference stays valid
+}
+
+std::optional<std::string> BackendMember::value() const {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  return r.data(kind_).members.at(index_).value;
+}
+
+std::string BackendMember::str() const { return fmt::format("{}.{}", enum_class_name(kind_), name()); }
+
+std::string BackendMember::get_path(bool include_classname) const {
+  Registry& r = registry();
+  std::string path;
+  std::string member_name;
+  {
+    std::shared_lock lock(r.mu);
+    const EnumData& d = r.data(kind_);
+    member_name = d.members.at(index_).name;
+    auto it = d.overrides.find(index_);
+    if (it != d.overrides.end()) path = it->second;
+    else path = d.members.at(index_).value.value_or("");
+  }
+  if (path.empty())
+    throw ValueError(fmt::format("Backend {0} must be registered before use. "
+                                 "Use register_backend(Backend.{0}, 'your.module.YourClass')",
+                                 member_name));
+  return include_classname ? path : strip_classname(path);
+}
+
+std::shared_ptr<const BackendClass> BackendMember::get_class() const { return resolve_class(get_path()); }
+
+std::shared_ptr<const AttentionBackend> BackendMember::get_attention_class() const {
+  auto cls = get_class();
+  auto attn = std::dynamic_pointer_cast<const AttentionBackend>(cls);
+  if (!attn) throw ImportError(fmt::format("{} is not an attention backend class", cls->qualname()));
+  return attn;
+}
+
+bool BackendMember::is_overridden() const {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  return r.data(kind_).overrides.contains(index_);
+}
+
+void BackendMember::clear_override() const {
+  Registry& r = registry();
+  std::unique_lock lock(r.mu);
+  if (r.data(kind_).overrides.erase(index_) > 0) r.generation.fetch_add(1);
+}
+
+// --- BackendEnum ---------------------------------------------------------------------
+
+std::optional<BackendMember> BackendEnum::find(std::string_view name) const {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  const EnumData& d = r.data(kind_);
+  auto it = d.index.find(std::string(name));
+  if (it == d.index.end()) return std::nullopt;
+  return BackendMember(kind_, it->second);
+}
+
+BackendMember BackendEnum::operator[](std::string_view name) const {
+  if (auto m = find(name)) return *m;
+  std::vector<std::string> names;
+  for (const BackendMember& m : members()) names.push_back(m.name());
+  throw ValueError(fmt::format("Unknown attention backend: '{}'. Valid options are: {}", name, fmt::join(names, ", ")));
+}
+
+BackendMember BackendEnum::from_user_text(std::string_view name) const { return (*this)[to_upper(name)]; }
+
+std::vector<BackendMember> BackendEnum::members() const {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  std::vector<BackendMember> out;
+  const auto n = static_cast<std::uint32_t>(r.data(kind_).members.size());
+  for (std::uint32_t i = 0; i < n; ++i) out.emplace_back(kind_, i);
+  return out;
+}
+
+BackendMember BackendEnum::register_member(std::string_view name, std::string_view value) const {
+  Registry& r = registry();
+  BackendMember member;
+  {
+    std::unique_lock lock(r.mu);
+    EnumData& d = r.data(kind_);
+    if (d.index.contains(std::string(name)))
+      throw ValueError(fmt::format("Backend {0} already exists in {1}. Use register_backend({1}.{0}, '{2}') to override.",
+                                   name, enum_class_name(kind_), value));
+    if (!is_valid_member_name(name)) throw ValueError(fmt::format("Invalid or reserved backend name: {}", name));
+    member = BackendMember(kind_, d.add(std::string(name), std::string(value)));
+    r.generation.fetch_add(1);
+  }
+  log::logger().info("Registered new attention backend: {} -> {}", name, value);
+  return member;
+}
+
+// --- registration --------------------------------------------------------------------
+
+void register_backend(const BackendMember& backend, std::string_view class_path) {
+  Registry& r = registry();
+  std::unique_lock lock(r.mu);
+  r.data(backend.kind()).overrides.insert_or_assign(backend.index(), std::string(class_path));
+  r.generation.fetch_add(1);
+}
+
+BackendMember register_backend(std::string_view new_name, std::string_view class_path, bool is_mamba) {
+  const BackendEnum& e = is_mamba ? MambaAttentionBackendEnum : AttentionBackendEnum;
+  BackendMember member = e.register_member(new_name, class_path);
+  if (!class_path.empty()) register_backend(member, class_path);
+  return member;
+}
+
+void register_class(std::shared_ptr<const BackendClass> cls) {
+  if (!cls) throw ValueError("register_class: null backend class");
+  Registry& r = registry();
+  std::unique_lock lock(r.mu);
+  r.classes.insert_or_assign(cls->qualname(), std::move(cls));
+  r.generation.fetch_add(1);
+}
+
+void add_class_resolver(ClassResolver resolver) {
+  Registry& r = registry();
+  std::unique_lock lock(r.mu);
+  r.resolvers.push_back(std::move(resolver));
+  r.generation.fetch_add(1);
+}
+
+std::shared_ptr<const BackendClass> resolve_class(std::string_view qualname) {
+  Registry& r = registry();
+  std::vector<ClassResolver> resolvers;
+  {
+    std::shared_lock lock(r.mu);
+    auto it = r.classes.find(qualname);
+    if (it != r.classes.end()) return it->second;
+    resolvers = r.resolvers;
+  }
+  // Resolvers run without the lock: a plugin loader registers the classes it finds.
+  for (const ClassResolver& resolve : resolvers)
+    if (auto cls = resolve(qualname)) return cls;
+  throw ImportError(fmt::format("No backend class named '{}': it is not built into this library and no loaded "
+                                "plugin provides it",
+                                qualname));
+}
+
+std::vector<std::shared_ptr<const BackendClass>> registered_classes() {
+  Registry& r = registry();
+  std::shared_lock lock(r.mu);
+  std::vector<std::shared_ptr<const BackendClass>> out;
+  for (const auto& [name, cls] : r.classes) out.push_back(cls);
+  return out;
+}
+
+void register_builtin_backends() { (void)registry(); }
+
+void reset_registry_for_testing() {
+  Registry& r = registry();
+  std::unique_lock lock(r.mu);
+  r.reset_locked();
+}
+
+std::uint64_t registry_generation() { return registry().generation.load(std::memory_order_acquire); }
+
+}  // namespace attnsel

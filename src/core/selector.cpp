@@ -1,0 +1,151 @@
+#include "attnsel/selector.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <mutex>
+
+#include "attnsel/errors.hpp"
+
+namespace attnsel {
+
+// --- AttentionConfig validators ------------------------------------------------------
+
+void AttentionConfig::set_backend(std::string_view text) {
+  if (to_lower(text) == "auto") {
+    backend.reset();
+    return;
+  }
+  backend = AttentionBackendEnum.from_user_text(text);
+  // MSA alias rule: the MiniMax-M3 MSA names pick the decode kernel, not a backend.
+  const std::string& name = backend->name();
+  if (name == "CUTLASS_MSA" || name == "TRITON_MSA") {
+    minimax_m3_msa_decode_backend = name == "CUTLASS_MSA" ? "cutlass" : "triton";
+    backend.reset();
+  }
+}
+
+void AttentionConfig::set_backend_per_kind(std::string_view kind, std::string_view backend_name) {
+  if (!parse_kind(kind)) {
+    std::vector<std::string> valid;
+    for (KVCacheSpecKind k : all_kinds()) valid.emplace_back(kind_value(k));
+    std::sort(valid.begin(), valid.end());
+    throw ValueError(fmt::format("Unknown KV cache group kind '{}' in backend_per_kind. Valid kinds are: {}.", kind,
+                                 fmt::join(valid, ", ")));
+  }
+  backend_per_kind.insert_or_assign(std::string(kind), AttentionBackendEnum.from_user_text(backend_name));
+}
+
+// --- get_attn_backend's argument building ---------------------------------------------
+
+AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer) {
+  if (layer.kv_cache_dtype && !is_known_cache_dtype(*layer.kv_cache_dtype)) {
+    std::vector<std::string> quoted;
+    for (std::string_view d : cache_dtype_names()) quoted.push_back(fmt::format("'{}'", d));
+    throw ValueError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: ({})", *layer.kv_cache_dtype,
+                                 fmt::join(quoted, ", ")));
+  }
+  AttentionSelectorConfig c;
+  c.head_size = layer.head_size;
+  c.dtype = layer.dtype;
+  c.kv_cache_dtype = layer.kv_cache_dtype;
+  if (engine.cache.user_specified_block_size) c.block_size = engine.cache.block_size;
+  c.use_mla = layer.use_mla;
+  c.has_sink = layer.has_sink;
+  c.use_sparse = layer.use_sparse;
+  c.use_mm_prefix = layer.use_mm_prefix;
+  c.use_per_head_quant_scales = layer.use_per_head_quant_scales;
+  c.attn_type = layer.attn_type.value_or(AttentionType::decoder);
+  c.has_sliding_window = layer.has_sliding_window;
+  c.use_non_causal = engine.attention.use_non_causal;
+  c.use_batch_invariant = engine.batch_invariant;
+  c.use_kv_connector = engine.kv_transfer_instance;
+  c.use_pcp = engine.prefill_context_parallel_size > 1;
+  c.use_adaptive_verification = engine.adaptive_verification;
+  c.use_dcp = engine.decode_context_parallel_size > 1;
+  c.use_rswa = engine.rswa_window.has_value();
+  return c;
+}
+
+std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer) {
+  std::optional<BackendMember> backend = engine.attention.backend;
+  if (!engine.attention.backend_per_kind.empty()) {
+    const KVCacheSpecKind kind = get_attn_spec_kind(layer.use_mla, layer.has_sliding_window,
+                                                    layer.attn_type.value_or(AttentionType::decoder));
+    auto it = engine.attention.backend_per_kind.find(std::string(kind_value(kind)));
+    if (it != engine.attention.backend_per_kind.end()) backend = it->second;
+  }
+  return backend;
+}
+
+// --- Selector ------------------------------------------------------------------------
+
+std::size_t Selector::KeyHash::operator()(const Key& k) const noexcept {
+  std::size_t h = k.config.hash();
+  const std::size_t b = k.backend ? (static_cast<std::size_t>(k.backend->index()) << 1 | 1) : 0;
+  h ^= b * 0x9e3779b97f4a7c15ULL;
+  h ^= static_cast<std::size_t>(k.num_heads.value_or(-1)) * 0xff51afd7ed558ccdULL;
+  h ^= std::hash<std::string>{}(k.run_cache_dtype) + (h << 6);
+  return h;
+}
+
+Selector::Selector(std::shared_ptr<const Platform> platform) : platform_(std::move(platform)) {
+  if (!platform_) throw ValueError("Selector needs a platform");
+}
+
+std::shared_ptr<const Selection> Selector::cached_select(const std::optional<BackendMember>& backend,
+                                                         const AttentionSelectorConfig& config,
+                                                         std::optional<int> num_heads,
+                                                         std::string_view run_cache_dtype) {
+  Key key{backend, config, num_heads, std::string(run_cache_dtype)};
+  const std::uint64_t generation = registry_generation();
+  {
+    std::shared_lock lock(mutex_);
+    if (generation_ == generation) {
+      auto it = cache_.find(key);
+      if (it != cache_.end()) return it->second;
+    }
+  }
+  auto selection = std::make_shared<const Selection>(
+      platform_->get_attn_backend_cls(backend, config, num_heads, run_cache_dtype));
+  std::unique_lock lock(mutex_);
+  if (generation_ < generation) {
+    cache_.clear();
+    generation_ = generation;
+  }
+  if (generation_ == generation) cache_.emplace(std::move(key), selection);
+  return selection;
+}
+
+std::shared_ptr<const Selection> Selector::select(const EngineConfig& engine, const LayerRequest& layer) {
+  return cached_select(effective_backend(engine, layer), make_selector_config(engine, layer), layer.num_heads,
+                       engine.cache.cache_dtype);
+}
+
+std::shared_ptr<const AttentionBackend> Selector::get_attn_backend(const EngineConfig& engine,
+                                                                   const LayerRequest& layer) {
+  return select(engine, layer)->backend_class;
+}
+
+void Selector::clear() {
+  std::unique_lock lock(mutex_);
+  cache_.clear();
+}
+
+std::size_t Selector::cache_size() const {
+  std::shared_lock lock(mutex_);
+  return cache_.size();
+}
+
+// --- Mamba selector ------------------------------------------------------------------
+
+std::shared_ptr<const MambaBackend> get_mamba_attn_backend(const BackendMember& mamba_type, bool batch_invariant) {
+  if (mamba_type.kind() != EnumKind::mamba)
+    throw ValueError(fmt::format("{} is not a MambaAttentionBackendEnum member", mamba_type.str()));
+  auto cls = std::dynamic_pointer_cast<const MambaBackend>(mamba_type.get_class());
+  if (!cls) throw ImportError(fmt::format("{} is not a Mamba backend class", mamba_type.get_path()));
+  if (batch_invariant && !cls->supports_batch_invariance())
+    throw RuntimeError(fmt::format("VLLM batch_invariant mode is not supported for {}.", cls->get_name()));
+  return cls;
+}
+
+}  // namespace attnsel
