@@ -81,6 +81,7 @@ std::optional<std::string> FlashAttentionBackend::supports_combination(const Com
   q.has_sinks = a.has_sink;
   q.kv_cache_block_size = a.block_size;
   q.supports_fa4_hd256 = true;
+  q.mm_prefix = a.use_mm_prefix;
   if (a.kv_cache_dtype && is_quantized_kv_cache(*a.kv_cache_dtype) &&
       !flash_attn_supports_kv_cache_dtype(env, *a.kv_cache_dtype, q))
     return "FP8 KV cache requires FA3 on SM90 or FA4 on SM100";
@@ -90,6 +91,7 @@ std::optional<std::string> FlashAttentionBackend::supports_combination(const Com
     mm.has_sinks = a.has_sink;
     mm.kv_cache_block_size = a.block_size;
     mm.supports_fa4_hd256 = true;
+    mm.mm_prefix = true;  // a layer that asks for mm-prefix belongs to a PrefixLM model
     if (get_flash_attn_version(env, mm) != 4)
       return "mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which does not resolve for "
              "this head_size";

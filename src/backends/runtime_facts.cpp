@@ -34,7 +34,7 @@ bool fa4_hd256_must_fall_back(const RuntimeEnv& env, const FaVersionQuery& q) {
   if (q.has_sinks) return true;
   if (q.requires_softcap || f.get_bool("model.attn_logit_softcapping")) return true;
   if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0) return true;  // pages are 128 tokens
-  if (f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
+  if (q.mm_prefix || f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
   if (f.get_int("parallel.decode_context_parallel_size") > 1) return true;
   if (q.kv_cache_dtype && q.kv_cache_dtype->starts_with("fp8")) return true;
   return false;

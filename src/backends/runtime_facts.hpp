@@ -18,6 +18,9 @@ struct FaVersionQuery {
   std::optional<int> kv_cache_block_size;
   /// The caller can serve FA4's dedicated head-256 kernel (its fixed 128-token page).
   bool supports_fa4_hd256 = false;
+  /// The layer serves PrefixLM image masks (vLLM reads model_config.is_mm_prefix_lm); FA4's
+  /// head-256 kernel cannot.
+  bool mm_prefix = false;
   /// The run's KV-cache dtype (vLLM reads cache_config.cache_dtype); FP8 rules out the FA4 head-256 kernel.
   std::optional<std::string_view> kv_cache_dtype;
 };
