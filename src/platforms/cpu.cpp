@@ -26,11 +26,12 @@ Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
   const BackendMember member = AttentionBackendEnum[target];
   Checked checked = check_backend(member, config);
   s.candidates.push_back({target, 0, checked.reasons.empty(), checked.reasons});
-  if (!checked.reasons.empty())
-    throw SelectionError(ErrorKind::value,
-                         fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name(),
-                                     config.repr(), reasons_str(s.candidates)),
-                         std::move(s.candidates));
+  if (!checked.reasons.empty()) {
+    // Format before the candidates move into the error (argument order is unspecified).
+    std::string message = fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name(),
+                                      config.repr(), reasons_str(s.candidates));
+    throw SelectionError(ErrorKind::value, message, std::move(s.candidates));
+  }
   s.backend_class = checked.cls;
   s.backend = target;
   s.class_path = checked.cls->qualname();
