@@ -25,8 +25,9 @@ std::optional<int> FlashAttentionBackend::fa4_hd256_block_size(const RuntimeEnv&
   const int head = static_cast<int>(model_head);
   FaVersionQuery q;
   q.head_size = head;
+  q.head_size_v = head_size_v();
   q.supports_fa4_hd256 = true;
-  if (uses_fa4_hd256_kernel(env, head, std::nullopt) && get_flash_attn_version(env, q) == 4) return kFa4Hd256PageSize;
+  if (uses_fa4_hd256_kernel(env, head, head_size_v()) && get_flash_attn_version(env, q) == 4) return kFa4Hd256PageSize;
   return std::nullopt;
 }
 

@@ -329,3 +329,39 @@ TEST(MambaBackends, NoneDeclaresBatchInvariance) {
 
 }  // namespace
 }  // namespace attnsel
+
+namespace attnsel {
+namespace {
+using testing::backend;
+using testing::cuda_env;
+using testing::decoder_config;
+
+TEST(DiffKV, FlashAttnDiffKVHasFlashAttentionsCapabilities) {
+  AttentionSelectorConfig c = decoder_config(192);  // MiMo's K head (V is 128)
+  c.kv_cache_dtype = "fp8";
+  c.has_sliding_window = true;
+  c.use_dcp = true;
+  EXPECT_TRUE(backend("FLASH_ATTN_DIFFKV")->validate_configuration(c, cuda_env(9, 0)).empty());
+  EXPECT_EQ(backend("FLASH_ATTN_DIFFKV")->validate_configuration(c, cuda_env(8, 0)),
+            (std::vector<std::string>{"kv_cache_dtype not supported",
+                                      "FP8 KV cache requires FA3 on SM90 or FA4 on SM100"}));
+  // Its V head (128) keeps a head-256 model off FA4's pinned 128-token pages.
+  RuntimeEnv b200 = cuda_env(10, 0);
+  testing::set_fact(b200, "model.head_size", "256");
+  EXPECT_EQ(backend("FLASH_ATTN_DIFFKV")->get_supported_kernel_block_sizes(b200),
+            std::vector<KernelBlockSize>{MultipleOf{16}});
+  EXPECT_EQ(backend("FLASH_ATTN")->get_supported_kernel_block_sizes(b200), std::vector<KernelBlockSize>{128});
+}
+
+TEST(DiffKV, TritonDiffKVIsDecoderOnlyWithoutQuantizedCaches) {
+  AttentionSelectorConfig c = decoder_config(192);
+  c.dtype = DType::float32;
+  EXPECT_TRUE(backend("TRITON_ATTN_DIFFKV")->validate_configuration(c, cuda_env(8, 0)).empty());
+  c.kv_cache_dtype = "fp8";
+  c.attn_type = AttentionType::encoder;
+  EXPECT_EQ(backend("TRITON_ATTN_DIFFKV")->validate_configuration(c, cuda_env(8, 0)),
+            (std::vector<std::string>{"kv_cache_dtype not supported", "attention type encoder not supported"}));
+}
+
+}  // namespace
+}  // namespace attnsel
