@@ -79,15 +79,15 @@ TEST(CpuMla, BlockSixteenOnly) {
   EXPECT_EQ(validate("CPU_MLA", c, env), std::vector<std::string>{"DCP not supported"});
 }
 
-TEST(AmxMla, MultipleOf32AndNeedsAmx) {
-  RuntimeEnv env = testing::cpu_env();
+TEST(AmxMla, Bf16AndMultipleOf32) {
+  const RuntimeEnv env = testing::cpu_env();
   AttentionSelectorConfig c = mla_config();
   c.block_size = 64;
-  EXPECT_EQ(validate("AMX_MLA", c, env), std::vector<std::string>{"AMX MLA requires a CPU with AMX tiles"});
-  testing::set_fact(env, "cpu.amx", "true");
   EXPECT_TRUE(validate("AMX_MLA", c, env).empty());
   c.block_size = 48;
-  EXPECT_EQ(validate("AMX_MLA", c, env), std::vector<std::string>{"block_size not supported"});
+  c.dtype = DType::float32;
+  EXPECT_EQ(validate("AMX_MLA", c, env),
+            (std::vector<std::string>{"dtype not supported", "block_size not supported"}));
 }
 
 TEST(TritonAttn, BlockMultipleOf16AndEveryAttentionType) {
