@@ -1,6 +1,7 @@
 // The different-K/V-head-size backends (head_size_v != head_size, e.g. MiMo's 192/128):
 // vllm/v1/attention/backends/flash_attn_diffkv.py and triton_attn_diffkv.py. Both subclass
 // their plain backend and pack K and V into one content slot.
+#include "attnsel/kernel.hpp"
 #include "backends/common.hpp"
 #include "backends/families.hpp"
 #include "backends/flash_attn.hpp"
@@ -9,9 +10,25 @@
 namespace attnsel::backends {
 
 namespace {
+/// A DiffKV backend shares its parent's capabilities but not its kernel (K and V are packed
+/// into one slot): pin the kernel hooks to the base "no kernel" answers so that a kernel
+/// added to the parent class is never inherited by mistake.
+template <class Parent>
+class DiffKVBackend : public Parent {
+ public:
+  bool has_kernel() const override { return AttentionBackend::has_kernel(); }
+  std::string missing_kernel_reason() const override { return AttentionBackend::missing_kernel_reason(); }
+  std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& c, const RuntimeEnv& env) const override {
+    return AttentionBackend::kernel_gaps(c, env);
+  }
+  std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override {
+    return AttentionBackend::make_impl(params);
+  }
+};
+
 /// FlashAttention's capabilities; the V head size (default 128) keeps the layer off FA4's
 /// head-256 kernel.
-class FlashAttentionDiffKVBackend : public FlashAttentionBackend {
+class FlashAttentionDiffKVBackend : public DiffKVBackend<FlashAttentionBackend> {
  public:
   std::string get_name() const override { return "FLASH_ATTN_DIFFKV"; }
   std::string qualname() const override { return "attnsel::backends::FlashAttentionDiffKVBackend"; }
@@ -21,7 +38,7 @@ class FlashAttentionDiffKVBackend : public FlashAttentionBackend {
 };
 
 /// Triton's capabilities for decoder self-attention only, without quantized caches.
-class TritonAttentionDiffKVBackend : public TritonAttentionBackend {
+class TritonAttentionDiffKVBackend : public DiffKVBackend<TritonAttentionBackend> {
  public:
   std::string get_name() const override { return "TRITON_ATTN_DIFFKV"; }
   std::string qualname() const override { return "attnsel::backends::TritonAttentionDiffKVBackend"; }
