@@ -101,6 +101,28 @@ bool flash_attn_supports_mla(const RuntimeEnv& env) {
 
 bool flash_attn_varlen_available(const RuntimeEnv& env) { return env.facts.get_bool("flash_attn.varlen_available"); }
 
+namespace {
+std::optional<std::string> flashmla_unavailable_reason(const RuntimeEnv& env) {
+  if (!env.facts.get_bool("flashmla.available"))
+    return "vllm._flashmla_C is not available, likely was not compiled due to insufficient nvcc version or a "
+           "supported arch was not in the list of target arches to compile for.";
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> flashmla_dense_unsupported_reason(const RuntimeEnv& env) {
+  if (auto reason = flashmla_unavailable_reason(env)) return reason;
+  if (!is_capability_family(env, 9)) return "FlashMLA Dense is only supported on Hopper devices.";
+  return std::nullopt;
+}
+
+std::optional<std::string> flashmla_sparse_unsupported_reason(const RuntimeEnv& env) {
+  if (auto reason = flashmla_unavailable_reason(env)) return reason;
+  if (!is_capability_family(env, 9) && !is_capability_family(env, 10))
+    return "FlashMLA Sparse is only supported on Hopper and Blackwell DC devices.";
+  return std::nullopt;
+}
+
 std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env) {
   const std::string& v = env.facts.get_string("flashinfer.use_trtllm_attention");
   if (v == "true" || v == "1") return true;

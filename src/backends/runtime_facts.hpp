@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "attnsel/facts.hpp"
@@ -45,6 +46,11 @@ bool flash_attn_supports_sinks(const RuntimeEnv& env);
 bool flash_attn_supports_mla(const RuntimeEnv& env);
 /// vLLM's is_flash_attn_varlen_func_available().
 bool flash_attn_varlen_available(const RuntimeEnv& env);
+
+/// vLLM's is_flashmla_dense_supported() / is_flashmla_sparse_supported(): nullopt when
+/// supported, else vLLM's reason.
+std::optional<std::string> flashmla_dense_unsupported_reason(const RuntimeEnv& env);
+std::optional<std::string> flashmla_sparse_unsupported_reason(const RuntimeEnv& env);
 
 /// vLLM's force_use_trtllm_attention(): nullopt = auto, else the forced value.
 std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env);

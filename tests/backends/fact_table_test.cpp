@@ -48,8 +48,13 @@ TEST(FactTable, FlashInferAndFlashMlaDefaults) {
   EXPECT_TRUE(cuda_env(10, 0).facts.get_bool("flashinfer.trtllm_supported"));
   EXPECT_FALSE(cuda_env(9, 0).facts.get_bool("flashinfer.trtllm_supported"));
   EXPECT_EQ(cuda_env(10, 0).facts.get_string("flashinfer.use_trtllm_attention"), "auto");
-  EXPECT_TRUE(cuda_env(9, 0).facts.get_bool("flashmla.dense_supported"));
-  EXPECT_FALSE(cuda_env(12, 0).facts.get_bool("flashmla.sparse_supported"));
+  EXPECT_TRUE(cuda_env(9, 0).facts.get_bool("flashmla.available"));
+  EXPECT_EQ(backends::flashmla_dense_unsupported_reason(cuda_env(9, 0)), std::nullopt);
+  EXPECT_EQ(backends::flashmla_dense_unsupported_reason(cuda_env(10, 0)),
+            "FlashMLA Dense is only supported on Hopper devices.");
+  EXPECT_EQ(backends::flashmla_sparse_unsupported_reason(cuda_env(10, 0)), std::nullopt);
+  EXPECT_EQ(backends::flashmla_sparse_unsupported_reason(cuda_env(12, 0)),
+            "FlashMLA Sparse is only supported on Hopper and Blackwell DC devices.");
 }
 
 TEST(FactTable, RocmSwitchDefaults) {
