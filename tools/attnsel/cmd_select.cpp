@@ -34,10 +34,10 @@ struct SelectInputs {
 
 SelectInputs build_inputs(const SelectOptions& o) {
   SelectInputs in;
-  in.platform = o.platform.make_platform();
-  o.backend.apply(in.engine.attention);
-  o.layer.apply(in.engine);
   in.layer = o.layer.make_layer();
+  o.layer.apply(in.engine);
+  o.backend.apply(in.engine.attention);
+  in.platform = o.platform.make_platform();
   in.config = as_usage([&] { return make_selector_config(in.engine, in.layer); });
   in.requested = effective_backend(in.engine, in.layer);
   return in;
@@ -126,9 +126,14 @@ int list_facts(const SelectOptions& o) {
 int run_select(const SelectOptions& o) {
   if (o.list_facts) return run_command(o.output.json, [&] { return list_facts(o); });
   std::optional<SelectInputs> in;
-  auto on_failure = [&](const Failure& f) {
-    // The explanation up to the failure, so that the reasons are visible without --json.
-    if (!o.output.json && in && !f.candidates.empty()) {
+  auto on_failure = [&](Failure& f) {
+    if (!in) return;  // the command line itself was wrong
+    if (o.output.json) {
+      f.context = {{"platform", in->platform->spec()},
+                   {"mode", std::string(mode_name(in->platform->mode()))},
+                   {"config", to_json(in->config)}};
+    } else if (!f.candidates.empty()) {
+      // The explanation up to the failure, so that the reasons are visible without --json.
       print_header(*in);
       print_candidates(f.candidates);
     }
