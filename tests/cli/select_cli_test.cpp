@@ -119,10 +119,10 @@ TEST_F(SelectCli, ExplicitInvalidBackendExitsThreeWithVllmsMessage) {
   const json j = select_json({"--platform", "cuda:9.0", "--attention-backend", "FLASHMLA"}, 3);
   EXPECT_EQ(j.at("error_type"), "ValueError");
   EXPECT_THAT(j.at("error").get<std::string>(),
-              AllOf(StartsWith("Selected backend AttentionBackendEnum.FLASHMLA is not valid for this "
+              AllOf(StartsWith("Selected backend FLASHMLA is not valid for this "
                                "configuration. Reason: ['"),
                     HasSubstr("'non-MLA not supported'")));
-  EXPECT_THAT(last_.err, HasSubstr("Selected backend AttentionBackendEnum.FLASHMLA is not valid"));
+  EXPECT_THAT(last_.err, HasSubstr("Selected backend FLASHMLA is not valid"));
 }
 
 TEST_F(SelectCli, PerKindOverrideAppliesToItsKindOnly) {
@@ -157,6 +157,46 @@ TEST_F(SelectCli, EngineLevelFlagsReachTheSelectorConfig) {
   if (last_.exit_code == 0) {
     EXPECT_EQ(j.at("num_heads"), 16);
   }
+}
+
+TEST_F(SelectCli, BlockSizeThatPrecludesBetterBackendsIsAWarning) {
+  const json j = select_json({"--platform", "cuda:10.0", "--use-mla", "--head-size", "576", "--block-size", "16"});
+  EXPECT_EQ(j.at("backend"), "TRITON_MLA");
+  EXPECT_EQ(j.at("priority"), 5);
+  EXPECT_EQ(j.at("warnings"),
+            (json{"--block-size 16 precluded higher-priority backend(s) FLASHINFER_MLA, CUTLASS_MLA, FLASHMLA. Using "
+                  "TRITON_MLA instead, which may result in reduced performance. Consider removing --block-size to "
+                  "auto-select the optimal block size."}));
+  EXPECT_EQ(candidate(j, "FLASHINFER_MLA").at("reasons"), (json{"block_size not supported"}));
+  const auto r = run_attnsel({"select", "--platform", "cuda:10.0", "--use-mla", "--head-size", "576",
+                              "--block-size", "16"});
+  EXPECT_THAT(r.out, HasSubstr("Warnings:\n  --block-size 16 precluded higher-priority backend(s) FLASHINFER_MLA"));
+}
+
+TEST_F(SelectCli, NumHeadsOrdersTheBlackwellSparseMlaTail) {
+  // FlashMLA pads heads: with 16 heads or fewer FlashInfer's sparse kernel comes first.
+  const std::vector<std::string> sparse{"--platform", "cuda:10.0", "--use-mla", "--use-sparse", "--head-size", "576"};
+  auto with_heads = [&](const char* n) {
+    std::vector<std::string> args = sparse;
+    args.insert(args.end(), {"--num-heads", n});
+    return select_json(args);
+  };
+  EXPECT_EQ(with_heads("128").at("backend"), "FLASHMLA_SPARSE");
+  const json few = with_heads("16");
+  EXPECT_EQ(few.at("backend"), "FLASHINFER_MLA_SPARSE");
+  EXPECT_EQ(few.at("num_heads"), 16);
+}
+
+TEST_F(SelectCli, LibraryLogsFollowAttnselLogLevelAndStayOffStdout) {
+  const std::vector<std::string> args{"select", "--platform", "cuda:9.0"};
+  const auto info = run_attnsel(args, {"ATTNSEL_LOG_LEVEL=info"});
+  ASSERT_EQ(info.exit_code, 0);
+  EXPECT_THAT(info.err, HasSubstr("Using FLASH_ATTN attention backend out of potential backends: ['FLASH_ATTN', "
+                                  "'FLASHINFER', 'TRITON_ATTN', 'FLEX_ATTENTION']."));
+  EXPECT_THAT(info.out, Not(HasSubstr("potential backends")));
+  const auto off = run_attnsel(args, {"ATTNSEL_LOG_LEVEL=off"});
+  EXPECT_EQ(off.err, "");
+  EXPECT_EQ(off.out, info.out);
 }
 
 TEST_F(SelectCli, NoValidBackendExitsThreeWithEveryCandidatesReasons) {
