@@ -176,7 +176,7 @@ TEST_F(BackendReportTest, ListsDynamicMembersAndOverrides) {
   ASSERT_TRUE(dynamic->capabilities.has_value());
   EXPECT_EQ(dynamic->capabilities->head_sizes, "64, 96");
   EXPECT_EQ(overridden, (std::set<std::string>{"CLI_TEST_BACKEND", "CUSTOM"}));
-  const json j = cli::to_json(*dynamic);
+  const auto j = cli::to_json(*dynamic);
   EXPECT_EQ(j.at("capabilities").at("features").at("sink"), true);
   EXPECT_EQ(j.at("capabilities").at("features").at("mla"), false);
 }

@@ -133,16 +133,16 @@ std::vector<BackendReport> report_backends(const Platform& platform) {
   return out;
 }
 
-nlohmann::json to_json(const BackendReport& r) {
-  nlohmann::json j = {{"enum", std::string(enum_class_name(r.kind))},
+nlohmann::ordered_json to_json(const BackendReport& r) {
+  nlohmann::ordered_json j = {{"enum", std::string(enum_class_name(r.kind))},
                       {"name", r.name},
-                      {"class", r.class_path ? nlohmann::json(*r.class_path) : nlohmann::json(nullptr)},
+                      {"class", r.class_path ? nlohmann::ordered_json(*r.class_path) : nlohmann::ordered_json(nullptr)},
                       {"overridden", r.overridden},
-                      {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                      {"error", r.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.error)},
                       {"has_kernel", r.has_kernel}};
   if (r.capabilities) {
     const AttentionCapabilities& c = *r.capabilities;
-    nlohmann::json features = nlohmann::json::object();
+    nlohmann::ordered_json features = nlohmann::ordered_json::object();
     for (const auto& [name, on] : c.features) features[name] = on;
     j["capabilities"] = {
         {"dtypes", c.dtypes},
@@ -152,7 +152,7 @@ nlohmann::json to_json(const BackendReport& r) {
         {"attn_types", c.attn_types},
         {"compute_capability", c.compute_capability},
         {"features", features},
-        {"kv_cache_layouts", c.kv_cache_layouts ? nlohmann::json(*c.kv_cache_layouts) : nlohmann::json(nullptr)}};
+        {"kv_cache_layouts", c.kv_cache_layouts ? nlohmann::ordered_json(*c.kv_cache_layouts) : nlohmann::ordered_json(nullptr)}};
   } else {
     j["capabilities"] = nullptr;
   }

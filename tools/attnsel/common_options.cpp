@@ -206,7 +206,7 @@ int run_command(bool json, const std::function<int()>& body, const std::function
     std::fflush(stdout);
     fmt::print(stderr, "attnsel: error: {}\n", f.message);
     if (json) {
-      nlohmann::json j = failure_json(f.message, f.error_type, f.candidates);
+      nlohmann::ordered_json j = failure_json(f.message, f.error_type, f.candidates);
       j.update(f.context);
       print_json(j);
     }

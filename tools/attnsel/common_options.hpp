@@ -119,7 +119,7 @@ struct Failure {
   std::string message;
   std::string error_type;
   std::vector<Candidate> candidates;
-  nlohmann::json context = nlohmann::json::object();  ///< extra fields for the JSON object
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();  ///< extra fields for the JSON object
 };
 
 /// Runs a command body and maps what it throws to an exit code: UsageError → 2,
