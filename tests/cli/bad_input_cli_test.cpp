@@ -168,6 +168,16 @@ TEST_F(BadInputCli, UnknownKvCacheDtypeListsTheValidDtypes) {
   EXPECT_THAT(r.err, HasSubstr("Invalid kv_cache_dtype: fp9. Valid values are: " + valid));
 }
 
+TEST_F(BadInputCli, EmptyKvCacheDtypeIsNotTheSameAsNone) {
+  auto r = select_usage_error({"--kv-cache-dtype", ""});
+  EXPECT_THAT(r.err, HasSubstr("Invalid kv_cache_dtype: . Valid values are: auto, "));
+}
+
+TEST_F(BadInputCli, TwoPlatformsConflict) {
+  auto r = select_usage_error({"--platform", "cpu"});
+  EXPECT_THAT(r.err, HasSubstr("--platform"));
+}
+
 TEST_F(BadInputCli, UsageErrorWithJsonPrintsTheErrorObject) {
   auto r = select_usage_error({"--json", "--attention-backend", "NOPE"});
   const auto j = nlohmann::json::parse(r.out);

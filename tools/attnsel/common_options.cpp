@@ -130,7 +130,7 @@ void LayerOptions::add_to(CLI::App& app) {
   app.add_option("--dtype", dtype, "model (activation) dtype")
       ->check(one_of("dtype", strings(dtype_names()), [](const std::string& s) { return parse_dtype(s).has_value(); }))
       ->capture_default_str();
-  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+  kv_cache_dtype_opt_ = app.add_option("--kv-cache-dtype", kv_cache_dtype,
                  fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtype_names(), ", ")));
   block_size_opt_ = app.add_option("--block-size", block_size,
                                    "KV-cache block size; giving it makes it user-specified, so the selector sees it")
@@ -151,7 +151,7 @@ LayerRequest LayerOptions::make_layer() const {
   LayerRequest layer;
   layer.head_size = head_size;
   layer.dtype = *parse_dtype(dtype);  // validated by the option's check
-  if (!kv_cache_dtype.empty()) {
+  if (kv_cache_dtype_opt_ != nullptr && kv_cache_dtype_opt_->count() > 0) {
     if (!is_known_cache_dtype(kv_cache_dtype))
       throw UsageError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", kv_cache_dtype,
                                    fmt::join(cache_dtype_names(), ", ")),

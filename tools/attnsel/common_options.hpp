@@ -86,7 +86,7 @@ struct BackendChoiceOptions {
 struct LayerOptions {
   int head_size = 128;
   std::string dtype = "bfloat16";
-  std::string kv_cache_dtype;  ///< empty = not given (None)
+  std::string kv_cache_dtype;  ///< meaningful only when --kv-cache-dtype was given (else None)
   int block_size = 0;          ///< meaningful only when --block-size was given
   std::string attn_type = "decoder";
   int num_heads = 0;           ///< meaningful only when --num-heads was given
@@ -104,6 +104,7 @@ struct LayerOptions {
   void apply(EngineConfig& engine) const;
 
  private:
+  CLI::Option* kv_cache_dtype_opt_ = nullptr;
   CLI::Option* block_size_opt_ = nullptr;
   CLI::Option* num_heads_opt_ = nullptr;
 };
