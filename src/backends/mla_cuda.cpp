@@ -91,9 +91,8 @@ class FlashMLABackend : public DenseMLABackend {
   bool supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv&) const override {
     return cap_major_in(cap, {9, 10});
   }
-  std::optional<std::string> supports_combination(const CombinationArgs&, const RuntimeEnv& env) const override {
-    if (!env.facts.get_bool("flashmla.dense_supported")) return "FlashMLA is not supported on this device";
-    return std::nullopt;
+  std::optional<std::string> supports_combination(const CombinationArgs& a, const RuntimeEnv& env) const override {
+    return a.use_sparse ? flashmla_sparse_unsupported_reason(env) : flashmla_dense_unsupported_reason(env);
   }
 };
 
