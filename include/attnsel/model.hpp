@@ -78,6 +78,7 @@ struct ModelSpec {
   bool is_encoder_only = false;       ///< a pooling model (BERT-like)
   bool is_mm_prefix_lm = false;       ///< vLLM's model_config.is_mm_prefix_lm
   int num_hidden_layers = 0;          ///< decoder (or only) stack depth, including layers without a cache
+  int tensor_parallel_size = 1;       ///< head counts and widths are per rank of this many (see shard_model)
   std::vector<LayerSpec> layers;      ///< in model order: encoder stack first, then decoder
 };
 

@@ -10,6 +10,10 @@ namespace attnsel::model {
 
 namespace {
 
+std::string quoted_choices(const std::vector<std::string_view>& choices);
+
+}  // namespace
+
 // Keeps printable ASCII and replaces everything else, so a message never carries raw
 // control bytes or invalid UTF-8 from a hostile file.
 std::string printable(std::string_view s, std::size_t limit) {
@@ -28,6 +32,8 @@ std::string printable(std::string_view s, std::size_t limit) {
   if (s.size() > limit) out += "...";
   return out;
 }
+
+namespace {
 
 std::string quoted_choices(const std::vector<std::string_view>& choices) {
   std::vector<std::string> q;

@@ -69,6 +69,9 @@ class ConfigReader {
   std::string prefix_;
 };
 
+/// `s` with quotes, backslashes and non-printable bytes escaped, cut after `limit` bytes.
+std::string printable(std::string_view s, std::size_t limit = 60);
+
 /// A short, printable description of a JSON value for messages ("string \"abc\"",
 /// "number 3.5", "an array of 2 elements"). Never throws, whatever the bytes.
 std::string describe_json(const nlohmann::json& value);
