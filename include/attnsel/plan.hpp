@@ -85,7 +85,7 @@ struct PlanGroup {
 struct BlockSizeChoice {
   int block_size = 16;
   bool user_specified = false;
-  std::string source;  ///< "--block-size", "FLASH_ATTN.get_preferred_block_size(16)", "platform default (cpu)"
+  std::string source;  ///< "--block-size", "FLASH_ATTN.get_preferred_block_size(16)", ...; empty = not chosen yet
 };
 
 struct ModelPlan {

@@ -197,6 +197,15 @@ BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const En
   if (auto fixed = platform.default_block_size()) {
     c.block_size = *fixed;
     c.source = fmt::format("platform default ({})", platform.spec());
+    // The CPU platform sets 16 for CPU_MLA models (spec §8.3), whose kernel takes only 16.
+    for (const PlanGroup& g : groups)
+      if (const AttentionBackend* b = attention_class(g)) {
+        if (b->get_name() == "CPU_MLA") {
+          c.block_size = 16;
+          c.source = fmt::format("platform default for CPU_MLA ({})", platform.spec());
+        }
+        break;
+      }
     return c;
   }
   // Groups are in layer order, so the first attention group holds the first non-SSM layer.
@@ -366,6 +375,7 @@ ModelPlan make_plan(const ModelSpec& model, const EngineOptions& options, Select
   plan.kv_cache_dtype = options.engine.cache.cache_dtype;
   plan.tensor_parallel_size = options.tensor_parallel_size;
   plan.groups = build_groups(sharded, plan.dtype, options);
+  sum_sizes(plan);
 
   select_backends(plan.groups, options, selector);
   std::set<const Selection*> selections;
@@ -399,7 +409,6 @@ ModelPlan make_plan(const ModelSpec& model, const EngineOptions& options, Select
                          "Mamba state page (HybridAttentionMambaModelConfig); that alignment is not modelled here."});
   check_block_size(plan, platform.env());
   resolve_layout(plan, model, options, platform);
-  sum_sizes(plan);
   return plan;
 }
 
