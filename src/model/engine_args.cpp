@@ -201,11 +201,11 @@ std::optional<std::string> kv_connector_cache_layout(const KVTransferConfig& con
 EngineOptions parse_engine_args(const EngineArgs& args) {
   EngineOptions out;
   EngineConfig& e = out.engine;
-  if (args.attention_config) e.attention = parse_attention_config(*args.attention_config);
-  if (args.attention_backend) {
+  if (!args.attention_config.empty()) e.attention = parse_attention_config(args.attention_config);
+  if (!args.attention_backend.empty()) {
     if (e.attention.backend)
       throw ValueError("attention_backend and attention_config.backend are mutually exclusive");
-    e.attention.set_backend(*args.attention_backend);
+    e.attention.set_backend(args.attention_backend);
   }
 
   if (!is_known_cache_dtype(args.kv_cache_dtype)) {
@@ -239,13 +239,13 @@ EngineOptions parse_engine_args(const EngineArgs& args) {
   e.prefill_context_parallel_size = args.prefill_context_parallel_size;
   e.batch_invariant = args.batch_invariant;
 
-  if (args.kv_transfer_config) {
-    out.kv_transfer = parse_kv_transfer_config(*args.kv_transfer_config);
+  if (!args.kv_transfer_config.empty()) {
+    out.kv_transfer = parse_kv_transfer_config(args.kv_transfer_config);
     e.kv_transfer_instance = out.kv_transfer->is_kv_transfer_instance();
   }
-  if (args.kv_cache_layout) {
-    (void)layout_from_name(*args.kv_cache_layout);  // vLLM's "Unknown KV cache layout" check
-    out.kv_cache_layout = *args.kv_cache_layout;
+  if (!args.kv_cache_layout.empty()) {
+    (void)layout_from_name(args.kv_cache_layout);  // vLLM's "Unknown KV cache layout" check
+    out.kv_cache_layout = args.kv_cache_layout;
   }
   return out;
 }

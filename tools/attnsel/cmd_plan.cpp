@@ -36,19 +36,15 @@ struct PlanOptions {
   std::string kv_transfer_config;
   std::string kv_cache_layout;
   bool batch_invariant = false;
-  CLI::Option* attention_backend_opt = nullptr;
-  CLI::Option* attention_config_opt = nullptr;
   CLI::Option* block_size_opt = nullptr;
-  CLI::Option* kv_transfer_opt = nullptr;
-  CLI::Option* kv_cache_layout_opt = nullptr;
 
   void add_to(CLI::App& app) {
     app.add_option("--model", model,
                    "a Hugging Face config.json, or a folder holding one (default: a built-in Llama-3-8B-like model)");
     platform.add_to(app);
-    attention_backend_opt = app.add_option("--attention-backend", attention_backend,
+    app.add_option("--attention-backend", attention_backend,
                                            "vLLM's --attention-backend: one backend for every attention layer, or auto");
-    attention_config_opt = app.add_option(
+    app.add_option(
         "--attention-config", attention_config,
         R"(vLLM's --attention-config JSON, e.g. '{"backend_per_kind": {"sliding_window": "TRITON_ATTN"}}')");
     app.add_option("--kv-cache-dtype", kv_cache_dtype, "vLLM's --kv-cache-dtype")->capture_default_str();
@@ -64,10 +60,10 @@ struct PlanOptions {
     app.add_option("--prefill-context-parallel-size", prefill_context_parallel_size,
                    "vLLM's --prefill-context-parallel-size")
         ->capture_default_str();
-    kv_transfer_opt = app.add_option("--kv-transfer-config", kv_transfer_config,
+    app.add_option("--kv-transfer-config", kv_transfer_config,
                                      R"(vLLM's --kv-transfer-config JSON, e.g. '{"kv_connector": "NixlConnector", )"
                                      R"("kv_role": "kv_both"}')");
-    kv_cache_layout_opt = app.add_option("--kv-cache-layout", kv_cache_layout,
+    app.add_option("--kv-cache-layout", kv_cache_layout,
                                          "the KV-cache layout to use (vLLM's VLLM_KV_CACHE_LAYOUT): LBNHC, LBHNC, "
                                          "BLNHC, BLHNC, BHLNC, LHBNC, or the legacy NHD / HND");
     app.add_flag("--batch-invariant", batch_invariant, "VLLM_BATCH_INVARIANT");
@@ -79,16 +75,16 @@ struct PlanOptions {
 
   EngineArgs engine_args() const {
     EngineArgs a;
-    if (attention_backend_opt->count() > 0) a.attention_backend = attention_backend;
-    if (attention_config_opt->count() > 0) a.attention_config = attention_config;
+    a.attention_backend = attention_backend;
+    a.attention_config = attention_config;
     a.kv_cache_dtype = kv_cache_dtype;
     if (block_size_opt->count() > 0) a.block_size = block_size;
     a.dtype = dtype;
     a.tensor_parallel_size = tensor_parallel_size;
     a.decode_context_parallel_size = decode_context_parallel_size;
     a.prefill_context_parallel_size = prefill_context_parallel_size;
-    if (kv_transfer_opt->count() > 0) a.kv_transfer_config = kv_transfer_config;
-    if (kv_cache_layout_opt->count() > 0) a.kv_cache_layout = kv_cache_layout;
+    a.kv_transfer_config = kv_transfer_config;
+    a.kv_cache_layout = kv_cache_layout;
     a.batch_invariant = batch_invariant;
     return a;
   }
