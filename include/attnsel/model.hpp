@@ -56,6 +56,9 @@ struct MambaLayerSpec {
   std::int64_t d_state = 0;            ///< SSM state size
   std::int64_t d_conv = 0;             ///< causal-conv kernel width
   std::string heads_field;             ///< config field that must divide by the TP size (for messages)
+  /// The SSM / recurrent state's dtype when the model fixes it (Nemotron-H: float32, vLLM's
+  /// mamba_ssm_cache_dtype default for it); nullopt = the model dtype ("auto").
+  std::optional<DType> ssm_state_dtype;
 };
 
 /// One layer with a cache (or at least an attention backend).

@@ -133,9 +133,13 @@ void read_nemotron_h(const ConfigReader& c, ModelSpec& out) {
     a = read_gqa_attention(c, {}, "num_attention_heads", "num_key_value_heads",
                            c.has("head_dim") ? "head_dim" : "attention_head_dim");
   MambaLayerSpec m;
-  if (has_mamba)
+  if (has_mamba) {
     m = mamba2_spec(c, "mamba_num_heads", "mamba_head_dim", "n_groups", "ssm_state_size", "conv_kernel",
                     expanded_width(c, "expand", 2));
+    // vLLM's NemotronHForCausalLMConfig: the SSM cache is float32 unless the config says otherwise.
+    const auto ssm = c.opt_choice("mamba_ssm_cache_dtype", {"float16", "bfloat16", "float32"});
+    m.ssm_state_dtype = parse_dtype(ssm.value_or("float32"));
+  }
   out.num_hidden_layers = n;
   for (int i = 0; i < n; ++i) {
     const char kind = (*pattern)[static_cast<std::size_t>(i)];

@@ -31,17 +31,23 @@ std::optional<std::int64_t> kv_bytes_per_token(const LayerSpec& layer, std::stri
   return std::int64_t{*e} * a.num_kv_heads * (a.head_size + a.head_size_v);
 }
 
-std::int64_t mamba_state_elements(const MambaLayerSpec& m) {
-  const std::int64_t conv_taps = m.d_conv > 0 ? m.d_conv - 1 : 0;
-  if (m.backend == "MAMBA1") return conv_taps * m.intermediate_size + m.intermediate_size * m.d_state;
+MambaStateElements mamba_state_elements(const MambaLayerSpec& m) {
+  const std::int64_t taps = m.d_conv > 0 ? m.d_conv - 1 : 0;
+  if (m.backend == "MAMBA1") return {taps * m.intermediate_size, m.intermediate_size * m.d_state};
   if (m.backend == "MAMBA2")
-    return conv_taps * (m.intermediate_size + 2 * m.n_groups * m.d_state) + m.num_heads * m.head_dim * m.d_state;
+    return {taps * (m.intermediate_size + 2 * m.n_groups * m.d_state), m.num_heads * m.head_dim * m.d_state};
   if (m.backend == "GDN_ATTN")
-    return conv_taps * (2 * m.num_k_heads * m.head_k_dim + m.num_heads * m.head_dim) +
-           m.num_heads * m.head_k_dim * m.head_dim;
-  if (m.backend == "LINEAR") return m.num_heads * m.head_dim * m.head_dim;
-  if (m.backend == "SHORT_CONV") return conv_taps * m.intermediate_size;
-  return 0;
+    return {taps * (2 * m.num_k_heads * m.head_k_dim + m.num_heads * m.head_dim),
+            m.num_heads * m.head_k_dim * m.head_dim};
+  if (m.backend == "LINEAR") return {0, m.num_heads * m.head_dim * m.head_dim};
+  if (m.backend == "SHORT_CONV") return {taps * m.intermediate_size, 0};
+  return {};
+}
+
+std::int64_t mamba_state_bytes(const MambaLayerSpec& m, DType model_dtype) {
+  auto size = [](DType d) -> std::int64_t { return d == DType::float32 ? 4 : 2; };
+  const MambaStateElements e = mamba_state_elements(m);
+  return e.conv * size(model_dtype) + e.ssm * size(m.ssm_state_dtype.value_or(model_dtype));
 }
 
 }  // namespace attnsel::model

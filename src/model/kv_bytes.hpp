@@ -20,7 +20,13 @@ std::optional<int> kv_cache_element_bytes(std::string_view cache_dtype, DType mo
 std::optional<std::int64_t> kv_bytes_per_token(const LayerSpec& layer, std::string_view cache_dtype,
                                                DType model_dtype);
 
-/// Elements of a Mamba-like layer's state per sequence (conv state plus SSM / recurrent state).
-std::int64_t mamba_state_elements(const MambaLayerSpec& m);
+/// Elements of a Mamba-like layer's state per sequence.
+struct MambaStateElements {
+  std::int64_t conv = 0;  ///< the causal-conv window
+  std::int64_t ssm = 0;   ///< the SSM / recurrent (or linear-attention KV) state
+};
+MambaStateElements mamba_state_elements(const MambaLayerSpec& m);
+/// Bytes of that state: the conv state in the model dtype, the SSM state in its own dtype.
+std::int64_t mamba_state_bytes(const MambaLayerSpec& m, DType model_dtype);
 
 }  // namespace attnsel::model

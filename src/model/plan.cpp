@@ -12,6 +12,7 @@
 #include "attnsel/registry.hpp"
 #include "model/indexer_backend.hpp"
 #include "model/kv_bytes.hpp"
+#include "model/model_hooks.hpp"
 
 namespace attnsel {
 
@@ -109,8 +110,9 @@ std::vector<PlanGroup> build_groups(const ModelSpec& sharded, DType dtype, const
       if (l.mixer == MixerKind::mamba) {
         g.kind = KVCacheSpecKind::mamba;
         g.backend = l.mamba->backend;
-        g.state_bytes_per_sequence =
-            model::mamba_state_elements(*l.mamba) * (dtype == DType::float32 ? 4 : 2);
+        g.state_bytes_per_sequence = model::mamba_state_bytes(*l.mamba, dtype);
+        if (l.mamba->ssm_state_dtype)
+          g.notes.push_back(fmt::format("SSM state in {}", dtype_name(*l.mamba->ssm_state_dtype)));
       } else {
         const AttentionLayerSpec& a = *l.attention;
         g.attn_type = a.attn_type;
@@ -150,8 +152,8 @@ void select_backends(std::vector<PlanGroup>& groups, const EngineOptions& option
   for (PlanGroup& g : groups) {
     try {
       if (g.mixer == MixerKind::mamba) {
+        // g.backend already holds the member name (as attention groups show theirs).
         const auto cls = get_mamba_attn_backend(MambaAttentionBackendEnum[g.backend], options.engine.batch_invariant);
-        g.backend = cls->get_name();
         g.class_path = cls->qualname();
         g.request_source = "Mamba selector";
       } else if (g.mixer == MixerKind::indexer) {
@@ -362,10 +364,11 @@ void sum_sizes(ModelPlan& plan) {
 
 }  // namespace
 
-ModelPlan make_plan(const ModelSpec& model, const EngineOptions& options, Selector& selector) {
-  const ModelSpec sharded = shard_model(model, options.tensor_parallel_size);
+ModelPlan make_plan(const ModelSpec& model, const EngineOptions& given_options, Selector& selector) {
+  const ModelSpec sharded = shard_model(model, given_options.tensor_parallel_size);
   const Platform& platform = selector.platform();
   ModelPlan plan;
+  const EngineOptions options = model::apply_model_hooks(model, given_options, plan.logs);
   plan.model_source = model.source;
   plan.model_type = model.model_type;
   plan.platform = platform.spec();
