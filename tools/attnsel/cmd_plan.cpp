@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -109,8 +110,15 @@ PlanInputs build_inputs(const PlanOptions& o) {
   });
 }
 
+// The platform with the plan's facts (model, engine options) under the user's --fact values.
 std::shared_ptr<Platform> build_platform(const PlanOptions& o, const PlanInputs& in, const std::string& spec) {
-  (void)o.platform.make_platform();  // validates --fact and --mode with the shared messages
+  std::map<std::string, std::string> seen;
+  for (const std::string& f : o.platform.facts) {
+    const auto [name, value] = split_assignment(f, "--fact", "NAME=VALUE");
+    const auto [it, fresh] = seen.emplace(name, value);
+    if (!fresh && it->second != value)
+      throw UsageError(fmt::format("conflicting --fact values for {}: '{}' and '{}'", name, it->second, value));
+  }
   return as_usage([&] { return make_plan_platform(in.model, in.options, spec, o.platform.facts, in.mode); });
 }
 
