@@ -183,10 +183,14 @@ int run_compare(const PlanOptions& o) {
     }
     outcomes.push_back(std::move(outcome));
   }
-  if (o.output.json)
+  if (o.output.json) {
     print_json(compare_json(in.model, outcomes));
-  else
+  } else {
     fmt::print("{}", render_compare_text(in.model, outcomes));
+    if (o.explain)
+      for (const PlatformOutcome& outcome : outcomes)
+        if (outcome.plan) fmt::print("\n== {} ==\n{}", outcome.platform, render_plan_explanation(*outcome.plan));
+  }
   return all_ok ? kExitChosen : kExitNoBackend;
 }
 
