@@ -110,6 +110,7 @@ std::vector<PlanGroup> build_groups(const ModelSpec& sharded, DType dtype, const
       if (l.mixer == MixerKind::mamba) {
         g.kind = KVCacheSpecKind::mamba;
         g.backend = l.mamba->backend;
+        g.request_source = "Mamba selector";
         g.state_bytes_per_sequence = model::mamba_state_bytes(*l.mamba, dtype);
         if (l.mamba->ssm_state_dtype)
           g.notes.push_back(fmt::format("SSM state in {}", dtype_name(*l.mamba->ssm_state_dtype)));
@@ -155,7 +156,6 @@ void select_backends(std::vector<PlanGroup>& groups, const EngineOptions& option
         // g.backend already holds the member name (as attention groups show theirs).
         const auto cls = get_mamba_attn_backend(MambaAttentionBackendEnum[g.backend], options.engine.batch_invariant);
         g.class_path = cls->qualname();
-        g.request_source = "Mamba selector";
       } else if (g.mixer == MixerKind::indexer) {
         const auto cls = model::deepseek_v32_indexer_backend();
         g.backend = cls->get_name();
