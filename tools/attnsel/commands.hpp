@@ -17,5 +17,6 @@ struct CommandContext {
 
 void add_select_command(CLI::App& app, CommandContext& context);
 void add_list_command(CLI::App& app, CommandContext& context);
+void add_plan_command(CLI::App& app, CommandContext& context);
 
 }  // namespace attnsel::cli
