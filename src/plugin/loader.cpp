@@ -82,6 +82,16 @@ class Loader {
     return plugin;
   }
 
+  // A plugin already loaded from a file of this name with this init symbol: a bare
+  // qualified name ("libfoo.so:symbol", as registered for the plugin's backends) means it
+  // before any search of the filesystem.
+  std::shared_ptr<const LoadedPlugin> find_loaded(std::string_view file_name, std::string_view symbol) {
+    std::lock_guard lock(mu_);
+    for (const auto& p : plugins_)
+      if (p->info.symbol == symbol && p->library->path().filename() == file_name) return p;
+    return nullptr;
+  }
+
   std::vector<PluginInfo> loaded() {
     std::lock_guard lock(mu_);
     std::vector<PluginInfo> out;
@@ -291,7 +301,9 @@ std::vector<std::string> split_plugin_list(std::string_view text) {
 std::shared_ptr<const BackendClass> resolve_plugin_class(std::string_view qualname) {
   auto q = parse_qualified_name(qualname);
   if (!q) return nullptr;
-  auto plugin = loader().load(q->library, q->symbol);
+  std::shared_ptr<const LoadedPlugin> plugin;
+  if (q->library.find('/') == std::string::npos) plugin = loader().find_loaded(q->library, q->symbol);
+  if (!plugin) plugin = loader().load(q->library, q->symbol);
   const LoadedBackend* chosen = nullptr;
   if (!q->backend) {
     chosen = &plugin->backends.front();
