@@ -36,7 +36,7 @@ namespace attnsel {
 inline constexpr std::string_view kDefaultPluginSymbol = "attnsel_plugin_init";
 
 /// One backend a loaded plugin declares.
-struct PluginBackendInfo {
+struct ATTNSEL_API PluginBackendInfo {
   std::string name;                        ///< get_name(), e.g. "MY_ATTN"
   std::string qualname;                    ///< "libfoo.so:symbol" or "libfoo.so:symbol#MY_ATTN"
   bool available = true;                   ///< false when its score was 0
@@ -47,7 +47,7 @@ struct PluginBackendInfo {
 };
 
 /// A loaded plugin.
-struct PluginInfo {
+struct ATTNSEL_API PluginInfo {
   std::string library;   ///< the absolute path it was loaded from
   std::string symbol;    ///< its init function
   std::string name;      ///< the name the plugin gives itself
