@@ -1,6 +1,8 @@
 // Loading plugins: what a good plugin provides, and every way a bad one is refused.
 #include <dlfcn.h>
 
+#include <thread>
+
 #include "attnsel/backend.hpp"
 #include "attnsel/plugin_loader.hpp"
 #include "plugin/plugin_backend.hpp"
@@ -216,6 +218,18 @@ TEST_F(PluginLoad, EnvironmentPluginsLoadAndFailuresAreReportedNotThrown) {
   ASSERT_EQ(loaded_plugins().size(), 2u);
   EXPECT_EQ(loaded_plugins()[0].name, "c-basic");
   EXPECT_EQ(loaded_plugins()[1].name, "cpp-helper");
+}
+
+TEST_F(PluginLoad, ConcurrentFirstResolutionsLoadOnceAndAgree) {
+  const std::string name = qualified(kPluginC, "attnsel_plugin_init#C_BASIC_MLA");
+  constexpr int kThreads = 8;
+  std::vector<std::shared_ptr<const BackendClass>> got(kThreads);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) threads.emplace_back([&, i] { got[static_cast<std::size_t>(i)] = resolve_class(name); });
+  for (std::thread& t : threads) t.join();
+  for (const auto& cls : got) EXPECT_EQ(cls, got[0]);
+  EXPECT_EQ(got[0]->get_name(), "C_BASIC_MLA");
+  EXPECT_EQ(loaded_plugins().size(), 1u);
 }
 
 }  // namespace
