@@ -30,7 +30,8 @@
  * Lifetime: everything the description points to (strings, arrays, callbacks,
  * user_data) must stay valid and unchanged until the library is unloaded; static
  * storage is the simple way. The host never unloads a library while any backend
- * object or kernel instance created from it is alive.
+ * object or kernel instance created from it is alive. Whatever the host passes to a
+ * callback (structs, strings, arrays) is valid only during that call: copy what you keep.
  *
  * Thread-safety: the host calls init under a lock, never concurrently. check_combination
  * and score may be called from any thread, concurrently. A kernel instance's

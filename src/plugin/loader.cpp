@@ -301,6 +301,7 @@ std::vector<std::string> split_plugin_list(std::string_view text) {
 std::shared_ptr<const BackendClass> resolve_plugin_class(std::string_view qualname) {
   auto q = parse_qualified_name(qualname);
   if (!q) return nullptr;
+  if (in_plugin_init) throw ImportError("a plugin's init function may not resolve plugin backends");
   std::shared_ptr<const LoadedPlugin> plugin;
   if (q->library.find('/') == std::string::npos) plugin = loader().find_loaded(q->library, q->symbol);
   if (!plugin) plugin = loader().load(q->library, q->symbol);
