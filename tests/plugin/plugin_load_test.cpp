@@ -220,7 +220,10 @@ TEST_F(PluginLoad, EnvironmentPluginsLoadAndFailuresAreReportedNotThrown) {
   EXPECT_EQ(loaded_plugins()[1].name, "cpp-helper");
 }
 
-TEST_F(PluginLoad, ConcurrentFirstResolutionsLoadOnceAndAgree) {
+// Run under ThreadSanitizer by scripts/test.sh (the tsan preset selects "Concurrency").
+using PluginConcurrency = PluginTest;
+
+TEST_F(PluginConcurrency, FirstResolutionsFromManyThreadsLoadOnceAndAgree) {
   const std::string name = qualified(kPluginC, "attnsel_plugin_init#C_BASIC_MLA");
   constexpr int kThreads = 8;
   std::vector<std::shared_ptr<const BackendClass>> got(kThreads);
