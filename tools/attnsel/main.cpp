@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "common_options.hpp"
+#include "plugin_option.hpp"
 
 int main(int argc, char** argv) {
   using namespace attnsel::cli;
@@ -13,6 +14,7 @@ int main(int argc, char** argv) {
   add_select_command(app, context);
   add_list_command(app, context);
   add_plan_command(app, context);
+  add_plugin_option(app);
 
   return run_cli(app, context, argc, argv);
 }
