@@ -141,7 +141,7 @@ nlohmann::json group_json(const ModelPlan& plan, const PlanGroup& g) {
       {"class", g.error ? nlohmann::json(nullptr) : nlohmann::json(g.class_path)},
       {"requested", opt(g.requested_backend)},
       {"request_source", g.request_source},
-      {"config", g.config ? to_json(*g.config) : nlohmann::json(nullptr)},
+      {"config", g.config ? nlohmann::json(to_json(*g.config)) : nlohmann::json(nullptr)},
       {"num_heads", g.request ? opt(g.request->num_heads) : nlohmann::json(nullptr)},
       {"candidates", to_json(g.selection ? g.selection->candidates : g.failed_candidates)},
       {"warnings", g.selection ? g.selection->warnings() : std::vector<std::string>{}},
