@@ -16,15 +16,18 @@ Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
   // it, else to CPU_MLA (see docs/DECISIONS.md); everything else runs on CPU_ATTN.
   std::string target = "CPU_ATTN";
   if (config.use_mla) {
-    const bool amx_ok = env_.facts.get_bool("cpu.has_amx") && config.dtype == DType::bfloat16 &&
+    const bool amx_ok = env_.facts.get_bool("cpu.amx") && config.dtype == DType::bfloat16 &&
                         (!config.block_size || *config.block_size % 32 == 0);
     target = amx_ok ? "AMX_MLA" : "CPU_MLA";
   }
   if (selected && selected->name() != target)
     add_log(s, LogLine::Level::info, fmt::format("Cannot use {} backend on CPU.", selected->name()), false);
 
+  // Reference mode answers what vLLM does: it routes without validating. Runnable mode
+  // validates, so a configuration the kernel cannot compute is rejected with its reasons.
   const BackendMember member = AttentionBackendEnum[target];
   Checked checked = check_backend(member, config);
+  if (mode_ == SelectionMode::reference && checked.cls) checked.reasons.clear();
   s.candidates.push_back({target, 0, checked.reasons.empty(), checked.reasons});
   if (!checked.reasons.empty()) {
     // Format before the candidates move into the error (argument order is unspecified).

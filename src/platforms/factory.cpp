@@ -112,7 +112,7 @@ std::shared_ptr<Platform> detect_host_platform(const std::vector<std::string>& f
   const platforms::CpuFeatures cpu = platforms::detect_cpu_features();
   DeviceDescription d{PlatformKind::cpu, std::nullopt, "cpu", "", 0};
   RuntimeFacts detected(d);
-  if (find_fact("cpu.has_amx") != nullptr) detected.set("cpu.has_amx", FactValue{cpu.amx_tile && cpu.amx_bf16});
+  if (find_fact("cpu.amx") != nullptr) detected.set("cpu.amx", FactValue{cpu.amx_tile && cpu.amx_bf16});
   auto p = build(d, fact_overrides, m, &detected);
   p->host_detail = fmt::format("host CPU: {}", cpu.describe());
   return p;
