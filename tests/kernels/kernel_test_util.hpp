@@ -1,0 +1,90 @@
+// Shared by the kernel tests: run an implementation on a synthetic paged batch and compare
+// every output element with the double-precision reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attnsel/kernel.hpp"
+#include "kernels/reference.hpp"
+#include "runtime/paged_workload.hpp"
+
+namespace attnsel::kernel::testing {
+
+struct Tolerance {
+  double atol, rtol;
+};
+
+/// Outputs are averages of values in [-1, 1]: the error budget is the output dtype's
+/// rounding plus, for bf16, the bf16 probabilities of the dot-product path.
+inline Tolerance tolerance_for(ScalarType dtype) {
+  switch (dtype) {
+    case ScalarType::f32: return {2e-5, 1e-4};
+    case ScalarType::f16: return {1e-3, 2e-3};
+    default: return {6e-3, 1.2e-2};
+  }
+}
+
+inline std::string describe(const runtime::WorkloadSpec& s, const LayerParams& p) {
+  std::string seqs;
+  for (const auto& q : s.sequences) seqs += fmt::format("({},{})", q.seq_len, q.query_len);
+  return fmt::format("dtype={} kv={} heads={}/{} D={} bs={} layout={} type={} causal={} window={} cap={} alibi={} "
+                     "sinks={} seqs={}",
+                     to_string(s.dtype), s.kv_cache_dtype, p.num_heads, p.num_kv_heads, p.head_size, s.block_size,
+                     s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND", attn_type_name(p.attn_type), p.causal,
+                     p.sliding_window ? *p.sliding_window : 0, p.logits_soft_cap, !p.alibi_slopes.empty(),
+                     !p.sinks.empty(), seqs);
+}
+
+/// A layer matching the workload's shape.
+inline LayerParams layer_for(const runtime::WorkloadSpec& s) {
+  LayerParams p;
+  p.num_heads = s.num_heads;
+  p.num_kv_heads = s.num_kv_heads;
+  p.head_size = s.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
+  p.kv_cache_dtype = s.kv_cache_dtype;
+  p.k_scale = s.k_scale;
+  p.v_scale = s.v_scale;
+  return p;
+}
+
+/// Runs `impl` with a NaN-poisoned output and compares every element with the reference;
+/// returns the largest error seen relative to the tolerance (<= 1 passes).
+inline double expect_matches_reference(const AttentionImpl& impl, runtime::PagedWorkload& w,
+                                       const std::string& what) {
+  const LayerParams& p = impl.params();
+  w.poison_output();
+  const AttentionMetadata md = w.metadata();
+  impl.forward(w.query(), w.cache(), md, w.output());
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(w.num_tokens()));
+  std::iota(tokens.begin(), tokens.end(), 0);
+  const std::vector<double> ref = reference::attend(p, w.query(), w.cache(), md, tokens);
+  const TensorView out = w.output();
+  const Tolerance tol = tolerance_for(out.dtype);
+  double worst = 0.0;
+  int reported = 0;
+  for (int t = 0; t < w.num_tokens(); ++t)
+    for (int h = 0; h < p.num_heads; ++h)
+      for (int d = 0; d < p.head_size; ++d) {
+        const double got = reference::load(out.data, out.dtype, t * out.stride[0] + h * out.stride[1] + d);
+        const double want = ref[(static_cast<std::size_t>(t) * p.num_heads + h) * p.head_size + d];
+        const double err = std::fabs(got - want) / (tol.atol + tol.rtol * std::fabs(want));
+        if (!std::isfinite(got) || err > 1.0) {
+          if (reported++ < 5)
+            ADD_FAILURE() << what << "\n  token " << t << " head " << h << " dim " << d << ": got " << got
+                          << ", reference " << want;
+          worst = std::max(worst, std::isfinite(got) ? err : 1e30);
+        }
+        worst = std::max(worst, std::isfinite(err) ? err : 1e30);
+      }
+  return worst;
+}
+
+}  // namespace attnsel::kernel::testing
