@@ -47,30 +47,39 @@ Case make_case(ScalarType dtype, int heads, int kv_heads, int head_size, std::ve
   return c;
 }
 
-void run_case(Case c) {
+// The SIMD variants this machine runs: every Highway target it supports (and, on
+// AVX-512, with and without BF16 dot products).
+struct Variant {
+  std::int64_t target;
+  bool bf16;
+};
+std::vector<Variant> variants() {
+  std::vector<Variant> out;
+  const std::int64_t supported = hwy::SupportedTargets();
+  for (std::int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_EMU128})
+    if ((supported & target) != 0) {
+      if (target == HWY_AVX3 && cpu_has_bf16_dot()) out.push_back({target, true});
+      out.push_back({target, false});
+    }
+  return out;
+}
+
+// Compares the kernel with the reference (computed once) on the best variant, or on
+// every variant when `all_variants`.
+void run_case(Case c, bool all_variants = false) {
   c.params.kv_cache_dtype = c.spec.kv_cache_dtype;
   c.params.k_scale = c.spec.k_scale;
   c.params.v_scale = c.spec.v_scale;
   PagedWorkload w(c.spec);
-  const auto impl = make_cpu_attention_impl(c.params, c.options);
-  expect_matches_reference(*impl, w,
-                           describe(c.spec, c.params) + " isa=" +
-                               cpu_attention_isa(c.spec.dtype, c.spec.kv_cache_dtype, c.options));
-}
-
-// Runs `body` once per SIMD target this machine supports (and, on AVX-512, with and
-// without the BF16 dot products), restoring the default afterwards.
-template <class Body>
-void for_each_target(Body body) {
-  const std::int64_t supported = hwy::SupportedTargets();
-  for (std::int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_EMU128}) {
-    if ((supported & target) == 0) continue;
-    hwy::SetSupportedTargetsForTest(target);
-    for (bool bf16 : {true, false}) {
-      if (bf16 && (target != HWY_AVX3 || !cpu_has_bf16_dot())) continue;
-      SCOPED_TRACE(std::string(hwy::TargetName(target)) + (bf16 ? "+BF16" : ""));
-      body(bf16);
-    }
+  const std::vector<double> ref = testing::reference_outputs(c.params, w);
+  const std::vector<Variant> list = all_variants ? variants() : std::vector<Variant>{{0, c.options.allow_bf16_dot}};
+  for (const Variant& v : list) {
+    hwy::SetSupportedTargetsForTest(v.target);
+    CpuAttentionOptions o = c.options;
+    o.allow_bf16_dot = v.bf16;
+    const auto impl = make_cpu_attention_impl(c.params, o);
+    testing::expect_matches(*impl, w, ref,
+                            describe(c.spec, c.params) + " isa=" + cpu_attention_isa(c.spec.dtype, c.spec.kv_cache_dtype, o));
   }
   hwy::SetSupportedTargetsForTest(0);
 }
@@ -84,16 +93,13 @@ TEST(CpuAttention, EveryHeadSizeAndDtype) {
 }
 
 TEST(CpuAttention, GqaRatiosAndMixedBatchesOnEveryTarget) {
-  for_each_target([](bool bf16) {
-    for (auto [heads, kv] : {std::pair{4, 4}, {4, 2}, {8, 2}, {8, 1}, {6, 2}})
-      for (const auto* seqs : {&kMixed, &kPrefillFirst}) {
-        Case c = make_case(ScalarType::bf16, heads, kv, 64, *seqs);
-        c.options.allow_bf16_dot = bf16;
-        run_case(c);
-        c.spec.dtype = ScalarType::f16;
-        run_case(c);
-      }
-  });
+  for (auto [heads, kv] : {std::pair{4, 4}, {4, 2}, {8, 2}, {8, 1}, {6, 2}})
+    for (const auto* seqs : {&kMixed, &kPrefillFirst}) {
+      Case c = make_case(ScalarType::bf16, heads, kv, 64, *seqs);
+      run_case(c, true);
+      c.spec.dtype = ScalarType::f16;
+      run_case(c, true);
+    }
 }
 
 TEST(CpuAttention, ManyQueryHeadsPerKvHeadSplitAcrossItems) {
@@ -103,17 +109,14 @@ TEST(CpuAttention, ManyQueryHeadsPerKvHeadSplitAcrossItems) {
 }
 
 TEST(CpuAttention, KvCacheDtypesWithScales) {
-  for_each_target([](bool bf16) {
-    for (const char* kv : {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
-      for (ScalarType dtype : {ScalarType::bf16, ScalarType::f16, ScalarType::f32}) {
-        Case c = make_case(dtype, 8, 2, 80, kMixed);
-        c.spec.kv_cache_dtype = kv;
-        c.spec.k_scale = 0.37f;
-        c.spec.v_scale = 2.5f;
-        c.options.allow_bf16_dot = bf16;
-        run_case(c);
-      }
-  });
+  for (const char* kv : {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
+    for (ScalarType dtype : {ScalarType::bf16, ScalarType::f16, ScalarType::f32}) {
+      Case c = make_case(dtype, 8, 2, 80, kMixed);
+      c.spec.kv_cache_dtype = kv;
+      c.spec.k_scale = 0.37f;
+      c.spec.v_scale = 2.5f;
+      run_case(c, true);
+    }
 }
 
 TEST(CpuAttention, LayoutsAndBlockSizes) {
@@ -127,43 +130,37 @@ TEST(CpuAttention, LayoutsAndBlockSizes) {
 }
 
 TEST(CpuAttention, Variants) {
-  for_each_target([](bool bf16) {
-    for (ScalarType dtype : {ScalarType::bf16, ScalarType::f32}) {
-      auto base = [&] {
-        Case c = make_case(dtype, 8, 2, 96, kMixed);
-        c.options.allow_bf16_dot = bf16;
-        return c;
-      };
-      {
-        Case c = base();
-        c.params.causal = false;
-        run_case(c);
-      }
-      for (int window : {1, 13, 64}) {
-        Case c = base();
-        c.params.sliding_window = window;
-        run_case(c);
-        c.params.causal = false;
-        run_case(c);
-      }
-      {
-        Case c = base();
-        c.params.logits_soft_cap = 2.0f;
-        c.spec.query_range = 6.0f;  // logits large enough for the cap to bite
-        run_case(c);
-      }
-      {
-        Case c = base();
-        for (int h = 0; h < 8; ++h) c.params.alibi_slopes.push_back(std::exp2(-0.5f * static_cast<float>(h + 1)));
-        run_case(c);
-      }
-      {
-        Case c = base();
-        for (int h = 0; h < 8; ++h) c.params.sinks.push_back(0.3f * static_cast<float>(h) - 1.0f);
-        run_case(c);
-      }
+  for (ScalarType dtype : {ScalarType::bf16, ScalarType::f32}) {
+    auto base = [&] { return make_case(dtype, 8, 2, 96, kMixed); };
+    {
+      Case c = base();
+      c.params.causal = false;
+      run_case(c, true);
     }
-  });
+    for (int window : {1, 13, 64}) {
+      Case c = base();
+      c.params.sliding_window = window;
+      run_case(c, true);
+      c.params.causal = false;
+      run_case(c, true);
+    }
+    {
+      Case c = base();
+      c.params.logits_soft_cap = 2.0f;
+      c.spec.query_range = 6.0f;  // logits large enough for the cap to bite
+      run_case(c, true);
+    }
+    {
+      Case c = base();
+      for (int h = 0; h < 8; ++h) c.params.alibi_slopes.push_back(std::exp2(-0.5f * static_cast<float>(h + 1)));
+      run_case(c, true);
+    }
+    {
+      Case c = base();
+      for (int h = 0; h < 8; ++h) c.params.sinks.push_back(0.3f * static_cast<float>(h) - 1.0f);
+      run_case(c, true);
+    }
+  }
 }
 
 TEST(CpuAttention, EncoderTypes) {
@@ -194,6 +191,14 @@ TEST(CpuAttention, OneLongSequenceIsSplitAcrossThreadsAndMerged) {
     c.params.sliding_window = 1500;
     run_case(c);
   }
+}
+
+TEST(CpuAttention, ParallelBatchMatchesReference) {
+  // Large enough to run on an OpenMP team.
+  Case c = make_case(ScalarType::bf16, 8, 8, 64, {{601, 1}, {599, 1}, {300, 2}, {613, 1}});
+  run_case(c);
+  c.spec.dtype = ScalarType::f32;
+  run_case(c);
 }
 
 TEST(CpuAttention, StridedQueryAndOutput) {

@@ -27,6 +27,7 @@ namespace {
 
 constexpr std::array<int, 11> kHeadSizes = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
 constexpr std::int64_t kMaxPositions = 1 << 24;  // positions are exact in fp32 lanes
+constexpr double kParallelCost = 2e5;             // ~100 us of work (WorkItem::cost units)
 
 KvType kv_type_of(ScalarType stored) {
   switch (stored) {
@@ -152,8 +153,13 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   std::vector<float> partials(static_cast<std::size_t>(plan.num_partial_slots) * slot_floats);
   const std::size_t scratch = scratch_bytes(p.head_size);
   const auto n_items = static_cast<std::int64_t>(plan.items.size());
+  // Waking a team costs tens of microseconds (and spinning workers steal the core on a
+  // busy machine): small batches run on the calling thread.
+  double total_cost = 0.0;
+  for (const WorkItem& it : plan.items) total_cost += it.cost;
+  const bool parallel = nthreads > 1 && n_items > 1 && total_cost > kParallelCost;
 
-#pragma omp parallel num_threads(nthreads)
+#pragma omp parallel num_threads(nthreads) if (parallel)
   {
     AlignedBuffer buffer(scratch);
 #pragma omp for schedule(dynamic, 1)
