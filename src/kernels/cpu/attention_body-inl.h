@@ -290,6 +290,54 @@ HWY_INLINE void FinishItem(const LayerCtx& c, const WorkItem& it, const ItemGeom
   }
 }
 
+// Queries row-major [R][D] (fp32 or bf16 bits), zero-padded to R rows: the few-row layout.
+template <int R>
+HWY_INLINE void PackQueryRows(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, Scratch& s, bool bf16) {
+  for (int r = 0; r < R; ++r)
+    for (int d = 0; d < c.head_size; ++d) {
+      const std::size_t at = static_cast<std::size_t>(r) * static_cast<std::size_t>(c.head_size) + d;
+      const int token = it.token_begin + r / g.heads, head = it.head_begin + r % g.heads;
+      if (bf16)
+        reinterpret_cast<std::uint16_t*>(s.qp)[at] = r < g.rows ? QueryBits(c, token, head, d) : 0;
+      else
+        s.qp[at] = r < g.rows ? QueryElement(c, token, head, d) : 0.0f;
+    }
+}
+
+#if HWY_TARGET == HWY_AVX3
+// ---------------------------------------------------------------------------------------
+// Few rows (decode): dims across lanes. Each (key, row) dot product accumulates in its own
+// vector; 16 of them are summed at once by a transpose-add tree (45 shuffles/adds), so a
+// K row is loaded once for all rows and no lane is wasted on padding rows.
+inline constexpr int kFewRows = 8;
+
+// Lane i of the result is the sum of the lanes of v[i].
+HWY_INLINE __m512 ReduceAdd16(const __m512* v) {
+  __m512 w[8], x[4], y[2];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+  for (int i = 0; i < 4; ++i)
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[i], w[i + 4], 0x88), _mm512_shuffle_f32x4(w[i], w[i + 4], 0xDD));
+  for (int i = 0; i < 2; ++i)
+    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[i], x[i + 2], 0x44), _mm512_shuffle_ps(x[i], x[i + 2], 0xEE));
+  const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+  // The tree leaves v[{0,8,4,12}[L/4] + {0,2,1,3}[L%4]] in lane L: put lane i at i.
+  const __m512i perm = _mm512_set_epi32(15, 13, 14, 12, 7, 5, 6, 4, 11, 9, 10, 8, 3, 1, 2, 0);
+  return _mm512_permutexvar_ps(perm, z);
+}
+
+// Stores lane k*R + r of z (key kg+k, row r) to S^T[kg + k][r].
+template <int R>
+HWY_INLINE void StoreFewRowLogits(__m512 z, int kg, Scratch& s) {
+  constexpr int KB = 16 / R;
+  constexpr std::size_t RP = 16;
+  for (int k = 0; k < KB && kg + k < kTileKeys; ++k) {
+    const auto mask = static_cast<__mmask16>(((1u << R) - 1u) << (k * R));
+    _mm512_mask_storeu_ps(s.s + static_cast<std::size_t>(kg + k) * RP - static_cast<std::size_t>(k * R), mask, z);
+  }
+}
+#endif
+
 #if !ATTNSEL_BF16_VARIANT
 // ---------------------------------------------------------------------------------------
 // fp32 path.
@@ -350,6 +398,29 @@ HWY_INLINE void QkF32(const LayerCtx& c, const KeyTile& t, const float* const* k
         hn::Store(hn::Mul(acc[k][v], scale), df, s.s + static_cast<std::size_t>(kg + k) * RP + v * L);
   }
 }
+
+#if HWY_TARGET == HWY_AVX3
+template <KvType K, int R>
+HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
+  constexpr int KB = 16 / R;
+  const DF df;
+  const int D = c.head_size;
+  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  for (int kg = 0; kg < t.nk; kg += KB) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int d = 0; d < D; d += 16) {
+      __m512 kv[KB];
+      for (int k = 0; k < KB; ++k) kv[k] = Kv<K>::Load(df, t.k[kg + k] + d * Kv<K>::kBytes).raw;
+      for (int r = 0; r < R; ++r) {
+        const __m512 qv = _mm512_load_ps(s.qp + static_cast<std::size_t>(r) * D + d);
+        for (int k = 0; k < KB; ++k) acc[k * R + r] = _mm512_fmadd_ps(qv, kv[k], acc[k * R + r]);
+      }
+    }
+    StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+  }
+}
+#endif
 
 // O[rb..rb+4)[chunks cb..cb+NC) = alpha * O + P^T · V for one block of accumulators.
 template <int NC>
@@ -485,6 +556,29 @@ HWY_INLINE void QkBf16(const LayerCtx& c, const KeyTile& t, const std::uint16_t*
   }
 }
 
+template <int R>
+HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::uint16_t* const* krow, Scratch& s) {
+  constexpr int KB = 16 / R;
+  const int D = c.head_size;
+  const auto* q = reinterpret_cast<const std::uint16_t*>(s.qp);
+  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  for (int kg = 0; kg < t.nk; kg += KB) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int d = 0; d < D; d += 32) {
+      // Head sizes are multiples of 16: the last chunk may be half a vector.
+      const __mmask32 m = D - d >= 32 ? ~__mmask32{0} : static_cast<__mmask32>(0xFFFFu);
+      __m512i kv[KB];
+      for (int k = 0; k < KB; ++k) kv[k] = _mm512_maskz_loadu_epi16(m, krow[kg + k] + d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i qv = _mm512_maskz_loadu_epi16(m, q + static_cast<std::size_t>(r) * D + d);
+        for (int k = 0; k < KB; ++k) acc[k * R + r] = Dot(acc[k * R + r], qv, kv[k]);
+      }
+    }
+    StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+  }
+}
+
 // P^T (fp32, rows across lanes) -> bf16 pairs of consecutive keys per row.
 template <int NV>
 HWY_INLINE void PackProbabilitiesBf16(int nk, Scratch& s) {
@@ -538,7 +632,8 @@ HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, Scratch& s) {
 
 // ---------------------------------------------------------------------------------------
 // One work item, for a KV type and NV row vectors.
-template <KvType K, int NV>
+// FR > 0: the few-row (decode) form with rows padded to FR; FR == 0: rows across lanes.
+template <KvType K, int NV, int FR = 0>
 HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialView& part, void* scratch) {
   const DF df;
   const std::size_t L = hn::Lanes(df);
@@ -551,11 +646,15 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialVi
   g.min_pos = it.pos_begin;
   g.max_pos = it.pos_begin + (it.token_end - it.token_begin) - 1;
 
+  if constexpr (FR > 0) {
+    PackQueryRows<FR>(c, it, g, s, ATTNSEL_BF16_VARIANT);
+  } else {
 #if ATTNSEL_BF16_VARIANT
-  PackQueryBf16<NV>(c, it, g, s);
+    PackQueryBf16<NV>(c, it, g, s);
 #else
-  PackQueryF32<NV>(c, it, g, s);
+    PackQueryF32<NV>(c, it, g, s);
 #endif
+  }
   // Row state and per-row constants (padded rows repeat the last real row).
   VF qpos[NV], slope[NV];
   {
@@ -596,16 +695,29 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialVi
 #if ATTNSEL_BF16_VARIANT
     const std::uint16_t* krow[kTileKeys];
     ConvertKeysBf16<K>(t, D, krow, s);
-    QkBf16<NV>(c, t, krow, s);
+    if constexpr (FR > 0)
+      QkBf16FewRows<FR>(c, t, krow, s);
+    else
+      QkBf16<NV>(c, t, krow, s);
     SoftmaxTile<NV>(c, g, t, qpos, slope, need_mask, s);
     PackProbabilitiesBf16<NV>(t.nk, s);
     PackValuesBf16<K>(t, D, s);
     PvBf16(g, D, t.nk, s);
 #else
-    const float* krow[kTileKeys];
     const float* vrow[kTileKeys];
+#if HWY_TARGET == HWY_AVX3
+    if constexpr (FR > 0) {
+      QkF32FewRows<K, FR>(c, t, s);
+    } else {
+      const float* krow[kTileKeys];
+      ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
+      QkF32<NV>(c, t, krow, s);
+    }
+#else
+    const float* krow[kTileKeys];
     ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
     QkF32<NV>(c, t, krow, s);
+#endif
     SoftmaxTile<NV>(c, g, t, qpos, slope, need_mask, s);
     ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
     PvF32(g, D, t.nk, vrow, s);
@@ -623,6 +735,13 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, const Partial
   const int nv = (it.num_rows() + L - 1) / L;
   constexpr int kLanes = static_cast<int>(HWY_LANES(float));
   constexpr int kMaxNV = kMaxRows / kLanes > 0 ? kMaxRows / kLanes : 1;
+#if HWY_TARGET == HWY_AVX3
+  const int rows = it.num_rows();
+  if (rows <= 1) return RunItem<K, 1, 1>(c, it, part, scratch);
+  if (rows <= 2) return RunItem<K, 1, 2>(c, it, part, scratch);
+  if (rows <= 4) return RunItem<K, 1, 4>(c, it, part, scratch);
+  if (rows <= kFewRows) return RunItem<K, 1, 8>(c, it, part, scratch);
+#endif
   if (nv <= 1) return RunItem<K, 1>(c, it, part, scratch);
   if constexpr (kMaxNV >= 2)
     if (nv <= 2) return RunItem<K, 2>(c, it, part, scratch);
