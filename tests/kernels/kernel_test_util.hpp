@@ -15,23 +15,10 @@
 
 #include "attnsel/kernel.hpp"
 #include "kernels/reference.hpp"
+#include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel::testing {
-
-struct Tolerance {
-  double atol, rtol;
-};
-
-/// Outputs are averages of values in [-1, 1]: the error budget is the output dtype's
-/// rounding plus, for bf16, the bf16 probabilities of the dot-product path.
-inline Tolerance tolerance_for(ScalarType dtype) {
-  switch (dtype) {
-    case ScalarType::f32: return {2e-6, 1e-5};
-    case ScalarType::f16: return {5e-4, 1e-3};
-    default: return {3e-3, 6e-3};
-  }
-}
 
 inline std::string describe(const runtime::WorkloadSpec& s, const LayerParams& p) {
   std::string seqs;
@@ -68,26 +55,17 @@ inline std::vector<double> reference_outputs(const LayerParams& p, runtime::Page
 /// the largest error relative to the tolerance (<= 1 passes).
 inline double expect_matches(const AttentionImpl& impl, runtime::PagedWorkload& w, const std::vector<double>& ref,
                              const std::string& what) {
-  const LayerParams& p = impl.params();
   w.poison_output();
   impl.forward(w.query(), w.cache(), w.metadata(), w.output());
-  const TensorView out = w.output();
-  const Tolerance tol = tolerance_for(out.dtype);
-  double worst = 0.0;
-  int reported = 0;
-  for (int t = 0; t < w.num_tokens(); ++t)
-    for (int h = 0; h < p.num_heads; ++h)
-      for (int d = 0; d < p.head_size; ++d) {
-        const double got = reference::load(out.data, out.dtype, t * out.stride[0] + h * out.stride[1] + d);
-        const double want = ref[(static_cast<std::size_t>(t) * p.num_heads + h) * p.head_size + d];
-        const double err = std::isfinite(got) ? std::fabs(got - want) / (tol.atol + tol.rtol * std::fabs(want)) : 1e30;
-        if (err > 1.0 && reported++ < 5)
-          ADD_FAILURE() << what << "\n  token " << t << " head " << h << " dim " << d << ": got " << got
-                        << ", reference " << want;
-        worst = std::max(worst, err);
-      }
-  if (std::getenv("ATTNSEL_PRINT_ERRORS")) std::printf("worst %.3f  %s\n", worst, what.c_str());
-  return worst;
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(w.num_tokens()));
+  std::iota(tokens.begin(), tokens.end(), 0);
+  const runtime::Comparison c =
+      runtime::compare_with_reference(w.output(), tokens, ref, runtime::tolerance_for(w.output().dtype));
+  for (const runtime::Mismatch& m : c.first_failures)
+    ADD_FAILURE() << what << "\n  token " << m.token << " head " << m.head << " dim " << m.dim << ": got " << m.got
+                  << ", reference " << m.want;
+  if (std::getenv("ATTNSEL_PRINT_ERRORS")) std::printf("worst %.3f  %s\n", c.worst_ratio, what.c_str());
+  return c.worst_ratio;
 }
 
 inline double expect_matches_reference(const AttentionImpl& impl, runtime::PagedWorkload& w, const std::string& what) {

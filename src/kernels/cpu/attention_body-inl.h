@@ -676,14 +676,21 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialVi
   std::memset(s.o, 0, static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * sizeof(float));
 
   const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
-  KeyTile tiles[2];
-  int cur = 0;
-  if (it.key_begin < it.key_end) LocateTile(c, it, it.key_begin, it.key_end, Kv<K>::kBytes, s.zero, tiles[cur]);
-  for (std::int64_t key0 = it.key_begin; key0 < it.key_end; key0 += kTileKeys) {
-    const KeyTile& t = tiles[cur];
-    if (key0 + kTileKeys < it.key_end) {
-      LocateTile(c, it, key0 + kTileKeys, it.key_end, Kv<K>::kBytes, s.zero, tiles[cur ^ 1]);
-      PrefetchTile(tiles[cur ^ 1], row_bytes);
+  // Tiles are located (block table walked) and prefetched two tiles ahead of use.
+  constexpr int kAhead = 2;
+  KeyTile tiles[kAhead + 1];
+  const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(kAhead, num_tiles); ++i) {
+    LocateTile(c, it, it.key_begin + i * kTileKeys, it.key_end, Kv<K>::kBytes, s.zero, tiles[i]);
+    PrefetchTile(tiles[i], row_bytes);
+  }
+  for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
+    const std::int64_t key0 = it.key_begin + ti * kTileKeys;
+    const KeyTile& t = tiles[ti % (kAhead + 1)];
+    if (ti + kAhead < num_tiles) {
+      KeyTile& ahead = tiles[(ti + kAhead) % (kAhead + 1)];
+      LocateTile(c, it, key0 + kAhead * kTileKeys, it.key_end, Kv<K>::kBytes, s.zero, ahead);
+      PrefetchTile(ahead, row_bytes);
     }
     const std::int64_t last = key0 + t.nk - 1;
     bool need_mask = t.nk < kTileKeys;
@@ -722,7 +729,6 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialVi
     ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
     PvF32(g, D, t.nk, vrow, s);
 #endif
-    cur ^= 1;
   }
   FinishItem(c, it, g, part, s);
 }
