@@ -47,10 +47,27 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
                                              const AttentionSelectorConfig& config, std::optional<int> num_heads,
                                              std::string_view run_cache_dtype) const {
   Selection s;
+  // A TurboQuant cache is served by TURBOQUANT alone, whatever backend the run asked for
+  // (vLLM's test_turboquant_boundary_layers_share_a_layout); it is still validated.
+  if (config.kv_cache_dtype && is_turboquant(*config.kv_cache_dtype)) {
+    const BackendMember turboquant = m("TURBOQUANT");
+    if (selected && *selected != turboquant)
+      add_log(s, LogLine::Level::info,
+              fmt::format("Using TURBOQUANT instead of {} for the {} KV cache.", selected->name(),
+                          *config.kv_cache_dtype));
+    Checked checked = check_backend(turboquant, config);
+    s.candidates.push_back({"TURBOQUANT", 0, checked.reasons.empty(), checked.reasons});
+    if (!checked.reasons.empty()) throw_selected_invalid(turboquant, checked.reasons, std::move(s.candidates));
+    s.backend_class = checked.cls;
+    s.backend = "TURBOQUANT";
+    s.class_path = checked.cls->qualname();
+    s.explicit_choice = selected.has_value();
+    add_log(s, LogLine::Level::info, "Using TURBOQUANT backend.");
+    return s;
+  }
   // In a TurboQuant run, the boundary layers that keep the native dtype must share a KV
   // layout with TURBOQUANT, whatever backend was requested (see docs/DECISIONS.md).
-  const bool boundary_layer = is_turboquant(run_cache_dtype) &&
-                              !(config.kv_cache_dtype && is_turboquant(*config.kv_cache_dtype)) && !config.use_mla;
+  const bool boundary_layer = is_turboquant(run_cache_dtype) && !config.use_mla;
   std::optional<std::vector<KVCacheLayout>> turboquant_layouts;
   if (boundary_layer) turboquant_layouts = m("TURBOQUANT").get_attention_class()->supported_kv_cache_layouts(env_);
 
