@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
 
   add_select_command(app, context);
   add_list_command(app, context);
+  add_run_command(app, context);
+  add_bench_command(app, context);
 
   return run_cli(app, context, argc, argv);
 }
