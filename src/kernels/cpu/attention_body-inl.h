@@ -106,24 +106,38 @@ struct Scratch {
   std::uint8_t* zero;  // a zero row (any element type) for keys past the end of a tile
 };
 
+// Layout: shared tile buffers, then kMaxItemKvHeads per-head blocks (queries, accumulators,
+// running max/sum, rescale factors). Must match scratch_bytes().
 HWY_INLINE Scratch CarveScratch(void* base, int D) {
   auto* b = static_cast<std::uint8_t*>(base);
   const std::size_t rows_d = static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * 4;
   const std::size_t tile_d = static_cast<std::size_t>(kTileKeys) * static_cast<std::size_t>(D) * 4;
   const std::size_t tile_r = static_cast<std::size_t>(kTileKeys) * kMaxRows * 4;
   Scratch s;
-  s.qp = reinterpret_cast<float*>(b), b += rows_d;
   s.s = reinterpret_cast<float*>(b), b += tile_r;
   s.p = reinterpret_cast<float*>(b), b += tile_r;
   s.pp = reinterpret_cast<std::uint32_t*>(b), b += tile_r;
   s.kf = reinterpret_cast<float*>(b), b += tile_d;
   s.vf = reinterpret_cast<float*>(b), b += tile_d;
-  s.o = reinterpret_cast<float*>(b), b += rows_d;
-  s.m = reinterpret_cast<float*>(b), b += kMaxRows * 4;
-  s.l = reinterpret_cast<float*>(b), b += kMaxRows * 4;
-  s.alpha = reinterpret_cast<float*>(b), b += kMaxRows * 4;
-  s.zero = b;
+  s.zero = b, b += static_cast<std::size_t>(D) * 4;
   std::memset(s.zero, 0, static_cast<std::size_t>(D) * 4);
+  s.qp = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * rows_d;
+  s.o = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * rows_d;
+  s.m = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * kMaxRows * 4;
+  s.l = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * kMaxRows * 4;
+  s.alpha = reinterpret_cast<float*>(b);
+  return s;
+}
+
+// The scratch of the item's j-th KV head: its own queries, accumulators and softmax state.
+HWY_INLINE Scratch HeadScratch(const Scratch& base, int j, int D) {
+  const std::size_t rows_d = static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D);
+  Scratch s = base;
+  s.qp += static_cast<std::size_t>(j) * rows_d;
+  s.o += static_cast<std::size_t>(j) * rows_d;
+  s.m += static_cast<std::size_t>(j) * kMaxRows;
+  s.l += static_cast<std::size_t>(j) * kMaxRows;
+  s.alpha += static_cast<std::size_t>(j) * kMaxRows;
   return s;
 }
 
@@ -178,11 +192,12 @@ HWY_INLINE void LocateTile(const LayerCtx& c, const WorkItem& it, std::int64_t k
   for (int n = t.nk; n < kTileKeys; ++n) t.k[n] = t.v[n] = zero;
 }
 
+// Into L2 (prefetcht1): the lines are used two tiles later, by when L1 would have evicted them.
 HWY_INLINE void PrefetchTile(const KeyTile& t, std::size_t row_bytes) {
   for (int n = 0; n < t.nk; ++n)
     for (std::size_t b = 0; b < row_bytes; b += 64) {
-      hwy::Prefetch(t.k[n] + b);
-      hwy::Prefetch(t.v[n] + b);
+      __builtin_prefetch(t.k[n] + b, 0, 2);
+      __builtin_prefetch(t.v[n] + b, 0, 2);
     }
 }
 
@@ -309,7 +324,6 @@ HWY_INLINE void PackQueryRows(const LayerCtx& c, const WorkItem& it, const ItemG
 // Few rows (decode): dims across lanes. Each (key, row) dot product accumulates in its own
 // vector; 16 of them are summed at once by a transpose-add tree (45 shuffles/adds), so a
 // K row is loaded once for all rows and no lane is wasted on padding rows.
-inline constexpr int kFewRows = 8;
 
 // Lane i of the result is the sum of the lanes of v[i].
 HWY_INLINE __m512 ReduceAdd16(const __m512* v) {
@@ -633,12 +647,15 @@ HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, Scratch& s) {
 // ---------------------------------------------------------------------------------------
 // One work item, for a KV type and NV row vectors.
 // FR > 0: the few-row (decode) form with rows padded to FR; FR == 0: rows across lanes.
+// The item's KV heads share the tile walk: a decode item reads each block of the cache
+// (all its heads) in one pass.
 template <KvType K, int NV, int FR = 0>
-HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialView& part, void* scratch) {
+HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_slot, void* scratch) {
   const DF df;
   const std::size_t L = hn::Lanes(df);
   const int D = c.head_size;
-  Scratch s = CarveScratch(scratch, D);
+  const int H = it.kv_heads;
+  const Scratch base = CarveScratch(scratch, D);
   ItemGeometry g;
   g.heads = it.head_end - it.head_begin;
   g.rows = it.num_rows();
@@ -646,96 +663,111 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, const PartialVi
   g.min_pos = it.pos_begin;
   g.max_pos = it.pos_begin + (it.token_end - it.token_begin) - 1;
 
-  if constexpr (FR > 0) {
-    PackQueryRows<FR>(c, it, g, s, ATTNSEL_BF16_VARIANT);
-  } else {
-#if ATTNSEL_BF16_VARIANT
-    PackQueryBf16<NV>(c, it, g, s);
-#else
-    PackQueryF32<NV>(c, it, g, s);
-#endif
+  Scratch hs[kMaxItemKvHeads];
+  WorkItem sub[kMaxItemKvHeads];
+  VF qpos[NV], slope[kMaxItemKvHeads][NV];
+  for (int v = 0; v < NV; ++v) {
+    qpos[v] = hn::Zero(df);
+    for (int j = 0; j < kMaxItemKvHeads; ++j) slope[j][v] = hn::Zero(df);
   }
-  // Row state and per-row constants (padded rows repeat the last real row).
-  VF qpos[NV], slope[NV];
-  {
+  for (int j = 0; j < H; ++j) {
+    hs[j] = HeadScratch(base, j, D);
+    sub[j] = it.head(j, c.group);
+    if constexpr (FR > 0) {
+      PackQueryRows<FR>(c, sub[j], g, hs[j], ATTNSEL_BF16_VARIANT);
+    } else {
+#if ATTNSEL_BF16_VARIANT
+      PackQueryBf16<NV>(c, sub[j], g, hs[j]);
+#else
+      PackQueryF32<NV>(c, sub[j], g, hs[j]);
+#endif
+    }
+    // Per-row constants (padded rows repeat the last real row).
     HWY_ALIGN float pos_tmp[kMaxRows], slope_tmp[kMaxRows];
     for (int r = 0; r < g.rp; ++r) {
       const int rr = std::min(r, g.rows - 1);
       pos_tmp[r] = static_cast<float>(it.pos_begin + rr / g.heads);
-      slope_tmp[r] = c.alibi ? c.alibi[it.head_begin + rr % g.heads] : 0.0f;
+      slope_tmp[r] = c.alibi ? c.alibi[sub[j].head_begin + rr % g.heads] : 0.0f;
     }
     for (int v = 0; v < NV; ++v) {
       qpos[v] = hn::Load(df, pos_tmp + v * L);
-      slope[v] = hn::Load(df, slope_tmp + v * L);
+      slope[j][v] = hn::Load(df, slope_tmp + v * L);
     }
+    for (int r = 0; r < kMaxRows; ++r) {
+      hs[j].m[r] = -HUGE_VALF;
+      hs[j].l[r] = 0.0f;
+    }
+    std::memset(hs[j].o, 0, static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * sizeof(float));
   }
-  for (int r = 0; r < kMaxRows; ++r) {
-    s.m[r] = -HUGE_VALF;
-    s.l[r] = 0.0f;
-  }
-  std::memset(s.o, 0, static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * sizeof(float));
 
   const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
-  // Tiles are located (block table walked) and prefetched two tiles ahead of use.
-  constexpr int kAhead = 2;
-  KeyTile tiles[kAhead + 1];
+  constexpr int kAhead = 2;  // tiles prefetched ahead of use
   const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(kAhead, num_tiles); ++i) {
-    LocateTile(c, it, it.key_begin + i * kTileKeys, it.key_end, Kv<K>::kBytes, s.zero, tiles[i]);
-    PrefetchTile(tiles[i], row_bytes);
-  }
+  KeyTile t;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(kAhead, num_tiles); ++i)
+    for (int j = 0; j < H; ++j) {
+      LocateTile(c, sub[j], it.key_begin + i * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
+      PrefetchTile(t, row_bytes);
+    }
   for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
     const std::int64_t key0 = it.key_begin + ti * kTileKeys;
-    const KeyTile& t = tiles[ti % (kAhead + 1)];
-    if (ti + kAhead < num_tiles) {
-      KeyTile& ahead = tiles[(ti + kAhead) % (kAhead + 1)];
-      LocateTile(c, it, key0 + kAhead * kTileKeys, it.key_end, Kv<K>::kBytes, s.zero, ahead);
-      PrefetchTile(ahead, row_bytes);
-    }
-    const std::int64_t last = key0 + t.nk - 1;
-    bool need_mask = t.nk < kTileKeys;
+    if (ti + kAhead < num_tiles)
+      for (int j = 0; j < H; ++j) {
+        LocateTile(c, sub[j], key0 + kAhead * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
+        PrefetchTile(t, row_bytes);
+      }
+    const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
+    bool need_mask = last - key0 + 1 < kTileKeys;
     if (c.causal && last > g.min_pos) need_mask = true;
     if (c.window >= 0) {
       if (g.max_pos - key0 > c.window) need_mask = true;
       if (!c.causal && last - g.min_pos > c.window) need_mask = true;
     }
+    for (int j = 0; j < H; ++j) {
+      Scratch& s = hs[j];
+      LocateTile(c, sub[j], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
 #if ATTNSEL_BF16_VARIANT
-    const std::uint16_t* krow[kTileKeys];
-    ConvertKeysBf16<K>(t, D, krow, s);
-    if constexpr (FR > 0)
-      QkBf16FewRows<FR>(c, t, krow, s);
-    else
-      QkBf16<NV>(c, t, krow, s);
-    SoftmaxTile<NV>(c, g, t, qpos, slope, need_mask, s);
-    PackProbabilitiesBf16<NV>(t.nk, s);
-    PackValuesBf16<K>(t, D, s);
-    PvBf16(g, D, t.nk, s);
+      const std::uint16_t* krow[kTileKeys];
+      ConvertKeysBf16<K>(t, D, krow, s);
+      if constexpr (FR > 0)
+        QkBf16FewRows<FR>(c, t, krow, s);
+      else
+        QkBf16<NV>(c, t, krow, s);
+      SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
+      PackProbabilitiesBf16<NV>(t.nk, s);
+      PackValuesBf16<K>(t, D, s);
+      PvBf16(g, D, t.nk, s);
 #else
-    const float* vrow[kTileKeys];
+      const float* vrow[kTileKeys];
 #if HWY_TARGET == HWY_AVX3
-    if constexpr (FR > 0) {
-      QkF32FewRows<K, FR>(c, t, s);
-    } else {
+      if constexpr (FR > 0) {
+        QkF32FewRows<K, FR>(c, t, s);
+      } else {
+        const float* krow[kTileKeys];
+        ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
+        QkF32<NV>(c, t, krow, s);
+      }
+#else
       const float* krow[kTileKeys];
       ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
       QkF32<NV>(c, t, krow, s);
+#endif
+      SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
+      ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
+      PvF32(g, D, t.nk, vrow, s);
+#endif
     }
-#else
-    const float* krow[kTileKeys];
-    ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
-    QkF32<NV>(c, t, krow, s);
-#endif
-    SoftmaxTile<NV>(c, g, t, qpos, slope, need_mask, s);
-    ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
-    PvF32(g, D, t.nk, vrow, s);
-#endif
   }
-  FinishItem(c, it, g, part, s);
+  for (int j = 0; j < H; ++j) {
+    PartialView part;
+    if (partial_slot) part = partial_for(partial_slot, D, j);
+    FinishItem(c, sub[j], g, part, hs[j]);
+  }
 }
 
 // Dispatch on KV type and the number of row vectors.
 template <KvType K>
-HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, const PartialView& part, void* scratch) {
+HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
   const int nv = (it.num_rows() + L - 1) / L;
@@ -760,7 +792,7 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, const Partial
   if constexpr (kMaxNV >= 32) RunItem<K, 32>(c, it, part, scratch);
 }
 
-HWY_NOINLINE void RunItemAnyKv(const LayerCtx& c, const WorkItem& it, const PartialView& part, void* scratch) {
+HWY_NOINLINE void RunItemAnyKv(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
   switch (c.kv) {
 #if ATTNSEL_BF16_VARIANT
     case KvType::bf16: return RunItemRows<KvType::bf16>(c, it, part, scratch);

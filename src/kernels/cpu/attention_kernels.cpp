@@ -38,7 +38,7 @@ namespace attnsel::kernel::cpu::HWY_NAMESPACE {
 #include "kernels/cpu/attention_body-inl.h"
 #undef ATTNSEL_BF16_VARIANT
 
-void ProcessItem(const LayerCtx& c, const WorkItem& it, const PartialView& part, void* scratch) {
+void ProcessItem(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
 #if HWY_TARGET == HWY_AVX3
   if (c.bf16_dot) return bf16::RunItemAnyKv(c, it, part, scratch);
 #endif
@@ -63,8 +63,10 @@ HWY_EXPORT(TargetName);
 
 std::size_t scratch_bytes(int head_size) {
   const auto D = static_cast<std::size_t>(head_size);
-  // qp, o: rows × D floats; kf, vf: tile × D floats; s, p, pp: tile × rows; m, l, alpha; a zero row.
-  return 2 * kMaxRows * D * 4 + 2 * kTileKeys * D * 4 + 3 * kTileKeys * kMaxRows * 4 + 3 * kMaxRows * 4 + D * 4 + 64;
+  // Shared: s, p, pp (tile × rows), kf, vf (tile × D), a zero row; per KV head: qp, o
+  // (rows × D) and m, l, alpha (rows). See CarveScratch.
+  return 3 * kTileKeys * kMaxRows * 4 + 2 * kTileKeys * D * 4 + D * 4 +
+         kMaxItemKvHeads * (2 * kMaxRows * D * 4 + 3 * kMaxRows * 4) + 64;
 }
 
 bool cpu_has_bf16_dot() {
@@ -77,8 +79,8 @@ bool cpu_has_bf16_dot() {
 #endif
 }
 
-void process_item(const LayerCtx& ctx, const WorkItem& item, const PartialView& partial, void* scratch) {
-  HWY_DYNAMIC_DISPATCH(ProcessItem)(ctx, item, partial, scratch);
+void process_item(const LayerCtx& ctx, const WorkItem& item, float* partial_slot, void* scratch) {
+  HWY_DYNAMIC_DISPATCH(ProcessItem)(ctx, item, partial_slot, scratch);
 }
 
 const char* kernel_target_name(const LayerCtx& ctx) { return HWY_DYNAMIC_DISPATCH(TargetName)(ctx.bf16_dot); }

@@ -149,7 +149,7 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
 
   const int nthreads = threads();
   const WorkPlan plan = plan_work(p, md, mask, nthreads);
-  const std::size_t slot_floats = static_cast<std::size_t>(kMaxRows) * (static_cast<std::size_t>(p.head_size) + 2);
+  const std::size_t slot_floats = partial_slot_floats(p.head_size);
   std::vector<float> partials(static_cast<std::size_t>(plan.num_partial_slots) * slot_floats);
   const std::size_t scratch = scratch_bytes(p.head_size);
   const auto n_items = static_cast<std::int64_t>(plan.items.size());
@@ -165,14 +165,8 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < n_items; ++i) {
       const WorkItem& it = plan.items[static_cast<std::size_t>(i)];
-      PartialView part;
-      if (it.partial >= 0) {
-        float* base = partials.data() + static_cast<std::size_t>(it.partial) * slot_floats;
-        part.o = base;
-        part.m = base + static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(p.head_size);
-        part.l = part.m + kMaxRows;
-      }
-      process_item(c, it, part, buffer.ptr);
+      float* slot = it.partial >= 0 ? partials.data() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
+      process_item(c, it, slot, buffer.ptr);
     }
   }
   if (!plan.splits.empty()) merge_splits(c, plan, partials);
@@ -181,35 +175,38 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
 // out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max.
 void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, const std::vector<float>& partials) const {
   const int D = params_.head_size;
-  const std::size_t slot_floats = static_cast<std::size_t>(kMaxRows) * (static_cast<std::size_t>(D) + 2);
+  const std::size_t slot_floats = partial_slot_floats(D);
   std::vector<float> acc(static_cast<std::size_t>(D));
-  for (const SplitGroup& g : plan.splits) {
-    const int heads = g.rows.head_end - g.rows.head_begin;
-    for (int r = 0; r < g.rows.num_rows(); ++r) {
-      const int token = g.rows.token_begin + r / heads;
-      const int head = g.rows.head_begin + r % heads;
-      auto slot = [&](int i) { return partials.data() + static_cast<std::size_t>(g.first_slot + i) * slot_floats; };
-      auto m_of = [&](int i) { return slot(i)[static_cast<std::size_t>(kMaxRows) * D + r]; };
-      auto l_of = [&](int i) { return slot(i)[static_cast<std::size_t>(kMaxRows) * D + kMaxRows + r]; };
-      float M = -std::numeric_limits<float>::infinity();
-      for (int i = 0; i < g.count; ++i)
-        if (l_of(i) > 0.0f) M = std::max(M, m_of(i));
-      if (c.sinks) M = std::max(M, c.sinks[head]);
-      std::fill(acc.begin(), acc.end(), 0.0f);
-      float denom = 0.0f;
-      for (int i = 0; i < g.count; ++i) {
-        if (l_of(i) <= 0.0f) continue;
-        const float w = std::exp(m_of(i) - M);
-        denom += l_of(i) * w;
-        const float* o = slot(i) + static_cast<std::size_t>(r) * D;
-        for (int d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += o[d] * w;
+  auto* base = const_cast<float*>(partials.data());  // partial_for hands out mutable views; only read here
+  for (const SplitGroup& g : plan.splits)
+    for (int j = 0; j < g.rows.kv_heads; ++j) {
+      const WorkItem rows = g.rows.head(j, c.group);
+      const int heads = rows.head_end - rows.head_begin;
+      auto part = [&](int i) { return partial_for(base + static_cast<std::size_t>(g.first_slot + i) * slot_floats, D, j); };
+      for (int r = 0; r < rows.num_rows(); ++r) {
+        const int token = rows.token_begin + r / heads;
+        const int head = rows.head_begin + r % heads;
+        float M = -std::numeric_limits<float>::infinity();
+        for (int i = 0; i < g.count; ++i)
+          if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
+        if (c.sinks) M = std::max(M, c.sinks[head]);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        float denom = 0.0f;
+        for (int i = 0; i < g.count; ++i) {
+          const PartialView pv = part(i);
+          if (pv.l[r] <= 0.0f) continue;
+          const float w = std::exp(pv.m[r] - M);
+          denom += pv.l[r] * w;
+          const float* o = pv.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
+          for (int d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += o[d] * w;
+        }
+        if (c.sinks) denom += std::exp(c.sinks[head] - M);
+        const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+        const std::int64_t out_base = token * c.o_stride[0] + head * c.o_stride[1];
+        for (int d = 0; d < D; ++d)
+          store_activation(c.q_type, c.out, out_base + d, acc[static_cast<std::size_t>(d)] * inv);
       }
-      if (c.sinks) denom += std::exp(c.sinks[head] - M);
-      const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-      const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
-      for (int d = 0; d < D; ++d) store_activation(c.q_type, c.out, base + d, acc[static_cast<std::size_t>(d)] * inv);
     }
-  }
 }
 
 void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,

@@ -14,6 +14,8 @@ namespace attnsel::kernel::cpu {
 inline constexpr int kMaxRows = 32;      ///< query rows (token × head) per work item
 inline constexpr int kTileKeys = 32;     ///< keys per online-softmax step
 inline constexpr int kMaxHeadSize = 512;
+inline constexpr int kFewRows = 8;         ///< rows per KV head up to which an item is "decode-like"
+inline constexpr int kMaxItemKvHeads = 8;  ///< KV heads one decode-like item may cover
 
 /// How the cache stores an element.
 enum class KvType : std::uint8_t { f32, f16, bf16, e4m3, e5m2 };
@@ -48,24 +50,50 @@ struct LayerCtx {
 
 struct WorkItem {
   int seq = 0;
-  int kv_head = 0;
-  int head_begin = 0, head_end = 0;    ///< query heads (global ids) of this item
+  int kv_head = 0;                     ///< the first KV head
+  int kv_heads = 1;                    ///< consecutive KV heads (several only for decode-like items)
+  int head_begin = 0, head_end = 0;    ///< query heads (global ids) of the first KV head's group
   int token_begin = 0, token_end = 0;  ///< query tokens (global ids) of this item
   std::int64_t pos_begin = 0;          ///< position of token_begin in its sequence
   std::int64_t key_begin = 0, key_end = 0;  ///< the keys this item reads
   int partial = -1;  ///< -1: write the output; else the partial slot for a split-KV merge
   double cost = 0.0;
 
+  /// Query rows per KV head (tokens × heads).
   int num_rows() const { return (token_end - token_begin) * (head_end - head_begin); }
+  /// The same rows for the item's j-th KV head (query heads shift by j groups).
+  WorkItem head(int j, int group) const {
+    WorkItem w = *this;
+    w.kv_head += j;
+    w.kv_heads = 1;
+    w.head_begin += j * group;
+    w.head_end += j * group;
+    return w;
+  }
 };
 
 /// Unnormalised results of one split: o[rows][head_size] (already × v_scale), running max
-/// m[rows] and sum l[rows] of the exponentials relative to m.
+/// m[rows] and sum l[rows] of the exponentials relative to m. Rows of KV head j of an item
+/// start at row j × kMaxRows.
 struct PartialView {
   float* o = nullptr;
   float* m = nullptr;
   float* l = nullptr;
 };
+
+/// Floats of one split-KV partial slot: kMaxItemKvHeads × kMaxRows rows of o, m and l.
+inline std::size_t partial_slot_floats(int head_size) {
+  return static_cast<std::size_t>(kMaxItemKvHeads) * kMaxRows * (static_cast<std::size_t>(head_size) + 2);
+}
+/// The partial of KV head j within a slot.
+inline PartialView partial_for(float* slot, int head_size, int j) {
+  const std::size_t rows = static_cast<std::size_t>(kMaxItemKvHeads) * kMaxRows;
+  PartialView v;
+  v.o = slot + static_cast<std::size_t>(j) * kMaxRows * static_cast<std::size_t>(head_size);
+  v.m = slot + rows * static_cast<std::size_t>(head_size) + static_cast<std::size_t>(j) * kMaxRows;
+  v.l = slot + rows * (static_cast<std::size_t>(head_size) + 1) + static_cast<std::size_t>(j) * kMaxRows;
+  return v;
+}
 
 /// Bytes of per-thread scratch the kernels need for a head size.
 std::size_t scratch_bytes(int head_size);
@@ -74,8 +102,9 @@ std::size_t scratch_bytes(int head_size);
 bool cpu_has_bf16_dot();
 
 /// The best kernel this machine runs (Highway dynamic dispatch): processes one item.
-/// `scratch` is 64-byte aligned and scratch_bytes(head_size) long.
-void process_item(const LayerCtx& ctx, const WorkItem& item, const PartialView& partial, void* scratch);
+/// `scratch` is 64-byte aligned and scratch_bytes(head_size) long; `partial_slot` is the
+/// item's split-KV slot (partial_slot_floats) or null when it writes the output.
+void process_item(const LayerCtx& ctx, const WorkItem& item, float* partial_slot, void* scratch);
 
 /// The Highway target process_item dispatches to, e.g. "AVX3" (+ "BF16" when used).
 const char* kernel_target_name(const LayerCtx& ctx);

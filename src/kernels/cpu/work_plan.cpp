@@ -19,9 +19,9 @@ void visible_keys(const MaskRule& mask, std::int64_t seq_len, std::int64_t first
 }
 
 double item_cost(const WorkItem& it) {
-  // Rows are padded to a vector of 16 lanes; every key costs its K and V row too.
-  const int rows = std::max(16, (it.num_rows() + 15) / 16 * 16);
-  return static_cast<double>(it.key_end - it.key_begin) * (rows + 8) + 64.0 * rows;
+  // Decode-like rows cost about one K/V row read each; wide items are padded to 16 lanes.
+  const int rows = it.num_rows() <= kFewRows ? it.num_rows() : std::max(16, (it.num_rows() + 15) / 16 * 16);
+  return it.kv_heads * (static_cast<double>(it.key_end - it.key_begin) * (rows + 8) + 64.0 * rows);
 }
 
 }  // namespace
@@ -37,12 +37,17 @@ WorkPlan plan_work(const LayerParams& p, const AttentionMetadata& md, const Mask
     const int t1 = md.query_start_loc[static_cast<std::size_t>(s) + 1];
     const std::int64_t seq_len = md.seq_lens[static_cast<std::size_t>(s)];
     const std::int64_t q_len = t1 - t0;
-    for (int kvh = 0; kvh < p.num_kv_heads; ++kvh)
+    // Decode-like rows (a few tokens × a small group): one item walks the cache blocks once
+    // for several KV heads, so each block is read whole and in order.
+    const bool few_rows = q_len * group <= kFewRows;
+    const int kv_step = few_rows ? kMaxItemKvHeads : 1;
+    for (int kvh = 0; kvh < p.num_kv_heads; kvh += kv_step)
       for (int h = 0; h < group; h += heads_per_item)
         for (int t = t0; t < t1; t += tokens_per_item) {
           WorkItem it;
           it.seq = s;
           it.kv_head = kvh;
+          it.kv_heads = std::min(kv_step, p.num_kv_heads - kvh);
           it.head_begin = kvh * group + h;
           it.head_end = kvh * group + std::min(group, h + heads_per_item);
           it.token_begin = t;
