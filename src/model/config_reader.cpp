@@ -1,5 +1,6 @@
 #include "model/config_reader.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -64,8 +65,7 @@ std::string describe_json(const nlohmann::json& value) {
     case nlohmann::json::value_t::number_float: {
       // Keep the decimal point, so "expected an integer, got 3.0" reads right.
       const double d = value.get<double>();
-      return d == static_cast<double>(static_cast<long long>(d)) && d > -1e15 && d < 1e15 ? fmt::format("{:.1f}", d)
-                                                                                          : fmt::format("{}", d);
+      return std::abs(d) < 1e15 && std::trunc(d) == d ? fmt::format("{:.1f}", d) : fmt::format("{}", d);
     }
     case nlohmann::json::value_t::string:
       return fmt::format("string \"{}\"", printable(value.get_ref<const std::string&>(), 40));
