@@ -29,6 +29,7 @@ enum ExitCode : int {
   kExitUsage = 2,      ///< unknown flag, malformed or conflicting value, unknown name
   kExitNoBackend = 3,  ///< no valid backend, or the explicit choice is invalid
   kExitInternal = 4,   ///< anything unexpected
+  kExitCheckFailed = 5,  ///< `run`/`bench`: the kernel's outputs disagree with the reference
 };
 
 /// A mistake in the command line. `error_type` names the library error it came from

@@ -13,7 +13,10 @@ int main(int argc, char** argv) {
 
   add_select_command(app, context);
   add_list_command(app, context);
+  add_plan_command(app, context);
   add_plugin_option(app);
+  add_run_command(app, context);
+  add_bench_command(app, context);
 
   return run_cli(app, context, argc, argv);
 }
