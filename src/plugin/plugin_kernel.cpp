@@ -5,26 +5,9 @@
 #include "attnsel/errors.hpp"
 #include "plugin/abi.hpp"
 
-// FIXME(plugins): the kernel interface's host-side checks (kernel::validate_*) come with
-// the CPU kernels (issue 3), which are not merged yet. Until they are, the references are
-// weak and a plugin kernel refuses to run without them (never unchecked); once they land
-// these declarations go and the calls below bind normally.
-namespace attnsel::kernel {
-[[gnu::weak]] void validate_layer_params(const LayerParams& p);
-[[gnu::weak]] void validate_forward_args(const LayerParams& p, const TensorView& query, const KVCacheView& cache,
-                                         const AttentionMetadata& md, const TensorView& output);
-[[gnu::weak]] void validate_cache_write_args(const LayerParams& p, const TensorView& key, const TensorView& value,
-                                             const KVCacheView& cache, const AttentionMetadata& md);
-}  // namespace attnsel::kernel
-
 namespace attnsel::plugin {
 
 namespace {
-
-bool have_host_checks() {
-  return &kernel::validate_layer_params != nullptr && &kernel::validate_forward_args != nullptr &&
-         &kernel::validate_cache_write_args != nullptr;
-}
 
 // Thread-safety: the plugin promises that write_kv_cache and forward may run
 // concurrently on distinct outputs; this wrapper adds no state of its own.
@@ -90,10 +73,6 @@ std::unique_ptr<kernel::AttentionImpl> make_plugin_impl(std::shared_ptr<const Sh
                                                         const BackendDeclaration& declaration,
                                                         const std::string& qualname,
                                                         const kernel::LayerParams& params) {
-  if (!have_host_checks())
-    throw NotImplementedError(fmt::format("{} (plugin backend {}): this build lacks the kernel interface's host-side "
-                                          "checks, and a plugin kernel never runs unchecked",
-                                          declaration.name, qualname));
   kernel::validate_layer_params(params);
   const std::string label = fmt::format("{} (plugin backend {})", declaration.name, qualname);
   const attnsel_layer_params c = to_c_layer_params(params);
