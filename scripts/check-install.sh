@@ -88,7 +88,7 @@ expect "$work/out.txt" "missing.so' does not exist" "a missing --plugin is an er
 
 # The main job on this host with the example's kernel in place of CPU_ATTN, checked against
 # the double-precision reference (a small shape: the example kernel is plain, not fast).
-"$attnsel" run --plugin "$plugin:attnsel_example_as_cpu_attn" --platform cpu --num-heads 8 --num-kv-heads 2 \
+"$attnsel" run --plugin "$plugin:attnsel_example_as_cpu_attn" --platform cpu --mode runnable --num-heads 8 --num-kv-heads 2 \
   --head-size 64 --num-layers 2 --batch 2 --context 96 --decode-steps 3 --no-ceilings --no-progress \
   >"$work/out.txt" 2>&1 || { cat "$work/out.txt" >&2; fail "attnsel run with the example plugin"; }
 cat "$work/out.txt"
