@@ -30,7 +30,9 @@ python3 scripts/annotate-exports.py --check
 
 step "build and install into $prefix"
 if [[ ! -f "$build/CMakeCache.txt" ]]; then cmake --preset default >/dev/null; fi
-cmake --build "$build" -j "$jobs" --target attnsel attnsel_static attnsel_cli
+# Everything: in Ninja the name "attnsel" is the command's file at the build root, not the
+# shared library target, so `--target attnsel` would leave libattnsel.so stale.
+cmake --build "$build" -j "$jobs"
 cmake --install "$build" --prefix "$prefix" >/dev/null
 
 step "installed files"
