@@ -164,7 +164,7 @@ TEST_F(SelectCli, BlockSizeThatPrecludesBetterBackendsIsAWarning) {
   EXPECT_EQ(j.at("backend"), "TRITON_MLA");
   EXPECT_EQ(j.at("priority"), 5);
   EXPECT_EQ(j.at("warnings"),
-            (json{"--block-size 16 precluded higher-priority backend(s) FLASHINFER_MLA, CUTLASS_MLA, FLASHMLA. Using "
+            (json{"--block-size 16 precluded higher-priority backend(s) FLASHINFER_MLA, CUTLASS_MLA. Using "
                   "TRITON_MLA instead, which may result in reduced performance. Consider removing --block-size to "
                   "auto-select the optimal block size."}));
   EXPECT_EQ(candidate(j, "FLASHINFER_MLA").at("reasons"), (json{"block_size not supported"}));
