@@ -55,6 +55,8 @@ class RuntimeFacts {
   /// values, or listing every known fact when the name is unknown.
   void set(std::string_view name, std::string_view text);
   void set(std::string_view name, FactValue value);
+  /// Text, not the bool alternative a string literal would otherwise convert to.
+  void set(std::string_view name, const char* text) { set(name, std::string_view(text)); }
 
   bool get_bool(std::string_view name) const;
   std::int64_t get_int(std::string_view name) const;

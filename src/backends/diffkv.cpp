@@ -37,7 +37,8 @@ class FlashAttentionDiffKVBackend : public DiffKVBackend<FlashAttentionBackend> 
   std::optional<int> head_size_v() const override { return 128; }
 };
 
-/// Triton's capabilities for decoder self-attention only, without quantized caches.
+/// Triton's capabilities for decoder self-attention only, without quantized caches, sinks,
+/// non-causal attention, mm-prefix or R-SWA (vLLM's TritonDiffKVBackend overrides).
 class TritonAttentionDiffKVBackend : public DiffKVBackend<TritonAttentionBackend> {
  public:
   std::string get_name() const override { return "TRITON_ATTN_DIFFKV"; }
@@ -46,6 +47,10 @@ class TritonAttentionDiffKVBackend : public DiffKVBackend<TritonAttentionBackend
     return {"auto", "bfloat16"};
   }
   bool supports_attn_type(AttentionType t) const override { return t == AttentionType::decoder; }
+  bool supports_sink(const RuntimeEnv&) const override { return false; }
+  bool supports_non_causal(const RuntimeEnv&) const override { return false; }
+  bool supports_mm_prefix(const RuntimeEnv&) const override { return false; }
+  bool supports_rswa(const RuntimeEnv&) const override { return false; }
 };
 }  // namespace
 

@@ -105,6 +105,8 @@ class TritonMLABackend : public DenseMLABackend {
     return {MultipleOf{16}};
   }
   bool supports_batch_invariance(const RuntimeEnv&) const override { return true; }
+  // Any head size: vLLM's ROCm selection test selects TRITON_MLA for head size 128.
+  std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {}; }
 };
 
 class AiterMLABackend : public DenseMLABackend {

@@ -200,17 +200,20 @@ TEST_F(SelectCli, LibraryLogsFollowAttnselLogLevelAndStayOffStdout) {
 }
 
 TEST_F(SelectCli, NoValidBackendExitsThreeWithEveryCandidatesReasons) {
-  // Nothing declares R-SWA yet, so every candidate is rejected for it.
-  const json j = select_json({"--platform", "cuda:9.0", "--use-rswa"}, 3);
+  // Head size 20 with an e5m2 cache: FLEX takes the head size but not the cache, the rest
+  // reject the head size.
+  const json j = select_json({"--platform", "cuda:9.0", "--head-size", "20", "--kv-cache-dtype", "fp8_e5m2"}, 3);
   EXPECT_EQ(j.at("error_type"), "ValueError");
   EXPECT_THAT(j.at("error").get<std::string>(), StartsWith("No valid attention backend found for cuda with "
-                                                           "AttentionSelectorConfig(head_size=128"));
+                                                           "AttentionSelectorConfig(head_size=20"));
   EXPECT_THAT(names(j.at("candidates")),
               ElementsAre("FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT"));
   for (const json& c : j.at("candidates")) {
     EXPECT_EQ(c.at("valid"), false);
-    EXPECT_THAT(c.at("reasons").get<std::vector<std::string>>(), testing::Contains("R-SWA not supported"));
+    EXPECT_FALSE(c.at("reasons").empty());
   }
+  EXPECT_THAT(j.at("candidates").at(3).at("reasons").get<std::vector<std::string>>(),
+              ElementsAre("kv_cache_dtype not supported"));
 }
 
 TEST_F(SelectCli, OtherPlatformHasNoBackends) {
@@ -257,10 +260,11 @@ TEST_F(SelectCli, ReadableExplanationShowsRejectionReasons) {
 }
 
 TEST_F(SelectCli, ReadableFailureShowsTheCandidatesThenTheError) {
-  const auto r = run_attnsel({"select", "--platform", "cuda:9.0", "--use-rswa"});
+  const auto r =
+      run_attnsel({"select", "--platform", "cuda:9.0", "--head-size", "20", "--kv-cache-dtype", "fp8_e5m2"});
   EXPECT_EQ(r.exit_code, 3);
   EXPECT_THAT(r.out, HasSubstr("\u2717 FLASH_ATTN: "));
-  EXPECT_THAT(r.out, HasSubstr("R-SWA not supported"));
+  EXPECT_THAT(r.out, HasSubstr("head_size not supported"));
   EXPECT_THAT(r.err, HasSubstr("attnsel: error: No valid attention backend found for cuda"));
 }
 
