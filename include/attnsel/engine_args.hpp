@@ -16,6 +16,7 @@
 namespace attnsel {
 
 /// vLLM's KVTransferConfig, the fields selection and layout resolution depend on.
+/// Thread-safety: a plain value.
 struct ATTNSEL_API KVTransferConfig {
   std::optional<std::string> kv_connector;  ///< e.g. "NixlConnector"
   std::optional<std::string> kv_role;       ///< "kv_producer", "kv_consumer" or "kv_both"
@@ -25,7 +26,7 @@ struct ATTNSEL_API KVTransferConfig {
 };
 
 /// The options as given on vLLM's command line (text, before validation). An empty string
-/// means the option was not given.
+/// means the option was not given. Thread-safety: a plain value.
 struct ATTNSEL_API EngineArgs {
   std::string attention_backend;                  ///< --attention-backend NAME ("auto" = automatic)
   std::string attention_config;                   ///< --attention-config JSON
@@ -40,7 +41,7 @@ struct ATTNSEL_API EngineArgs {
   bool batch_invariant = false;                   ///< VLLM_BATCH_INVARIANT
 };
 
-/// Validated engine options.
+/// Validated engine options. Thread-safety: a plain value.
 struct ATTNSEL_API EngineOptions {
   EngineConfig engine;                         ///< everything get_attn_backend reads
   int tensor_parallel_size = 1;

@@ -35,7 +35,7 @@ ATTNSEL_API std::vector<KVCacheLayout> get_supported_kv_cache_layouts(std::span<
                                                                       const RuntimeEnv& env);
 
 /// A KV-cache spec's shape as the layout rule compares it: vLLM's
-/// (num_heads, num_states, page_size_bytes).
+/// (num_heads, num_states, page_size_bytes). Thread-safety: a plain value.
 struct ATTNSEL_API KVCacheShape {
   int num_heads = 0;
   int num_states = 0;
@@ -43,13 +43,14 @@ struct ATTNSEL_API KVCacheShape {
   auto operator<=>(const KVCacheShape&) const = default;
 };
 
-/// The engine-level inputs of the resolution.
+/// The engine-level inputs of the resolution. Thread-safety: a plain value.
 struct ATTNSEL_API LayoutInputs {
   std::optional<std::string> recorded;          ///< cache_config.kv_cache_layout, already resolved: wins outright
   std::optional<std::string> requested;         ///< VLLM_KV_CACHE_LAYOUT (--kv-cache-layout): a hard constraint
   std::optional<std::string> connector_layout;  ///< the KV connector's preference: a soft one
 };
 
+/// The resolved layout and how it was decided. Thread-safety: a plain value.
 struct ATTNSEL_API ResolvedLayout {
   KVCacheLayout layout = KVCacheLayout::LBNHC;
   std::vector<KVCacheLayout> candidates;  ///< worker 0's list after the mixed-shape filter

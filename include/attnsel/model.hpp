@@ -26,6 +26,7 @@ enum class MixerKind : std::uint8_t {
 ATTNSEL_API std::string_view mixer_kind_name(MixerKind k);  ///< "attention", "mamba", "indexer"
 
 /// An attention layer's shape and flags, before tensor parallelism (total heads).
+/// Thread-safety: a plain value.
 struct ATTNSEL_API AttentionLayerSpec {
   int num_heads = 0;     ///< query heads
   int num_kv_heads = 0;  ///< KV heads (MLA keeps one latent head)
@@ -46,6 +47,7 @@ struct ATTNSEL_API AttentionLayerSpec {
 
 /// A Mamba-like layer: its MambaAttentionBackendEnum member and the sizes of its
 /// per-sequence state (all totals, before tensor parallelism; 0 = not used by this kind).
+/// Thread-safety: a plain value.
 struct ATTNSEL_API MambaLayerSpec {
   std::string backend;  ///< "MAMBA1", "MAMBA2", "GDN_ATTN", "LINEAR", "SHORT_CONV"
   std::int64_t intermediate_size = 0;  ///< Mamba1/2 inner width, short-conv hidden size
@@ -62,7 +64,7 @@ struct ATTNSEL_API MambaLayerSpec {
   std::optional<DType> ssm_state_dtype;
 };
 
-/// One layer with a cache (or at least an attention backend).
+/// One layer with a cache (or at least an attention backend). Thread-safety: a plain value.
 struct ATTNSEL_API LayerSpec {
   std::string stack;  ///< "" for decoder-only models; "encoder" / "decoder" for encoder–decoder models
   int index = 0;      ///< index within its stack
@@ -72,7 +74,7 @@ struct ATTNSEL_API LayerSpec {
   std::optional<MambaLayerSpec> mamba;          ///< set for Mamba-like layers
 };
 
-/// A model as read from its config.json.
+/// A model as read from its config.json. Thread-safety: a plain value.
 struct ATTNSEL_API ModelSpec {
   std::string source;      ///< the file read, or "<built-in default>"
   std::string model_type;  ///< config.json's model_type

@@ -42,6 +42,7 @@ ATTNSEL_API std::shared_ptr<Platform> make_plan_platform(const ModelSpec& model,
                                                          std::optional<SelectionMode> mode = std::nullopt);
 
 /// One layer of a group: its stack ("" / "encoder" / "decoder"), index and role.
+/// Thread-safety: a plain value.
 struct ATTNSEL_API LayerRef {
   std::string stack;
   int index = 0;
@@ -49,7 +50,7 @@ struct ATTNSEL_API LayerRef {
 };
 
 /// Layers that share a KV-cache kind, a selector configuration and a cache shape, and so
-/// one backend.
+/// one backend. Thread-safety: a plain value (the selection it holds is immutable).
 struct ATTNSEL_API PlanGroup {
   std::vector<LayerRef> layers;
   std::string layers_text;  ///< "decoder 0-31 (cross_attn)", "0-40 (every 2nd)"
@@ -82,13 +83,14 @@ struct ATTNSEL_API PlanGroup {
   std::vector<std::string> notes;
 };
 
-/// How the block size was chosen.
+/// How the block size was chosen. Thread-safety: a plain value.
 struct ATTNSEL_API BlockSizeChoice {
   int block_size = 16;
   bool user_specified = false;
   std::string source;  ///< "--block-size", "FLASH_ATTN.get_preferred_block_size(16)", ...; empty = not chosen yet
 };
 
+/// A whole model's plan. Thread-safety: a plain value.
 struct ATTNSEL_API ModelPlan {
   std::string model_source;
   std::string model_type;
@@ -112,6 +114,7 @@ struct ATTNSEL_API ModelPlan {
 
 /// A plan that could not be completed: vLLM's error (the first failure, with its exact
 /// message; our message adds every other failing group), and the partial plan.
+/// Thread-safety: immutable after construction.
 class ATTNSEL_API PlanError : public Error {
  public:
   PlanError(ErrorKind kind, const std::string& message, std::shared_ptr<const ModelPlan> partial)
