@@ -1,0 +1,245 @@
+// Split-KV decode over the paged cache (mma.sync, sm_80+).
+//
+// One CTA = 16 packed query rows (query tokens × the query heads sharing one KV head, so
+// K and V are read once per group) against one slice of the keys. Four warps take 16 keys
+// each of every 64-key tile; tiles stream through a 2–3 stage cp.async pipeline. The warps'
+// partial softmax states are combined in shared memory; a CTA that owns a whole sequence
+// writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
+// which merge_kernel combines.
+#include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/tile_common.cuh"
+
+namespace attnsel::kernel::cuda {
+namespace {
+
+template <class T, int DP>
+struct DecodeConfig {
+  static constexpr int kThreads = 128;
+  static constexpr int kWarps = 4;
+  static constexpr int kKeys = kDecodeKeyTile;  // 16 per warp
+  static constexpr int kStages = DP <= 128 ? 3 : 2;
+  static constexpr int kRS = kRowStride<DP>;
+  static constexpr int kQElems = kDecodeRows * kRS;
+  static constexpr int kTileElems = kKeys * kRS;
+  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * 2 * kTileElems * sizeof(T);
+  static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
+  static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
+  static constexpr std::size_t kSmemBytes = kQElems * sizeof(T) + kPipeBytes;
+};
+
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+template <class T, int DP>
+__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
+  using C = DecodeConfig<T, DP>;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* qs = reinterpret_cast<T*>(smem_raw);
+  T* pipe = qs + C::kQElems;
+  auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
+  auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
+
+  const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
+  const int seq = w.seq, kvh = w.kv_head;
+  PackedRows pr;
+  pr.q_begin = p.query_start_loc[seq];
+  pr.q_len = p.query_start_loc[seq + 1] - pr.q_begin;
+  const int seq_len = p.seq_lens[seq];
+  pr.ctx = seq_len - pr.q_len;
+  pr.rows = pr.q_len * p.group;
+  const int row0 = w.row_tile * kDecodeRows;
+  const int last_row = min(row0 + kDecodeRows - 1, pr.rows - 1);
+  const int pos_min = pr.ctx + row0 / p.group, pos_max = pr.ctx + last_row / p.group;
+  const KeyRange vis_first = visible_keys(p, pos_min, seq_len), vis_last = visible_keys(p, pos_max, seq_len);
+  const int lo = vis_first.lo, hi = vis_last.hi;  // union of the rows' visible keys
+  const int num_splits = p.seq_splits[seq];
+  const int span = max(hi - lo, 0);
+  const int chunk = num_splits == 1 ? span : ceil_div(ceil_div(span, num_splits), C::kKeys) * C::kKeys;
+  const int kv_begin = lo + w.split * chunk;
+  const int kv_end = min(hi, kv_begin + chunk);
+  const int ntiles = kv_end > kv_begin ? ceil_div(kv_end - kv_begin, C::kKeys) : 0;
+  const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
+
+  load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
+#pragma unroll
+  for (int s = 0; s < C::kStages - 1; ++s) {
+    if (s < ntiles) load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + s * C::kKeys, kv_end,
+                                                               k_stage(s), v_stage(s));
+    cp_async_commit();
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  WarpState<DP> st;
+  st.init();
+  RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    ri.vis[h].lo = max(ri.vis[h].lo, kv_begin);
+    ri.vis[h].hi = min(ri.vis[h].hi, kv_end);
+  }
+  // Keys every row of the CTA sees (no mask needed inside).
+  const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
+  std::uint32_t qf[DP / 16][4];
+
+  for (int it = 0; it < ntiles; ++it) {
+    cp_async_wait<C::kStages - 2>();
+    __syncthreads();
+    if (it == 0) load_q_frags<DP>(qf, qs);
+    const int nxt = it + C::kStages - 1;
+    if (nxt < ntiles)
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + nxt * C::kKeys, kv_end,
+                                                 k_stage(nxt % C::kStages), v_stage(nxt % C::kStages));
+    cp_async_commit();
+
+    const int key0 = kv_begin + it * C::kKeys + warp * 16;
+    if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
+    const T* ks = k_stage(it % C::kStages) + warp * 16 * C::kRS;
+    const T* vs = v_stage(it % C::kStages) + warp * 16 * C::kRS;
+    float s[2][4];
+    qk_tile<T, DP, 2>(s, qf, ks);
+    const bool masked = key0 < full_lo || key0 + 16 > full_hi;
+    score_tile<2>(p, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+    softmax_tile<DP, 2>(st, s);
+    pv_tile<T, DP, 2>(st, s, vs);
+  }
+
+  // ---- combine the four warps' states ------------------------------------------------
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
+  float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
+  float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.m[h];
+      l_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.l[h];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = lane / 4 + 8 * h;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+    const float ref = mx == -INFINITY ? 0.0f : mx;
+    const float f = fast_exp2(st.m[h] - ref);
+    float* dst = red + (warp * kDecodeRows + r) * DP + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < DP / 8; ++j) {
+      dst[8 * j] = st.o[j][2 * h] * f;
+      dst[8 * j + 1] = st.o[j][2 * h + 1] * f;
+    }
+  }
+  __syncthreads();
+
+  const bool split_mode = num_splits > 1;
+  T* out = static_cast<T*>(p.o);
+  for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
+    const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
+    const int row = row0 + r;
+    if (row >= pr.rows || d >= p.head_size) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+    const float ref = mx == -INFINITY ? 0.0f : mx;
+    float L = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w2 = 0; w2 < C::kWarps; ++w2) {
+      L += l_s[w2 * kDecodeRows + r] * fast_exp2(m_s[w2 * kDecodeRows + r] - ref);
+      const float4 v = *reinterpret_cast<const float4*>(red + (w2 * kDecodeRows + r) * DP + d);
+      acc[0] += v.x;
+      acc[1] += v.y;
+      acc[2] += v.z;
+      acc[3] += v.w;
+    }
+    const int tok = pr.q_begin + row / p.group;
+    const int head = kvh * p.group + row % p.group;
+    if (!split_mode) {
+      const bool has_sink = p.sinks != nullptr;
+      const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+      const float sc = finish_scale(mx, L, sink, has_sink);
+      uint2 packed;
+      packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
+      packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
+      *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+    } else {
+      const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+      const std::int64_t prow =
+          (std::int64_t(w.split) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
+      *reinterpret_cast<float4*>(p.part_o + prow * p.head_size + d) =
+          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      if (d == 0) p.part_lse[prow] = L > 0.0f ? mx + __log2f(L) : -INFINITY;
+    }
+  }
+}
+
+/// Combines the splits of one (token, head): weights 2^(lse_s - M), plus the sink.
+template <class T>
+__global__ void __launch_bounds__(64) merge_kernel(const __grid_constant__ AttnParams p, const MergeRow* rows) {
+  const MergeRow mr = rows[blockIdx.x];
+  const int head = blockIdx.y;
+  auto prow = [&](int s) { return (std::int64_t(s) * p.num_part_tokens + mr.part_token) * p.num_heads + head; };
+  const bool has_sink = p.sinks != nullptr;
+  const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
+  float mx = sink;
+  for (int s = 0; s < mr.splits; ++s) mx = fmaxf(mx, p.part_lse[prow(s)]);
+  const float ref = mx == -INFINITY ? 0.0f : mx;
+  const int d = threadIdx.x * 4;
+  float denom = has_sink ? fast_exp2(sink - ref) : 0.0f;
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = 0; s < mr.splits; ++s) {
+    const float wgt = fast_exp2(p.part_lse[prow(s)] - ref);
+    denom += wgt;
+    if (d < p.head_size) {
+      const float4 v = *reinterpret_cast<const float4*>(p.part_o + prow(s) * p.head_size + d);
+      acc[0] += wgt * v.x;
+      acc[1] += wgt * v.y;
+      acc[2] += wgt * v.z;
+      acc[3] += wgt * v.w;
+    }
+  }
+  if (d >= p.head_size) return;
+  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+  uint2 packed;
+  packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+  packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+  T* out = static_cast<T*>(p.o);
+  *reinterpret_cast<uint2*>(out + std::int64_t(mr.token) * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+}
+
+}  // namespace
+
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, void* stream) {
+  if (p.num_work == 0) return;
+  dispatch_elem(e, [&]<class T>() {
+    dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
+      using C = DecodeConfig<T, DP>;
+      auto kernel = decode_kernel<T, DP>;
+      const std::string cfg = cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={}",
+                                          e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads,
+                                          p.num_kv_heads, p.num_work, C::kSmemBytes);
+      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
+                 "decode_kernel: cudaFuncSetAttribute", cfg);
+      kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+      check_launch("decode_kernel", cfg);
+    });
+  });
+}
+
+void launch_merge(const AttnParams& p, Elem e, const MergeRow* rows, int num_rows, void* stream) {
+  if (num_rows == 0) return;
+  dispatch_elem(e, [&]<class T>() {
+    const dim3 grid(num_rows, p.num_heads);
+    merge_kernel<T><<<grid, 64, 0, static_cast<cudaStream_t>(stream)>>>(p, rows);
+    check_launch("merge_kernel", cfg_string("rows={} heads={} head_size={}", num_rows, p.num_heads, p.head_size));
+  });
+}
+
+}  // namespace attnsel::kernel::cuda

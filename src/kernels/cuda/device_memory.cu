@@ -1,0 +1,123 @@
+// CUDA build of device_memory.hpp, plus the read-bandwidth probe kernel.
+#include <algorithm>
+#include <vector>
+
+#include "attnsel/errors.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/dispatch.cuh"
+
+namespace attnsel::kernel::cuda {
+namespace {
+
+void check(cudaError_t err, const std::string& what) {
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what.c_str(), "");
+}
+
+/// Sums 16-byte words so the loads cannot be elided; one atomic per block.
+__global__ void __launch_bounds__(256) read_probe_kernel(const uint4* data, std::size_t n, unsigned* sink) {
+  unsigned acc = 0;
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const uint4 v = __ldcs(data + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u) atomicAdd(sink, 1u);  // practically never; keeps the loads alive
+}
+
+}  // namespace
+
+DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) check(cudaMalloc(&ptr_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
+}
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) cudaFree(ptr_);
+}
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = o.ptr_, bytes_ = o.bytes_;
+    o.ptr_ = nullptr, o.bytes_ = 0;
+  }
+  return *this;
+}
+void DeviceBuffer::upload(const void* host, std::size_t bytes, std::size_t offset) {
+  if (offset + bytes > bytes_) throw ValueError("DeviceBuffer::upload past the end of the buffer");
+  check(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+}
+void DeviceBuffer::download(void* host, std::size_t bytes, std::size_t offset) const {
+  if (offset + bytes > bytes_) throw ValueError("DeviceBuffer::download past the end of the buffer");
+  check(cudaMemcpy(host, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+}
+void DeviceBuffer::fill_bytes(std::uint8_t value) {
+  check(cudaMemset(ptr_, value, bytes_), "cudaMemset");
+}
+
+int device_count() {
+  int n = 0;
+  if (cudaGetDeviceCount(&n) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return 0;
+  }
+  return n;
+}
+
+DeviceInfo device_info(int device) {
+  cudaDeviceProp prop{};
+  check(cudaGetDeviceProperties(&prop, device), "cudaGetDeviceProperties");
+  DeviceInfo d;
+  d.name = prop.name;
+  d.major = prop.major;
+  d.minor = prop.minor;
+  d.multiprocessors = prop.multiProcessorCount;
+  d.l2_bytes = static_cast<std::size_t>(prop.l2CacheSize);
+  d.memory_bytes = prop.totalGlobalMem;
+  return d;
+}
+
+void synchronize(const std::string& what) {
+  const cudaError_t err = cudaDeviceSynchronize();
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what.c_str(), "while synchronising");
+}
+
+EventTimer::EventTimer() {
+  cudaEvent_t a, b;
+  check(cudaEventCreate(&a), "cudaEventCreate");
+  check(cudaEventCreate(&b), "cudaEventCreate");
+  start_ = a;
+  stop_ = b;
+}
+EventTimer::~EventTimer() {
+  cudaEventDestroy(static_cast<cudaEvent_t>(start_));
+  cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
+}
+void EventTimer::start() { check(cudaEventRecord(static_cast<cudaEvent_t>(start_), 0), "cudaEventRecord"); }
+float EventTimer::stop() {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(stop_), 0), "cudaEventRecord");
+  check(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)), "cudaEventSynchronize");
+  float ms = 0.0f;
+  check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)),
+        "cudaEventElapsedTime");
+  return ms;
+}
+
+void flush_l2(DeviceBuffer& scratch) { check(cudaMemsetAsync(scratch.data(), 0x5a, scratch.size(), 0), "flush_l2"); }
+
+double measure_read_bandwidth(const DeviceBuffer& buf, int reps) {
+  DeviceBuffer sink(sizeof(unsigned));
+  sink.fill_bytes(0);
+  const std::size_t n = buf.size() / sizeof(uint4);
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  EventTimer timer;
+  std::vector<float> ms;
+  for (int r = 0; r < reps + 2; ++r) {
+    timer.start();
+    read_probe_kernel<<<sms * 8, 256>>>(static_cast<const uint4*>(buf.data()), n, static_cast<unsigned*>(sink.data()));
+    check(cudaGetLastError(), "read_probe_kernel launch");
+    const float t = timer.stop();
+    if (r >= 2) ms.push_back(t);
+  }
+  std::sort(ms.begin(), ms.end());
+  return double(n * sizeof(uint4)) / (ms[ms.size() / 2] * 1e-3) / 1e9;
+}
+
+}  // namespace attnsel::kernel::cuda
