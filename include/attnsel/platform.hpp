@@ -6,6 +6,7 @@
 // concurrently on one platform.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -96,14 +97,23 @@ class Platform {
   /// vLLM's preferred block size policy hook (CPU: fixed default instead).
   virtual std::optional<int> default_block_size() const { return std::nullopt; }
 
- protected:
-  /// Resolves a member's class and validates it: ImportError (or a missing kernel in
-  /// runnable mode) becomes the reason "ImportError: <message>".
+ /// A backend's class and its rejection reasons on this platform.
   struct Checked {
     std::shared_ptr<const AttentionBackend> cls;
     std::vector<std::string> reasons;
   };
-  Checked resolve_and_validate(const BackendMember& member, const AttentionSelectorConfig& config) const;
+  /// Resolves a member's class and validates it: an ImportError (or, in runnable mode, a
+  /// missing kernel) becomes the single reason "ImportError: <message>"; in runnable mode
+  /// the kernel's gaps are appended to the reasons.
+  Checked check_backend(const BackendMember& member, const AttentionSelectorConfig& config) const;
+
+ protected:
+  /// vLLM's automatic path: validates every member in priority order into s.candidates,
+  /// logs the debug line, throws "No valid attention backend found ..." when none is
+  /// valid, else records the highest-priority valid one in `s`. `extra` may add reasons.
+  using ExtraCheck = std::function<void(const BackendMember&, Checked&)>;
+  void choose_by_priority(Selection& s, const std::vector<BackendMember>& priorities,
+                          const AttentionSelectorConfig& config, const ExtraCheck& extra = {}) const;
 
   RuntimeEnv env_;
   SelectionMode mode_;

@@ -1,6 +1,10 @@
 #include "attnsel/platform.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+
+#include "platforms/walk.hpp"
 
 namespace attnsel {
 
@@ -43,7 +47,7 @@ std::vector<BackendMember> Platform::backend_priorities(const AttentionSelectorC
   return {};
 }
 
-Platform::Checked Platform::resolve_and_validate(const BackendMember& member,
+Platform::Checked Platform::check_backend(const BackendMember& member,
                                                  const AttentionSelectorConfig& config) const {
   Checked out;
   try {
@@ -60,6 +64,33 @@ Platform::Checked Platform::resolve_and_validate(const BackendMember& member,
   if (mode_ == SelectionMode::runnable)
     for (std::string& gap : out.cls->kernel_gaps(config, env_)) out.reasons.push_back(std::move(gap));
   return out;
+}
+
+void Platform::choose_by_priority(Selection& s, const std::vector<BackendMember>& priorities,
+                                  const AttentionSelectorConfig& config, const ExtraCheck& extra) const {
+  std::vector<std::shared_ptr<const AttentionBackend>> classes;
+  for (std::size_t i = 0; i < priorities.size(); ++i) {
+    Checked checked = check_backend(priorities[i], config);
+    if (extra) extra(priorities[i], checked);
+    s.candidates.push_back({priorities[i].name(), static_cast<int>(i), checked.reasons.empty(), checked.reasons});
+    classes.push_back(std::move(checked.cls));
+  }
+  const std::string config_str = config.repr();
+  const std::string why = platforms::reasons_str(s.candidates);
+  platforms::add_log(s, LogLine::Level::debug,
+                     fmt::format("Some attention backends are not valid for {} with {}. Reasons: {}.", device_name(),
+                                 config_str, why));
+  auto chosen = std::find_if(s.candidates.begin(), s.candidates.end(), [](const Candidate& c) { return c.valid; });
+  if (chosen == s.candidates.end())
+    throw SelectionError(ErrorKind::value,
+                         fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name(),
+                                     config_str, why),
+                         std::move(s.candidates));
+  const auto index = static_cast<std::size_t>(chosen - s.candidates.begin());
+  s.backend_class = classes[index];
+  s.backend = chosen->backend;
+  s.class_path = classes[index]->qualname();
+  s.priority = chosen->priority;
 }
 
 }  // namespace attnsel

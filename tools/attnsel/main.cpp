@@ -1,1 +1,17 @@
-int main() { return 0; }
+// The attnsel command: subcommands are registered explicitly, one line each.
+#include <CLI/CLI.hpp>
+
+#include "commands.hpp"
+#include "common_options.hpp"
+
+int main(int argc, char** argv) {
+  using namespace attnsel::cli;
+  CLI::App app{"attnsel: chooses, explains and runs the attention backend vLLM would use", "attnsel"};
+  app.require_subcommand(1);
+  CommandContext context;
+
+  add_select_command(app, context);
+  add_list_command(app, context);
+
+  return run_cli(app, context, argc, argv);
+}

@@ -1,0 +1,25 @@
+// Internal: CPU_ATTN's backend class (vLLM's CPUAttentionBackend). Declared in a header so
+// that the CPU kernel code can add has_kernel()/make_impl()/kernel_gaps() to it.
+#pragma once
+
+#include "attnsel/backend.hpp"
+
+namespace attnsel::backends {
+
+/// vllm/v1/attention/backends/cpu_attn.py.
+class CPUAttentionBackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "CPU_ATTN"; }
+  std::string qualname() const override { return "attnsel::backends::CPUAttentionBackend"; }
+
+  std::vector<DType> supported_dtypes(const RuntimeEnv& env) const override;
+  std::vector<std::string> supported_kv_cache_dtypes(const RuntimeEnv& env) const override;
+  bool forward_includes_kv_cache_update() const override { return false; }
+  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv& env) const override;
+  std::vector<int> get_supported_head_sizes(const RuntimeEnv& env) const override;
+  bool supports_non_causal(const RuntimeEnv&) const override { return true; }
+  bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
+  bool supports_attn_type(AttentionType) const override { return true; }
+};
+
+}  // namespace attnsel::backends

@@ -1,0 +1,132 @@
+#include "backends/runtime_facts.hpp"
+
+#include <optional>
+
+namespace attnsel::backends {
+
+bool is_cuda(const RuntimeEnv& env) {
+  return env.device.kind == PlatformKind::cuda && env.device.capability.has_value();
+}
+
+bool is_capability_family(const RuntimeEnv& env, int major) {
+  return is_cuda(env) && env.device.capability->major == major;
+}
+
+bool is_fa_version_supported(const RuntimeEnv& env, int version) {
+  switch (version) {
+    case 2: return env.facts.get_bool("flash_attn.fa2_supported");
+    case 3: return env.facts.get_bool("flash_attn.fa3_supported");
+    case 4: return env.facts.get_bool("flash_attn.fa4_supported");
+    default: return false;
+  }
+}
+
+bool uses_fa4_hd256_kernel(const RuntimeEnv& env, std::optional<int> head_size, std::optional<int> head_size_v) {
+  if (head_size != 256) return false;
+  if (head_size_v && *head_size_v != 256) return false;
+  return is_capability_family(env, 10) || is_capability_family(env, 11);
+}
+
+namespace {
+// vLLM's _fa4_hd256_fallback_reason: features FA4's head-256 kernel does not have.
+bool fa4_hd256_must_fall_back(const RuntimeEnv& env, const FaVersionQuery& q) {
+  const RuntimeFacts& f = env.facts;
+  if (q.has_sinks) return true;
+  if (q.requires_softcap || f.get_bool("model.attn_logit_softcapping")) return true;
+  if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0) return true;  // pages are 128 tokens
+  if (f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
+  if (f.get_int("parallel.decode_context_parallel_size") > 1) return true;
+  if (q.kv_cache_dtype && q.kv_cache_dtype->starts_with("fp8")) return true;
+  return false;
+}
+}  // namespace
+
+std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersionQuery& q) {
+  if (env.device.kind == PlatformKind::xpu) return 2;
+  if (!is_cuda(env)) return std::nullopt;  // ROCm (and others) do not use vllm_flash_attn
+  const RuntimeFacts& f = env.facts;
+  const DeviceCapability cap = *env.device.capability;
+
+  // 1. The platform default.
+  int v = 2;
+  if (cap.major == 9 && is_fa_version_supported(env, 3)) v = 3;
+  else if (cap.major == 10 && is_fa_version_supported(env, 4)) v = 4;
+  // 2. AttentionConfig.flash_attn_version.
+  if (const auto forced = f.get_int("flash_attn_version"); forced != 0) v = static_cast<int>(forced);
+  // 3. Fallbacks for unsupported combinations.
+  if (cap.major >= 10 && v == 3) v = is_fa_version_supported(env, 4) ? 4 : 2;
+  if (v == 3 && cap.major == 9 && is_fa_version_supported(env, 4)) {
+    const bool upgrade = (q.head_size && *q.head_size > 256) ||
+                         (q.has_sinks && q.head_size && q.head_size_v && *q.head_size != *q.head_size_v) ||
+                         f.get_bool("model.is_diffusion");
+    if (upgrade) v = 4;
+  }
+  if (f.get_bool("env.vllm_batch_invariant") && v == 4) v = 2;
+  if (v == 4 && uses_fa4_hd256_kernel(env, q.head_size, q.head_size_v)) {
+    if (!q.supports_fa4_hd256 || fa4_hd256_must_fall_back(env, q)) v = 2;
+  }
+  // FA4 on Blackwell: TMEM limits head sizes above 128 to 256 and the 192/128 MLA-prefill shape.
+  if (v == 4 && cap.major >= 10 && q.head_size && *q.head_size > 128) {
+    const bool hd256 = *q.head_size == 256 && (!q.head_size_v || *q.head_size_v == 256);
+    const bool mla_prefill = *q.head_size == 192 && q.head_size_v == 128;
+    if (!hd256 && !mla_prefill) v = 2;
+  }
+  if (!is_fa_version_supported(env, v)) return std::nullopt;
+  return v;
+}
+
+bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, std::string_view kv_cache_dtype, FaVersionQuery q) {
+  if (kv_cache_dtype == "fp8_e5m2") return false;
+  if (env.device.kind == PlatformKind::xpu) return true;
+  if (!q.kv_cache_dtype) q.kv_cache_dtype = kv_cache_dtype;
+  const std::optional<int> v = get_flash_attn_version(env, q);
+  if (v == 3 && is_capability_family(env, 9)) return true;
+  if (v == 4 && is_capability_family(env, 10)) return true;
+  if (v == 4 && env.device.capability == DeviceCapability{9, 0}) return env.facts.get_bool("flash_attn.hopper_fa4_fp8");
+  return false;
+}
+
+bool flash_attn_supports_sinks(const RuntimeEnv& env) {
+  if (env.device.kind == PlatformKind::xpu) return true;
+  const std::optional<int> v = get_flash_attn_version(env);
+  return v == 3 || v == 4;
+}
+
+bool flash_attn_supports_mla(const RuntimeEnv& env) {
+  if (!is_cuda(env)) return false;
+  if (env.device.capability == DeviceCapability{9, 0})
+    return is_fa_version_supported(env, 3) || is_fa_version_supported(env, 4);
+  return is_capability_family(env, 9) && is_fa_version_supported(env, 3);
+}
+
+bool flash_attn_varlen_available(const RuntimeEnv& env) { return env.facts.get_bool("flash_attn.varlen_available"); }
+
+std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env) {
+  const std::string& v = env.facts.get_string("flashinfer.use_trtllm_attention");
+  if (v == "true" || v == "1") return true;
+  if (v == "false" || v == "0") return false;
+  return std::nullopt;
+}
+
+bool supports_trtllm_attention(const RuntimeEnv& env) { return env.facts.get_bool("flashinfer.trtllm_supported"); }
+
+bool can_use_trtllm_attention(const RuntimeEnv& env, long num_qo_heads, long num_kv_heads) {
+  if (force_use_trtllm_attention(env) == false) return false;
+  return supports_trtllm_attention(env) && num_kv_heads > 0 && num_qo_heads % num_kv_heads == 0;
+}
+
+bool is_aiter_found_and_supported(const RuntimeEnv& env) {
+  return env.device.kind == PlatformKind::rocm && env.device.arch.starts_with("gfx9") &&
+         env.facts.get_bool("rocm.aiter_found");
+}
+
+bool is_aiter_switch_enabled(const RuntimeEnv& env, std::string_view sub_switch) {
+  return env.facts.get_bool("rocm.use_aiter") && env.facts.get_bool(sub_switch) && is_aiter_found_and_supported(env);
+}
+
+int cdna_version(const RuntimeEnv& env) {
+  if (env.device.kind != PlatformKind::rocm) return 0;
+  return static_cast<int>(env.facts.get_int("rocm.cdna_version"));
+}
+
+}  // namespace attnsel::backends

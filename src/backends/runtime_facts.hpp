@@ -1,0 +1,60 @@
+// Internal: vLLM's runtime capability probes (fa_utils, vllm.utils.flashinfer, _aiter_ops),
+// computed from the documented facts of a RuntimeEnv instead of imported kernel libraries.
+#pragma once
+
+#include <optional>
+#include <string_view>
+
+#include "attnsel/facts.hpp"
+
+namespace attnsel::backends {
+
+/// The keyword arguments of vLLM's get_flash_attn_version(); each is what one layer needs.
+struct FaVersionQuery {
+  std::optional<int> head_size;
+  std::optional<int> head_size_v;
+  bool has_sinks = false;
+  bool requires_softcap = false;
+  std::optional<int> kv_cache_block_size;
+  /// The caller can serve FA4's dedicated head-256 kernel (its fixed 128-token page).
+  bool supports_fa4_hd256 = false;
+  /// The run's KV-cache dtype (vLLM reads cache_config.cache_dtype); FP8 rules out the FA4 head-256 kernel.
+  std::optional<std::string_view> kv_cache_dtype;
+};
+
+bool is_cuda(const RuntimeEnv& env);
+/// vLLM's is_device_capability_family(major * 10): CUDA with that major.
+bool is_capability_family(const RuntimeEnv& env, int major);
+
+/// vllm_flash_attn's is_fa_version_supported(version).
+bool is_fa_version_supported(const RuntimeEnv& env, int version);
+/// vLLM's uses_fa4_hd256_kernel(head_size, head_size_v): head 256 (V too) on SM 10.x/11.x.
+bool uses_fa4_hd256_kernel(const RuntimeEnv& env, std::optional<int> head_size, std::optional<int> head_size_v);
+/// vLLM's get_flash_attn_version(...): the FlashAttention version a layer resolves to, or nullopt
+/// when none does (ROCm, or an unsupported forced version).
+std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersionQuery& query = {});
+/// vLLM's flash_attn_supports_kv_cache_dtype(kv_cache_dtype, ...).
+bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, std::string_view kv_cache_dtype,
+                                        FaVersionQuery query = {});
+/// vLLM's flash_attn_supports_sinks(): XPU, or FA3/FA4.
+bool flash_attn_supports_sinks(const RuntimeEnv& env);
+/// vLLM's flash_attn_supports_mla(): FA3 (or FA4 on exactly SM 9.0) on Hopper.
+bool flash_attn_supports_mla(const RuntimeEnv& env);
+/// vLLM's is_flash_attn_varlen_func_available().
+bool flash_attn_varlen_available(const RuntimeEnv& env);
+
+/// vLLM's force_use_trtllm_attention(): nullopt = auto, else the forced value.
+std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env);
+/// vLLM's supports_trtllm_attention().
+bool supports_trtllm_attention(const RuntimeEnv& env);
+/// vLLM's can_use_trtllm_attention(num_qo_heads, num_kv_heads): supported, not forced off, GQA-divisible.
+bool can_use_trtllm_attention(const RuntimeEnv& env, long num_qo_heads, long num_kv_heads);
+
+/// rocm_aiter_ops.is_aiter_found_and_supported(): ROCm, a gfx9 device, aiter importable.
+bool is_aiter_found_and_supported(const RuntimeEnv& env);
+/// rocm_aiter_ops.is_*_enabled(): the sub-switch AND-ed with VLLM_ROCM_USE_AITER (and AITER present).
+bool is_aiter_switch_enabled(const RuntimeEnv& env, std::string_view sub_switch);
+/// The CDNA generation of a ROCm device (0 = unknown or not ROCm).
+int cdna_version(const RuntimeEnv& env);
+
+}  // namespace attnsel::backends

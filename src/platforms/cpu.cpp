@@ -1,0 +1,45 @@
+// vLLM's CPU platform chooser (vllm/platforms/cpu.py): fixed routing with no priority list.
+#include <fmt/format.h>
+
+#include "platforms/platforms.hpp"
+#include "platforms/walk.hpp"
+
+namespace attnsel::platforms {
+
+Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
+                                            const AttentionSelectorConfig& config, std::optional<int>,
+                                            std::string_view) const {
+  Selection s;
+  if (config.use_sparse) throw SelectionError(ErrorKind::not_implemented, "Sparse Attention is not supported on CPU.", {});
+
+  // MLA routes to AMX_MLA where AMX, bf16 and a block size that is a multiple of 32 allow
+  // it, else to CPU_MLA (see docs/DECISIONS.md); everything else runs on CPU_ATTN.
+  std::string target = "CPU_ATTN";
+  if (config.use_mla) {
+    const bool amx_ok = env_.facts.get_bool("cpu.amx") && config.dtype == DType::bfloat16 &&
+                        (!config.block_size || *config.block_size % 32 == 0);
+    target = amx_ok ? "AMX_MLA" : "CPU_MLA";
+  }
+  if (selected && selected->name() != target)
+    add_log(s, LogLine::Level::info, fmt::format("Cannot use {} backend on CPU.", selected->name()), false);
+
+  // Reference mode answers what vLLM does: it routes without validating. Runnable mode
+  // validates, so a configuration the kernel cannot compute is rejected with its reasons.
+  const BackendMember member = AttentionBackendEnum[target];
+  Checked checked = check_backend(member, config);
+  if (mode_ == SelectionMode::reference && checked.cls) checked.reasons.clear();
+  s.candidates.push_back({target, 0, checked.reasons.empty(), checked.reasons});
+  if (!checked.reasons.empty()) {
+    // Format before the candidates move into the error (argument order is unspecified).
+    std::string message = fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name(),
+                                      config.repr(), reasons_str(s.candidates));
+    throw SelectionError(ErrorKind::value, message, std::move(s.candidates));
+  }
+  s.backend_class = checked.cls;
+  s.backend = target;
+  s.class_path = checked.cls->qualname();
+  add_log(s, LogLine::Level::info, fmt::format("Using {} backend.", target));
+  return s;
+}
+
+}  // namespace attnsel::platforms

@@ -1,0 +1,121 @@
+// make_platform (simulated platforms from a spec string) and detect_host_platform.
+#include <fmt/format.h>
+
+#include <charconv>
+#include <regex>
+
+#include "attnsel/platform.hpp"
+#include "platforms/host_detect.hpp"
+#include "platforms/platforms.hpp"
+
+namespace attnsel {
+
+namespace {
+constexpr std::string_view kValidForms =
+    "cuda:MAJOR.MINOR (e.g. cuda:9.0), rocm:gfxNNN (e.g. rocm:gfx942), xpu, cpu, other:NAME";
+
+[[noreturn]] void bad_spec(std::string_view spec, std::string_view why) {
+  throw ValueError(fmt::format("Invalid platform '{}': {}. Valid forms: {}", spec, why, kValidForms));
+}
+
+// gfx942/gfx950 are CDNA3/CDNA4, gfx90a CDNA2, gfx908 CDNA1; others (RDNA) have none.
+int cdna_version(std::string_view arch) {
+  if (arch == "gfx950") return 4;
+  if (arch.starts_with("gfx94")) return 3;
+  if (arch == "gfx90a") return 2;
+  if (arch == "gfx908") return 1;
+  return 0;
+}
+
+// vLLM derives a capability from the GCN arch: gfx9XY → (9, X), gfx1100 → (11, 0).
+// A hex minor digit (gfx90a) reads as 0.
+DeviceCapability capability_from_gfx(std::string_view spec, std::string_view arch) {
+  static const std::regex pattern("gfx([0-9]{1,2})([0-9a-f])([0-9a-f])");
+  std::cmatch m;
+  if (!std::regex_match(arch.begin(), arch.end(), m, pattern)) bad_spec(spec, "expected a gfx architecture such as gfx942");
+  const int major = std::stoi(m[1].str());
+  const char minor_digit = m[2].str()[0];
+  const int minor = std::isdigit(static_cast<unsigned char>(minor_digit)) ? minor_digit - '0' : 0;
+  return {major, minor};
+}
+
+RuntimeFacts facts_for(const DeviceDescription& device, const std::vector<std::string>& overrides) {
+  RuntimeFacts facts(device);
+  for (const std::string& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0)
+      throw ValueError(fmt::format("Invalid fact '{}': expected NAME=VALUE (see `attnsel select --list-facts`)", o));
+    facts.set(o.substr(0, eq), std::string_view(o).substr(eq + 1));
+  }
+  return facts;
+}
+
+std::shared_ptr<Platform> build(DeviceDescription device, const std::vector<std::string>& overrides,
+                                SelectionMode mode, RuntimeFacts* base = nullptr) {
+  RuntimeFacts facts = facts_for(device, overrides);
+  if (base != nullptr)
+    for (const auto& [name, value] : base->values())
+      if (base->is_overridden(name) && !facts.is_overridden(name)) facts.set(name, value);
+  switch (device.kind) {
+    case PlatformKind::cuda: return std::make_shared<platforms::CudaPlatform>(device, std::move(facts), mode);
+    case PlatformKind::rocm: return std::make_shared<platforms::RocmPlatform>(device, std::move(facts), mode);
+    case PlatformKind::cpu: return std::make_shared<platforms::CpuPlatform>(device, std::move(facts), mode);
+    case PlatformKind::xpu: return std::make_shared<platforms::XpuPlatform>(device, std::move(facts), mode);
+    case PlatformKind::other: return std::make_shared<platforms::OtherPlatform>(device, std::move(facts), mode);
+  }
+  throw ValueError("unknown platform kind");
+}
+}  // namespace
+
+std::shared_ptr<Platform> make_platform(std::string_view spec, const std::vector<std::string>& fact_overrides,
+                                        std::optional<SelectionMode> mode) {
+  const std::string lower = to_lower(spec);
+  DeviceDescription d;
+  if (lower.starts_with("cuda:")) {
+    const std::string_view v = std::string_view(lower).substr(5);
+    const auto dot = v.find('.');
+    if (dot == std::string_view::npos) bad_spec(spec, "expected MAJOR.MINOR after 'cuda:'");
+    int major = 0, minor = 0;
+    auto r1 = std::from_chars(v.data(), v.data() + dot, major);
+    auto r2 = std::from_chars(v.data() + dot + 1, v.data() + v.size(), minor);
+    if (r1.ec != std::errc() || r1.ptr != v.data() + dot || r2.ec != std::errc() || r2.ptr != v.data() + v.size() ||
+        major < 1 || major > 99 || minor < 0 || minor > 9)
+      bad_spec(spec, "expected a compute capability such as 9.0");
+    d = {PlatformKind::cuda, DeviceCapability{major, minor}, "cuda", "", 0};
+  } else if (lower.starts_with("rocm:")) {
+    const std::string arch = lower.substr(5);
+    d = {PlatformKind::rocm, capability_from_gfx(spec, arch), "rocm", arch, cdna_version(arch)};
+  } else if (lower == "xpu") {
+    d = {PlatformKind::xpu, std::nullopt, "xpu", "", 0};
+  } else if (lower == "cpu") {
+    d = {PlatformKind::cpu, std::nullopt, "cpu", "", 0};
+  } else if (lower.starts_with("other:") && lower.size() > 6) {
+    const std::string name(spec.substr(6));
+    static const std::regex valid("[A-Za-z0-9_.-]+");
+    if (!std::regex_match(name, valid)) bad_spec(spec, "the name may hold letters, digits, '_', '.' and '-'");
+    d = {PlatformKind::other, std::nullopt, name, "", 0};
+  } else {
+    bad_spec(spec, "unknown platform");
+  }
+  return build(d, fact_overrides, mode.value_or(SelectionMode::reference));
+}
+
+std::shared_ptr<Platform> detect_host_platform(const std::vector<std::string>& fact_overrides,
+                                               std::optional<SelectionMode> mode) {
+  const SelectionMode m = mode.value_or(SelectionMode::runnable);
+  if (auto gpu = platforms::detect_cuda_device()) {
+    DeviceDescription d{PlatformKind::cuda, gpu->capability, "cuda", "", 0};
+    auto p = build(d, fact_overrides, m);
+    p->host_detail = fmt::format("{}, detected through the CUDA driver", gpu->name);
+    return p;
+  }
+  const platforms::CpuFeatures cpu = platforms::detect_cpu_features();
+  DeviceDescription d{PlatformKind::cpu, std::nullopt, "cpu", "", 0};
+  RuntimeFacts detected(d);
+  if (find_fact("cpu.amx") != nullptr) detected.set("cpu.amx", FactValue{cpu.amx_tile && cpu.amx_bf16});
+  auto p = build(d, fact_overrides, m, &detected);
+  p->host_detail = fmt::format("host CPU: {}", cpu.describe());
+  return p;
+}
+
+}  // namespace attnsel

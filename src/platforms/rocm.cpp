@@ -1,0 +1,117 @@
+// vLLM's ROCm platform chooser (vllm/platforms/rocm.py): AITER switches, the two paths,
+// and the TurboQuant boundary rule.
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+
+#include "platforms/platforms.hpp"
+#include "platforms/walk.hpp"
+
+namespace attnsel::platforms {
+
+namespace {
+BackendMember m(std::string_view name) { return AttentionBackendEnum[name]; }
+
+// rocm_aiter_ops.is_*_enabled(): each sub-switch is AND-ed with the VLLM_ROCM_USE_AITER master switch.
+bool aiter_enabled(const RuntimeFacts& f, std::string_view sub_switch) {
+  return f.get_bool("rocm.use_aiter") && f.get_bool(sub_switch);
+}
+
+bool is_turboquant(std::string_view cache_dtype) { return cache_dtype.starts_with("turboquant_"); }
+
+bool shares_layout(const std::optional<std::vector<KVCacheLayout>>& a, const std::optional<std::vector<KVCacheLayout>>& b) {
+  if (!a || !b) return true;  // "any layout" shares with everything
+  return std::any_of(a->begin(), a->end(), [&](KVCacheLayout l) { return std::find(b->begin(), b->end(), l) != b->end(); });
+}
+}  // namespace
+
+std::vector<BackendMember> RocmPlatform::backend_priorities(const AttentionSelectorConfig& c,
+                                                            std::optional<int>) const {
+  const RuntimeFacts& f = env_.facts;
+  if (c.use_sparse) return {m("ROCM_AITER_MLA_SPARSE")};
+  if (c.use_mla) {
+    if (aiter_enabled(f, "rocm.use_aiter_mla")) return {m("ROCM_AITER_MLA"), m("TRITON_MLA"), m("ROCM_AITER_TRITON_MLA")};
+    return {m("TRITON_MLA")};
+  }
+  std::vector<BackendMember> list{m("ROCM_ATTN")};
+  if (aiter_enabled(f, "rocm.use_aiter_mha")) list.push_back(m("ROCM_AITER_FA"));
+  // is_aiter_found_and_supported(): ROCm, a gfx9 device, and the aiter package importable.
+  if (env_.device.arch.starts_with("gfx9") && f.get_bool("rocm.aiter_found")) list.push_back(m("ROCM_AITER_UNIFIED_ATTN"));
+  list.push_back(m("TRITON_ATTN"));
+  list.push_back(m("TURBOQUANT"));
+  return list;
+}
+
+Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
+                                             const AttentionSelectorConfig& config, std::optional<int> num_heads,
+                                             std::string_view run_cache_dtype) const {
+  Selection s;
+  // A TurboQuant cache is served by TURBOQUANT alone, whatever backend the run asked for
+  // (vLLM's test_turboquant_boundary_layers_share_a_layout); it is still validated.
+  if (config.kv_cache_dtype && is_turboquant(*config.kv_cache_dtype)) {
+    const BackendMember turboquant = m("TURBOQUANT");
+    if (selected && *selected != turboquant)
+      add_log(s, LogLine::Level::info,
+              fmt::format("Using TURBOQUANT instead of {} for the {} KV cache.", selected->name(),
+                          *config.kv_cache_dtype));
+    Checked checked = check_backend(turboquant, config);
+    s.candidates.push_back({"TURBOQUANT", 0, checked.reasons.empty(), checked.reasons});
+    if (!checked.reasons.empty()) throw_selected_invalid(turboquant, checked.reasons, std::move(s.candidates));
+    s.backend_class = checked.cls;
+    s.backend = "TURBOQUANT";
+    s.class_path = checked.cls->qualname();
+    s.explicit_choice = selected.has_value();
+    add_log(s, LogLine::Level::info, "Using TURBOQUANT backend.");
+    return s;
+  }
+  // In a TurboQuant run, the boundary layers that keep the native dtype must share a KV
+  // layout with TURBOQUANT, whatever backend was requested (see docs/DECISIONS.md).
+  const bool boundary_layer = is_turboquant(run_cache_dtype) && !config.use_mla;
+  std::optional<std::vector<KVCacheLayout>> turboquant_layouts;
+  if (boundary_layer) turboquant_layouts = m("TURBOQUANT").get_attention_class()->supported_kv_cache_layouts(env_);
+
+  if (selected) {
+    Checked checked = check_backend(*selected, config);
+    const bool requested_turboquant = selected->name() == "TURBOQUANT";
+    if (!(boundary_layer && requested_turboquant)) {
+      s.candidates.push_back({selected->name(), 0, checked.reasons.empty(), checked.reasons});
+      if (!checked.reasons.empty()) throw_selected_invalid(*selected, checked.reasons, std::move(s.candidates));
+      if (!boundary_layer || shares_layout(checked.cls->supported_kv_cache_layouts(env_), turboquant_layouts)) {
+        s.backend_class = checked.cls;
+        s.backend = selected->name();
+        s.class_path = checked.cls->qualname();
+        s.explicit_choice = true;
+        add_log(s, LogLine::Level::info,
+                fmt::format("Using {} backend (selected via --attention-backend).", s.backend));
+        return s;
+      }
+      s.candidates.clear();
+    }
+  }
+
+  ExtraCheck layout_rule;
+  if (boundary_layer)
+    layout_rule = [&](const BackendMember& member, Checked& checked) {
+      if (!checked.cls || member.name() == "TURBOQUANT") return;
+      if (!shares_layout(checked.cls->supported_kv_cache_layouts(env_), turboquant_layouts))
+        checked.reasons.emplace_back("KV cache layout not shared with TURBOQUANT (TurboQuant boundary layer)");
+    };
+  choose_by_priority(s, backend_priorities(config, num_heads), config, layout_rule);
+
+  std::vector<std::string> rejected;
+  for (const Candidate& c : s.candidates)
+    if (!c.valid) rejected.push_back(c.backend);
+  if (!rejected.empty())
+    add_log(s, LogLine::Level::info,
+            fmt::format("Found incompatible backend(s) [{}] with {}. Overriding with {} out of potential backends: {}.",
+                        fmt::join(rejected, ", "), attn_type_name(config.attn_type), s.backend,
+                        valid_names_str(s.candidates)),
+            false);
+  else
+    add_log(s, LogLine::Level::info,
+            fmt::format("Using {} backend out of potential backends: {}.", s.backend, valid_names_str(s.candidates)));
+  return s;
+}
+
+}  // namespace attnsel::platforms

@@ -1,0 +1,223 @@
+#include "backend_report.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <numeric>
+
+#include "attnsel/kv_cache_layout.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+// Head sizes are probed up to this bound when a backend states a rule instead of a list.
+constexpr int kHeadSizeProbeLimit = 1024;
+
+// Summarises the head sizes a rule accepts in [1, kHeadSizeProbeLimit] in words, e.g.
+// "multiples of 8 up to 256" or ">= 32".
+std::string summarise_head_sizes(const std::vector<int>& accepted) {
+  if (accepted.empty()) return "none";
+  if (static_cast<int>(accepted.size()) == kHeadSizeProbeLimit) return "any";
+  int step = 0;
+  for (int h : accepted) step = std::gcd(step, h);
+  const int lo = accepted.front();
+  const int hi = accepted.back();
+  const bool arithmetic = static_cast<int>(accepted.size()) == (hi - lo) / step + 1;
+  if (arithmetic && accepted.size() > 2) {
+    const bool unbounded = hi + step > kHeadSizeProbeLimit;
+    if (step == 1) return unbounded ? fmt::format(">= {}", lo) : fmt::format("{}-{}", lo, hi);
+    std::string out = fmt::format("multiples of {}", step);
+    if (lo != step) out += fmt::format(" from {}", lo);
+    if (!unbounded) out += fmt::format(" up to {}", hi);
+    return out;
+  }
+  return fmt::format("{}", fmt::join(accepted, ", "));
+}
+
+std::string head_sizes_of(const AttentionBackend& b, const RuntimeEnv& env) {
+  const std::vector<int> declared = b.get_supported_head_sizes(env);
+  if (!declared.empty()) return fmt::format("{}", fmt::join(declared, ", "));
+  std::vector<int> accepted;
+  for (int h = 1; h <= kHeadSizeProbeLimit; ++h)
+    if (b.supports_head_size(h, env)) accepted.push_back(h);
+  return summarise_head_sizes(accepted);
+}
+
+AttentionCapabilities capabilities_of(const AttentionBackend& b, const Platform& platform) {
+  const RuntimeEnv& env = platform.env();
+  AttentionCapabilities c;
+  for (DType d : b.supported_dtypes(env)) c.dtypes.emplace_back(dtype_name(d));
+  c.kv_cache_dtypes = b.supported_kv_cache_dtypes(env);
+  for (const KernelBlockSize& s : b.get_supported_kernel_block_sizes(env)) c.kernel_block_sizes.push_back(to_string(s));
+  c.head_sizes = head_sizes_of(b, env);
+  for (std::size_t i = 0; i < attn_type_names().size(); ++i)
+    if (b.supports_attn_type(static_cast<AttentionType>(i))) c.attn_types.emplace_back(attn_type_names()[i]);
+  c.compute_capability = b.supports_compute_capability(platform.get_device_capability(), env);
+  c.features = {
+      {"mla", b.is_mla()},
+      {"sparse", b.is_sparse()},
+      {"sink", b.supports_sink(env)},
+      {"mm_prefix", b.supports_mm_prefix(env)},
+      {"per_head_quant_scales", b.supports_per_head_quant_scales(env)},
+      {"sliding_window", b.supports_sliding_window(env)},
+      {"non_causal", b.supports_non_causal(env)},
+      {"non_causal_dcp", b.supports_non_causal_dcp()},
+      {"batch_invariance", b.supports_batch_invariance(env)},
+      {"kv_connector", b.supports_kv_connector(env)},
+      {"pcp", b.supports_pcp()},
+      {"dcp", b.supports_dcp()},
+      {"rswa", b.supports_rswa(env)},
+      {"alibi_sqrt", b.supports_alibi_sqrt()},
+      {"device_cpu_query_lens_mismatch", b.supports_device_cpu_query_lens_mismatch()},
+      {"forward_includes_kv_cache_update", b.forward_includes_kv_cache_update()},
+  };
+  if (auto layouts = b.supported_kv_cache_layouts(env)) {
+    c.kv_cache_layouts.emplace();
+    for (KVCacheLayout l : *layouts) c.kv_cache_layouts->emplace_back(layout_name(l));
+  }
+  return c;
+}
+
+BackendReport report_member(const BackendMember& m, const Platform& platform) {
+  BackendReport r;
+  r.kind = m.kind();
+  r.name = m.name();
+  r.overridden = m.is_overridden();
+  try {
+    r.class_path = m.get_path();
+    const std::shared_ptr<const BackendClass> cls = m.get_class();
+    if (auto attn = std::dynamic_pointer_cast<const AttentionBackend>(cls)) {
+      r.has_kernel = attn->has_kernel();
+      r.capabilities = capabilities_of(*attn, platform);
+    } else if (auto mamba = std::dynamic_pointer_cast<const MambaBackend>(cls)) {
+      r.mamba_batch_invariance = mamba->supports_batch_invariance();
+    }
+  } catch (const Error& e) {
+    // CUSTOM before registration, TORCH_SDPA's empty tag, NO_ATTENTION's missing module,
+    // or a plugin class that failed: listed with the reason instead of its capabilities.
+    r.error = fmt::format("{}: {}", error_kind_name(e.kind()), e.what());
+  }
+  return r;
+}
+
+std::string join_or(const std::vector<std::string>& v, std::string_view empty) {
+  return v.empty() ? std::string(empty) : fmt::format("{}", fmt::join(v, ", "));
+}
+
+std::vector<std::string> supported_features(const AttentionCapabilities& c) {
+  std::vector<std::string> out;
+  for (const auto& [name, on] : c.features)
+    if (on) out.push_back(name);
+  return out;
+}
+
+std::string yes_no(bool b) { return b ? "yes" : "no"; }
+
+// Markdown cells must not contain a bare '|'.
+std::string cell(std::string s) {
+  std::string out;
+  for (char ch : s) {
+    if (ch == '|') out += "\\|";
+    else out += ch;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<BackendReport> report_backends(const Platform& platform) {
+  std::vector<BackendReport> out;
+  for (const BackendEnum* e : {&AttentionBackendEnum, &MambaAttentionBackendEnum})
+    for (const BackendMember& m : e->members()) out.push_back(report_member(m, platform));
+  return out;
+}
+
+nlohmann::json to_json(const BackendReport& r) {
+  nlohmann::json j = {{"enum", std::string(enum_class_name(r.kind))},
+                      {"name", r.name},
+                      {"class", r.class_path ? nlohmann::json(*r.class_path) : nlohmann::json(nullptr)},
+                      {"overridden", r.overridden},
+                      {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                      {"has_kernel", r.has_kernel}};
+  if (r.capabilities) {
+    const AttentionCapabilities& c = *r.capabilities;
+    nlohmann::json features = nlohmann::json::object();
+    for (const auto& [name, on] : c.features) features[name] = on;
+    j["capabilities"] = {
+        {"dtypes", c.dtypes},
+        {"kv_cache_dtypes", c.kv_cache_dtypes},
+        {"kernel_block_sizes", c.kernel_block_sizes},
+        {"head_sizes", c.head_sizes},
+        {"attn_types", c.attn_types},
+        {"compute_capability", c.compute_capability},
+        {"features", features},
+        {"kv_cache_layouts", c.kv_cache_layouts ? nlohmann::json(*c.kv_cache_layouts) : nlohmann::json(nullptr)}};
+  } else {
+    j["capabilities"] = nullptr;
+  }
+  if (r.mamba_batch_invariance) j["supports_batch_invariance"] = *r.mamba_batch_invariance;
+  return j;
+}
+
+std::string render_text(const Platform& platform, const std::vector<BackendReport>& reports) {
+  std::string out = fmt::format("Backends registered, with their capabilities on {}:\n", platform.describe());
+  EnumKind section = EnumKind::mamba;  // differs from the first report's kind: prints its heading
+  for (const BackendReport& r : reports) {
+    if (r.kind != section) {
+      section = r.kind;
+      out += fmt::format("\n{}:\n", enum_class_name(section));
+    }
+    out += fmt::format("  {}  {}{}{}\n", r.name, r.class_path.value_or("(no class)"),
+                       r.overridden ? "  [overridden]" : "", r.has_kernel ? "  [kernel in this build]" : "");
+    if (!r.error.empty()) out += fmt::format("      unavailable: {}\n", r.error);
+    if (r.mamba_batch_invariance)
+      out += fmt::format("      batch invariance: {}\n", yes_no(*r.mamba_batch_invariance));
+    if (!r.capabilities) continue;
+    const AttentionCapabilities& c = *r.capabilities;
+    out += fmt::format("      dtypes: {}; kv-cache dtypes: {}\n", join_or(c.dtypes, "none"),
+                       join_or(c.kv_cache_dtypes, "any"));
+    out += fmt::format("      kernel block sizes: {}; head sizes: {}\n", join_or(c.kernel_block_sizes, "any"),
+                       c.head_sizes);
+    out += fmt::format("      attention types: {}; compute capability {}\n", join_or(c.attn_types, "none"),
+                       c.compute_capability ? "supported" : "not supported");
+    out += fmt::format("      supports: {}\n", join_or(supported_features(c), "-"));
+    if (c.kv_cache_layouts) out += fmt::format("      kv-cache layouts: {}\n", join_or(*c.kv_cache_layouts, "none"));
+  }
+  return out;
+}
+
+std::string render_markdown(const Platform& platform, const std::vector<BackendReport>& reports) {
+  std::string out = fmt::format("## `{}`\n\n", platform.spec());
+  out +=
+      "| Backend | Class | dtypes | KV-cache dtypes | kernel block sizes | head sizes | attention types | "
+      "compute capability | supports | KV-cache layouts | kernel in this build |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const BackendReport& r : reports) {
+    if (r.kind != EnumKind::attention) continue;
+    const std::string cls = r.class_path ? fmt::format("`{}`", *r.class_path) : "-";
+    if (!r.capabilities) {
+      out += fmt::format("| {} | {} | {} |  |  |  |  |  |  |  |  |\n", r.name, cell(cls), cell(r.error));
+      continue;
+    }
+    const AttentionCapabilities& c = *r.capabilities;
+    out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name,
+                       r.overridden ? " (overridden)" : "", cell(cls), join_or(c.dtypes, "none"),
+                       join_or(c.kv_cache_dtypes, "any"), join_or(c.kernel_block_sizes, "any"), cell(c.head_sizes),
+                       join_or(c.attn_types, "none"), c.compute_capability ? "yes" : "no",
+                       join_or(supported_features(c), "-"),
+                       c.kv_cache_layouts ? join_or(*c.kv_cache_layouts, "none") : "any",
+                       yes_no(r.has_kernel));
+  }
+  out += "\n| Mamba backend | Class | batch invariance |\n|---|---|---|\n";
+  for (const BackendReport& r : reports) {
+    if (r.kind != EnumKind::mamba) continue;
+    const std::string cls = r.class_path ? fmt::format("`{}`", *r.class_path) : "-";
+    out += fmt::format("| {}{} | {} | {} |\n", r.name, r.overridden ? " (overridden)" : "",
+                       cell(r.error.empty() ? cls : r.error),
+                       r.mamba_batch_invariance ? yes_no(*r.mamba_batch_invariance) : "-");
+  }
+  return out;
+}
+
+}  // namespace attnsel::cli

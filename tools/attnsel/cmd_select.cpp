@@ -1,0 +1,165 @@
+// `attnsel select`: one selection, explained (or as one JSON object).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "attnsel/registry.hpp"
+#include "attnsel/selector.hpp"
+#include "commands.hpp"
+#include "common_options.hpp"
+#include "json_output.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+struct SelectOptions {
+  PlatformOptions platform;
+  BackendChoiceOptions backend;
+  LayerOptions layer;
+  OutputOptions output;
+  bool list_facts = false;
+};
+
+// Everything the command line describes, built in the usage phase.
+struct SelectInputs {
+  std::shared_ptr<Platform> platform;
+  EngineConfig engine;
+  LayerRequest layer;
+  AttentionSelectorConfig config;
+  std::optional<BackendMember> requested;
+};
+
+SelectInputs build_inputs(const SelectOptions& o) {
+  SelectInputs in;
+  in.platform = o.platform.make_platform();
+  o.backend.apply(in.engine.attention);
+  o.layer.apply(in.engine);
+  in.layer = o.layer.make_layer();
+  in.config = as_usage([&] { return make_selector_config(in.engine, in.layer); });
+  in.requested = effective_backend(in.engine, in.layer);
+  return in;
+}
+
+// How the backend argument was decided, for the explanation.
+std::string describe_request(const SelectInputs& in) {
+  if (!in.requested) return "auto (the platform's priority order)";
+  const KVCacheSpecKind kind = get_attn_spec_kind(in.layer.use_mla, in.layer.has_sliding_window,
+                                                  in.layer.attn_type.value_or(AttentionType::decoder));
+  if (in.engine.attention.backend_per_kind.contains(std::string(kind_value(kind))))
+    return fmt::format("{} (--backend-per-kind {}; explicit, no fallback)", in.requested->name(), kind_value(kind));
+  return fmt::format("{} (explicit, no fallback)", in.requested->name());
+}
+
+void print_candidates(const std::vector<Candidate>& candidates) {
+  if (candidates.empty()) return;
+  fmt::print("Candidates, in priority order:\n");
+  for (const Candidate& c : candidates) {
+    if (c.valid)
+      fmt::print("  [{}] \u2713 {}\n", c.priority, c.backend);
+    else
+      fmt::print("  [{}] \u2717 {}: {}\n", c.priority, c.backend, fmt::join(c.reasons, "; "));
+  }
+}
+
+void print_header(const SelectInputs& in) {
+  fmt::print("Platform:  {}\n", in.platform->describe());
+  fmt::print("Config:    {}\n", in.config.repr());
+  if (in.layer.num_heads) fmt::print("Num heads: {}\n", *in.layer.num_heads);
+  fmt::print("Requested: {}\n", describe_request(in));
+}
+
+void print_explanation(const SelectInputs& in, const Selection& s) {
+  print_header(in);
+  print_candidates(s.candidates);
+  const std::vector<std::string> warnings = s.warnings();
+  if (!warnings.empty()) {
+    fmt::print("Warnings:\n");
+    for (const std::string& w : warnings) fmt::print("  {}\n", w);
+  }
+  const std::string priority = s.priority ? fmt::format(", priority {}", *s.priority) : std::string();
+  fmt::print("Chosen:    {} ({}{})\n", s.backend, s.class_path, priority);
+}
+
+nlohmann::json selection_json(const SelectInputs& in, const Selection& s) {
+  return {{"backend", s.backend},
+          {"class", s.class_path},
+          {"priority", s.priority ? nlohmann::json(*s.priority) : nlohmann::json(nullptr)},
+          {"platform", in.platform->spec()},
+          {"mode", std::string(mode_name(in.platform->mode()))},
+          {"config", to_json(in.config)},
+          {"num_heads", in.layer.num_heads ? nlohmann::json(*in.layer.num_heads) : nlohmann::json(nullptr)},
+          {"requested", in.requested ? nlohmann::json(in.requested->name()) : nlohmann::json(nullptr)},
+          {"candidates", to_json(s.candidates)},
+          {"warnings", s.warnings()}};
+}
+
+int list_facts(const SelectOptions& o) {
+  const std::shared_ptr<Platform> platform = o.platform.make_platform();
+  const RuntimeFacts& facts = platform->env().facts;
+  if (o.output.json) {
+    nlohmann::json out = {{"platform", platform->spec()}, {"facts", nlohmann::json::array()}};
+    for (const FactDefinition& d : fact_definitions())
+      out["facts"].push_back({{"name", d.name},
+                              {"type", d.type},
+                              {"value", fact_value_to_string(facts.values().at(std::string(d.name)))},
+                              {"default", fact_value_to_string(d.default_for(platform->env().device))},
+                              {"overridden", facts.is_overridden(d.name)},
+                              {"doc", d.doc}});
+    print_json(out);
+    return kExitChosen;
+  }
+  fmt::print("Runtime facts on {} (set with --fact NAME=VALUE):\n", platform->describe());
+  for (const FactDefinition& d : fact_definitions()) {
+    const std::string value = fact_value_to_string(facts.values().at(std::string(d.name)));
+    const std::string note = facts.is_overridden(d.name)
+                                 ? fmt::format(" (set; default {})",
+                                               fact_value_to_string(d.default_for(platform->env().device)))
+                                 : std::string(" (default)");
+    fmt::print("  {} = {}{}  [{}]\n      {}\n", d.name, value, note, d.type, d.doc);
+  }
+  return kExitChosen;
+}
+
+int run_select(const SelectOptions& o) {
+  if (o.list_facts) return run_command(o.output.json, [&] { return list_facts(o); });
+  std::optional<SelectInputs> in;
+  auto on_failure = [&](const Failure& f) {
+    // The explanation up to the failure, so that the reasons are visible without --json.
+    if (!o.output.json && in && !f.candidates.empty()) {
+      print_header(*in);
+      print_candidates(f.candidates);
+    }
+  };
+  return run_command(
+      o.output.json,
+      [&] {
+        in = build_inputs(o);
+        Selector selector(in->platform);
+        const std::shared_ptr<const Selection> s = selector.select(in->engine, in->layer);
+        if (o.output.json)
+          print_json(selection_json(*in, *s));
+        else
+          print_explanation(*in, *s);
+        return static_cast<int>(kExitChosen);
+      },
+      on_failure);
+}
+
+}  // namespace
+
+void add_select_command(CLI::App& app, CommandContext& context) {
+  auto options = std::make_shared<SelectOptions>();
+  CLI::App* sub = app.add_subcommand("select", "choose the attention backend for one layer, and explain the choice");
+  options->platform.add_to(*sub);
+  options->layer.add_to(*sub);
+  options->backend.add_to(*sub);
+  options->output.add_to(*sub);
+  sub->add_flag("--list-facts", options->list_facts,
+                "document every runtime fact with its value on the chosen platform, and exit");
+  sub->callback([options, &context] { context.run = [options] { return run_select(*options); }; });
+}
+
+}  // namespace attnsel::cli

@@ -1,0 +1,236 @@
+#include "common_options.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <map>
+
+#include "commands.hpp"
+#include "json_output.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+// A CLI11 validator for an enumerated value: the message names every valid value.
+CLI::Validator one_of(std::string what, std::vector<std::string> valid,
+                      std::function<bool(const std::string&)> accepts) {
+  const std::string list = fmt::format("{}", fmt::join(valid, ", "));
+  return CLI::Validator(
+      [what, list, accepts](std::string& value) -> std::string {
+        if (accepts(value)) return {};
+        return fmt::format("unknown {} '{}'; valid values are: {}", what, value, list);
+      },
+      fmt::format("{{{}}}", fmt::join(valid, "|")));
+}
+
+std::vector<std::string> strings(std::span<const std::string_view> views) {
+  return {views.begin(), views.end()};
+}
+
+// Rejects a repeated NAME=VALUE flag that gives one name two different values.
+void reject_conflicts(const std::vector<std::pair<std::string, std::string>>& assignments, std::string_view flag) {
+  std::map<std::string, std::string> seen;
+  for (const auto& [name, value] : assignments) {
+    auto [it, fresh] = seen.emplace(name, value);
+    if (!fresh && it->second != value)
+      throw UsageError(fmt::format("conflicting {} values for {}: '{}' and '{}'", flag, name, it->second, value));
+  }
+}
+
+struct BoolFlag {
+  const char* flag;
+  bool LayerOptions::*field;
+  const char* help;
+};
+
+constexpr BoolFlag kBoolFlags[] = {
+    {"--use-mla", &LayerOptions::use_mla, "the layer uses multi-head latent attention (MLA)"},
+    {"--has-sink", &LayerOptions::has_sink, "the layer has attention sinks"},
+    {"--use-sparse", &LayerOptions::use_sparse, "the layer uses sparse attention (sparse MLA)"},
+    {"--use-mm-prefix", &LayerOptions::use_mm_prefix, "multimodal prefix (image-mask, PrefixLM) attention"},
+    {"--use-per-head-quant-scales", &LayerOptions::use_per_head_quant_scales, "per-head quantisation scales"},
+    {"--has-sliding-window", &LayerOptions::has_sliding_window, "the layer has a sliding window"},
+    {"--use-non-causal", &LayerOptions::use_non_causal, "AttentionConfig.use_non_causal"},
+    {"--use-batch-invariant", &LayerOptions::use_batch_invariant, "VLLM_BATCH_INVARIANT"},
+    {"--use-kv-connector", &LayerOptions::use_kv_connector, "a KV-transfer instance (KV connector)"},
+    {"--use-pcp", &LayerOptions::use_pcp, "prefill context parallelism (size > 1)"},
+    {"--use-dcp", &LayerOptions::use_dcp, "decode context parallelism (size > 1)"},
+    {"--use-adaptive-verification", &LayerOptions::use_adaptive_verification,
+     "speculative decoding with adaptive verification"},
+    {"--use-rswa", &LayerOptions::use_rswa, "the model uses Reference Sliding Window Attention (R-SWA)"},
+};
+
+}  // namespace
+
+std::pair<std::string, std::string> split_assignment(const std::string& text, std::string_view flag,
+                                                     std::string_view form) {
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw UsageError(fmt::format("{} expects {}, got '{}'", flag, form, text));
+  return {text.substr(0, eq), text.substr(eq + 1)};
+}
+
+// --- PlatformOptions ------------------------------------------------------------------
+
+void PlatformOptions::add_to(CLI::App& app) {
+  app.add_option("--platform", platform,
+                 "where to select: cuda:MAJOR.MINOR, rocm:gfxNNN, xpu, cpu or other:NAME (default: this host)");
+  app.add_option("--fact", facts,
+                 "set a runtime fact or platform switch, NAME=VALUE (repeatable; see `attnsel select --list-facts`)")
+      ->take_all()
+      ->allow_extra_args(false);
+  app.add_option("--mode", mode,
+                 "reference: what vLLM would choose there; runnable: what this build can run "
+                 "(default: reference for a simulated platform, runnable for the host)")
+      ->check(one_of("mode", {"reference", "runnable"},
+                     [](const std::string& s) { return parse_mode(s).has_value(); }));
+}
+
+std::shared_ptr<Platform> PlatformOptions::make_platform() const {
+  std::vector<std::pair<std::string, std::string>> assignments;
+  for (const std::string& f : facts) assignments.push_back(split_assignment(f, "--fact", "NAME=VALUE"));
+  reject_conflicts(assignments, "--fact");
+  const std::optional<SelectionMode> m = mode.empty() ? std::nullopt : parse_mode(mode);
+  return as_usage([&] {
+    return platform.empty() ? detect_host_platform(facts, m) : attnsel::make_platform(platform, facts, m);
+  });
+}
+
+// --- BackendChoiceOptions -------------------------------------------------------------
+
+void BackendChoiceOptions::add_to(CLI::App& app) {
+  app.add_option("--attention-backend", attention_backend,
+                 "the backend to use (case-insensitive), or auto for the platform's priority list")
+      ->default_str("auto");
+  app.add_option("--backend-per-kind", backend_per_kind,
+                 "override the backend for one KV-cache group kind, KIND=NAME (repeatable), e.g. "
+                 "sliding_window=TRITON_ATTN")
+      ->take_all()
+      ->allow_extra_args(false);
+}
+
+void BackendChoiceOptions::apply(AttentionConfig& config) const {
+  std::vector<std::pair<std::string, std::string>> assignments;
+  for (const std::string& a : backend_per_kind)
+    assignments.push_back(split_assignment(a, "--backend-per-kind", "KIND=NAME"));
+  reject_conflicts(assignments, "--backend-per-kind");
+  as_usage([&] {
+    config.set_backend(attention_backend);
+    for (const auto& [kind, name] : assignments) config.set_backend_per_kind(kind, name);
+  });
+}
+
+// --- LayerOptions ---------------------------------------------------------------------
+
+void LayerOptions::add_to(CLI::App& app) {
+  app.add_option("--head-size", head_size, "attention head size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--dtype", dtype, "model (activation) dtype")
+      ->check(one_of("dtype", strings(dtype_names()), [](const std::string& s) { return parse_dtype(s).has_value(); }))
+      ->capture_default_str();
+  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+                 fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtype_names(), ", ")));
+  block_size_opt_ = app.add_option("--block-size", block_size,
+                                   "KV-cache block size; giving it makes it user-specified, so the selector sees it")
+                        ->check(CLI::PositiveNumber);
+  app.add_option("--attn-type", attn_type, "attention type")
+      ->check(one_of("attention type", strings(attn_type_names()),
+                     [](const std::string& s) { return parse_attn_type(s).has_value(); }))
+      ->capture_default_str();
+  num_heads_opt_ = app.add_option("--num-heads", num_heads, "number of query heads (orders CUDA's sparse MLA list)")
+                       ->check(CLI::PositiveNumber);
+  app.add_option("--run-cache-dtype", run_cache_dtype,
+                 "CacheConfig.cache_dtype of the whole run, when it differs from this layer's (ROCm's TurboQuant "
+                 "boundary rule); default: --kv-cache-dtype, else auto");
+  for (const BoolFlag& f : kBoolFlags) app.add_flag(f.flag, this->*f.field, f.help);
+}
+
+LayerRequest LayerOptions::make_layer() const {
+  LayerRequest layer;
+  layer.head_size = head_size;
+  layer.dtype = *parse_dtype(dtype);  // validated by the option's check
+  if (!kv_cache_dtype.empty()) {
+    if (!is_known_cache_dtype(kv_cache_dtype))
+      throw UsageError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", kv_cache_dtype,
+                                   fmt::join(cache_dtype_names(), ", ")),
+                       "ValueError");
+    layer.kv_cache_dtype = kv_cache_dtype;
+  }
+  layer.use_mla = use_mla;
+  layer.has_sink = has_sink;
+  layer.use_sparse = use_sparse;
+  layer.use_mm_prefix = use_mm_prefix;
+  layer.use_per_head_quant_scales = use_per_head_quant_scales;
+  layer.attn_type = *parse_attn_type(attn_type);
+  if (num_heads_opt_ != nullptr && num_heads_opt_->count() > 0) layer.num_heads = num_heads;
+  layer.has_sliding_window = has_sliding_window;
+  return layer;
+}
+
+void LayerOptions::apply(EngineConfig& engine) const {
+  const std::string run_dtype = !run_cache_dtype.empty() ? run_cache_dtype
+                                : !kv_cache_dtype.empty() ? kv_cache_dtype
+                                                          : std::string("auto");
+  if (!is_known_cache_dtype(run_dtype))
+    throw UsageError(fmt::format("Invalid --run-cache-dtype: {}. Valid values are: {}", run_dtype,
+                                 fmt::join(cache_dtype_names(), ", ")));
+  engine.cache.cache_dtype = run_dtype;
+  if (block_size_opt_ != nullptr && block_size_opt_->count() > 0) {
+    engine.cache.block_size = block_size;
+    engine.cache.user_specified_block_size = true;
+  }
+  engine.attention.use_non_causal = use_non_causal;
+  engine.batch_invariant = use_batch_invariant;
+  engine.kv_transfer_instance = use_kv_connector;
+  // Only "> 1" reaches the selector; 2 is the smallest parallel size that turns it on.
+  engine.prefill_context_parallel_size = use_pcp ? 2 : 1;
+  engine.decode_context_parallel_size = use_dcp ? 2 : 1;
+  engine.adaptive_verification = use_adaptive_verification;
+  // Only "is set" reaches the selector; 128 is the window of vLLM's own R-SWA test.
+  if (use_rswa) engine.rswa_window = 128;
+}
+
+// --- OutputOptions --------------------------------------------------------------------
+
+void OutputOptions::add_to(CLI::App& app) {
+  app.add_flag("--json", json, "print one JSON object on stdout instead of the explanation");
+}
+
+// --- error → exit code ----------------------------------------------------------------
+
+int run_command(bool json, const std::function<int()>& body, const std::function<void(const Failure&)>& on_failure) {
+  auto fail = [&](int code, Failure f) {
+    if (on_failure) on_failure(f);
+    std::fflush(stdout);
+    fmt::print(stderr, "attnsel: error: {}\n", f.message);
+    if (json) print_json(failure_json(f.message, f.error_type, f.candidates));
+    return code;
+  };
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    return fail(kExitUsage, {e.what(), e.error_type(), {}});
+  } catch (const SelectionError& e) {
+    return fail(kExitNoBackend, {e.what(), std::string(error_kind_name(e.kind())), e.candidates()});
+  } catch (const Error& e) {
+    return fail(kExitNoBackend, {e.what(), std::string(error_kind_name(e.kind())), {}});
+  } catch (const std::exception& e) {
+    return fail(kExitInternal, {fmt::format("internal error: {}", e.what()), "InternalError", {}});
+  } catch (...) {
+    return fail(kExitInternal, {"internal error: unknown exception", "InternalError", {}});
+  }
+}
+
+int run_cli(CLI::App& app, CommandContext& context, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int code = app.exit(e);  // prints help, or the message and a hint, as CLI11 does
+    return code == 0 ? kExitChosen : kExitUsage;
+  }
+  if (!context.run) return kExitUsage;  // unreachable with require_subcommand(1)
+  return run_command(false, context.run);
+}
+
+}  // namespace attnsel::cli

@@ -1,0 +1,133 @@
+// Options shared by the attnsel subcommands (platform, runtime facts, mode, backend choice,
+// layer description, output format) and the mapping from errors to exit codes.
+//
+// A subcommand declares the option groups it needs, lets CLI11 parse them, then turns them
+// into library values through the `make_*` functions below. Those functions run in the
+// "usage" phase: any library error they raise (unknown backend, bad platform spec, ...) is
+// a mistake in the command line and becomes a UsageError (exit code 2).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "attnsel/errors.hpp"
+#include "attnsel/platform.hpp"
+#include "attnsel/selector.hpp"
+
+namespace attnsel::cli {
+
+/// The process exit status of every subcommand.
+enum ExitCode : int {
+  kExitChosen = 0,     ///< success (a backend was chosen, a listing was printed)
+  kExitUsage = 2,      ///< unknown flag, malformed or conflicting value, unknown name
+  kExitNoBackend = 3,  ///< no valid backend, or the explicit choice is invalid
+  kExitInternal = 4,   ///< anything unexpected
+};
+
+/// A mistake in the command line. `error_type` names the library error it came from
+/// ("ValueError", ...) or "UsageError" when the CLI itself found it.
+class UsageError : public std::runtime_error {
+ public:
+  explicit UsageError(const std::string& message, std::string error_type = "UsageError")
+      : std::runtime_error(message), error_type_(std::move(error_type)) {}
+  const std::string& error_type() const { return error_type_; }
+
+ private:
+  std::string error_type_;
+};
+
+/// Runs `parse` and turns any attnsel::Error it throws into a UsageError.
+template <class F>
+decltype(auto) as_usage(F&& parse) {
+  try {
+    return std::forward<F>(parse)();
+  } catch (const Error& e) {
+    throw UsageError(e.what(), std::string(error_kind_name(e.kind())));
+  }
+}
+
+/// Splits "NAME=VALUE"; UsageError naming `flag` and the expected form otherwise.
+std::pair<std::string, std::string> split_assignment(const std::string& text, std::string_view flag,
+                                                     std::string_view form);
+
+/// --platform, --fact (repeatable), --mode.
+struct PlatformOptions {
+  std::string platform;            ///< empty = the host
+  std::vector<std::string> facts;  ///< "NAME=VALUE"
+  std::string mode;                ///< empty = the platform's default
+
+  void add_to(CLI::App& app);
+  /// The simulated platform (or the host) with the facts applied.
+  std::shared_ptr<Platform> make_platform() const;
+};
+
+/// --attention-backend, --backend-per-kind (repeatable).
+struct BackendChoiceOptions {
+  std::string attention_backend = "auto";
+  std::vector<std::string> backend_per_kind;  ///< "KIND=NAME"
+
+  void add_to(CLI::App& app);
+  /// Applies both to `config` through vLLM's validators.
+  void apply(AttentionConfig& config) const;
+};
+
+/// The layer being selected for: every argument of get_attn_backend and every flag of
+/// AttentionSelectorConfig.
+struct LayerOptions {
+  int head_size = 128;
+  std::string dtype = "bfloat16";
+  std::string kv_cache_dtype;  ///< empty = not given (None)
+  int block_size = 0;          ///< meaningful only when --block-size was given
+  std::string attn_type = "decoder";
+  int num_heads = 0;           ///< meaningful only when --num-heads was given
+  std::string run_cache_dtype; ///< empty = the layer's kv cache dtype, or "auto"
+  // Layer-level selector fields.
+  bool use_mla = false, has_sink = false, use_sparse = false, use_mm_prefix = false,
+       use_per_head_quant_scales = false, has_sliding_window = false;
+  // Engine-level selector fields (vLLM reads them from the global config).
+  bool use_non_causal = false, use_batch_invariant = false, use_kv_connector = false, use_pcp = false,
+       use_dcp = false, use_adaptive_verification = false, use_rswa = false;
+
+  void add_to(CLI::App& app);
+  LayerRequest make_layer() const;
+  /// Fills the engine-level fields (cache config, parallel sizes, switches) of `engine`.
+  void apply(EngineConfig& engine) const;
+
+ private:
+  CLI::Option* block_size_opt_ = nullptr;
+  CLI::Option* num_heads_opt_ = nullptr;
+};
+
+/// --json.
+struct OutputOptions {
+  bool json = false;
+  void add_to(CLI::App& app);
+};
+
+/// The JSON object printed for a failure: {"error", "error_type", "candidates"}.
+struct Failure {
+  std::string message;
+  std::string error_type;
+  std::vector<Candidate> candidates;
+};
+
+/// Runs a command body and maps what it throws to an exit code: UsageError → 2,
+/// SelectionError and other attnsel::Error → 3, anything else → 4. The message goes to
+/// stderr; with `json` the failure object is also printed to stdout. `on_failure` (optional)
+/// prints extra context (e.g. the candidates) before the JSON is written.
+int run_command(bool json, const std::function<int()>& body,
+                const std::function<void(const Failure&)>& on_failure = {});
+
+struct CommandContext;
+/// Parses the command line and runs the chosen subcommand. CLI11's parse errors (unknown
+/// flag, malformed number, value not in the valid set) print their message and give
+/// kExitUsage; --help gives 0.
+int run_cli(CLI::App& app, CommandContext& context, int argc, char** argv);
+
+}  // namespace attnsel::cli
