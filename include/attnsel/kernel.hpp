@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
@@ -45,6 +46,9 @@ struct TensorView {
   /// A contiguous (row-major) view over `data` with the given shape.
   static TensorView contiguous(void* data, ScalarType dtype, std::initializer_list<std::int64_t> shape,
                                DeviceKind device = DeviceKind::cpu);
+  /// A view with explicit strides (in elements); throws ValueError when the ranks differ or exceed kMaxDims.
+  static TensorView strided(void* data, ScalarType dtype, std::span<const std::int64_t> shape,
+                            std::span<const std::int64_t> strides, DeviceKind device = DeviceKind::cpu);
   std::int64_t numel() const;
   bool is_contiguous() const;
   std::string describe() const;  ///< e.g. "bf16[8, 32, 128] strides [4096, 128, 1]"
@@ -101,6 +105,8 @@ struct KVCacheView {
   TensorView value;
   int num_blocks() const { return static_cast<int>(key.shape[0]); }
   int block_size() const { return static_cast<int>(key.shape[1]); }
+  int num_kv_heads() const { return static_cast<int>(key.shape[2]); }
+  int head_size() const { return static_cast<int>(key.shape[3]); }
 };
 
 /// What a backend's kernel implementation provides. Thread-safety: const methods may be
