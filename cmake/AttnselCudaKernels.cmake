@@ -4,6 +4,12 @@ option(ATTNSEL_CUDA_PTXAS_VERBOSE "Print ptxas resource usage (-Xptxas -v) for t
 set(ATTNSEL_CUDA_GENCODE_SM80 "-gencode=arch=compute_80,code=sm_80")
 set(ATTNSEL_CUDA_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
 
+# CMake 3.25 predates nvcc's C++20 flag; teach it (nvcc 12+ accepts -std=c++20).
+if(ATTNSEL_HAVE_CUDA AND NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+
 function(attnsel_add_cuda_kernels obj_target shared_target)
   set(dir ${PROJECT_SOURCE_DIR}/src/kernels/cuda)
   if(NOT ATTNSEL_HAVE_CUDA)
@@ -15,8 +21,7 @@ function(attnsel_add_cuda_kernels obj_target shared_target)
   list(REMOVE_ITEM host_sources ${dir}/cuda_unavailable.cpp)
   target_sources(${obj_target} PRIVATE ${cu_sources} ${host_sources})
   target_compile_definitions(${obj_target} PRIVATE ATTNSEL_HAVE_CUDA=1)
-  set_target_properties(${obj_target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20
-                                                 CUDA_STANDARD_REQUIRED ON)
+  set_target_properties(${obj_target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
   set(common --expt-relaxed-constexpr -lineinfo)
   if(ATTNSEL_CUDA_PTXAS_VERBOSE)
     list(APPEND common -Xptxas=-v)

@@ -47,6 +47,18 @@ EventTimer::EventTimer() { unavailable(); }
 EventTimer::~EventTimer() = default;
 void EventTimer::start() { unavailable(); }
 float EventTimer::stop() { unavailable(); }
+std::size_t span_bytes(const TensorView& t) {
+  std::int64_t last = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return 0;
+    last += (t.shape[d] - 1) * t.stride[d];
+  }
+  return static_cast<std::size_t>(last + 1) * element_size(t.dtype);
+}
+DeviceTensor to_device(const TensorView&, int) { unavailable(); }
+DeviceTensor device_like(const TensorView&, int) { unavailable(); }
+void copy_to_host(const DeviceTensor&, const TensorView&) { unavailable(); }
+void fill_uniform(const DeviceTensor&, std::uint64_t, float) { unavailable(); }
 void flush_l2(DeviceBuffer&) { unavailable(); }
 double measure_read_bandwidth(const DeviceBuffer&, int) { unavailable(); }
 

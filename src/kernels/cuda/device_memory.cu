@@ -1,5 +1,6 @@
 // CUDA build of device_memory.hpp, plus the read-bandwidth probe kernel.
 #include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "attnsel/errors.hpp"
@@ -23,7 +24,65 @@ __global__ void __launch_bounds__(256) read_probe_kernel(const uint4* data, std:
   if (acc == 0x9e3779b9u) atomicAdd(sink, 1u);  // practically never; keeps the loads alive
 }
 
+__device__ __forceinline__ std::uint64_t mix64(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+template <class T>
+__global__ void fill_uniform_kernel(T* data, std::size_t n, std::uint64_t seed, float range) {
+  for (std::size_t i = blockIdx.x * std::size_t(blockDim.x) + threadIdx.x; i < n; i += std::size_t(gridDim.x) * blockDim.x) {
+    const std::uint64_t r = mix64(seed + 0x9E3779B97F4A7C15ull * (i + 1));
+    const float u = (float(r >> 40) * (1.0f / 16777216.0f) * 2.0f - 1.0f) * range;
+    if constexpr (std::is_same_v<T, __nv_bfloat16>) data[i] = __float2bfloat16(u);
+    else data[i] = __float2half(u);
+  }
+}
+
 }  // namespace
+
+std::size_t span_bytes(const TensorView& t) {
+  std::int64_t last = 0;
+  for (int d = 0; d < t.ndim; ++d) {
+    if (t.shape[d] == 0) return 0;
+    last += (t.shape[d] - 1) * t.stride[d];
+  }
+  return static_cast<std::size_t>(last + 1) * element_size(t.dtype);
+}
+
+DeviceTensor device_like(const TensorView& like, int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  DeviceTensor d;
+  d.buffer = DeviceBuffer(span_bytes(like));
+  d.view = like;
+  d.view.data = d.buffer.data();
+  d.view.device = DeviceKind::cuda;
+  d.view.device_index = device;
+  return d;
+}
+
+DeviceTensor to_device(const TensorView& host, int device) {
+  DeviceTensor d = device_like(host, device);
+  d.buffer.upload(host.data, span_bytes(host));
+  return d;
+}
+
+void copy_to_host(const DeviceTensor& dev, const TensorView& host) {
+  if (span_bytes(host) != span_bytes(dev.view)) throw ValueError("copy_to_host: the views span different sizes");
+  dev.buffer.download(host.data, span_bytes(host));
+}
+
+void fill_uniform(const DeviceTensor& t, std::uint64_t seed, float range) {
+  const std::size_t n = span_bytes(t.view) / 2;
+  if (t.view.dtype == ScalarType::bf16)
+    fill_uniform_kernel<<<1024, 256>>>(static_cast<__nv_bfloat16*>(t.buffer.data()), n, seed, range);
+  else if (t.view.dtype == ScalarType::f16)
+    fill_uniform_kernel<<<1024, 256>>>(static_cast<__half*>(t.buffer.data()), n, seed, range);
+  else
+    throw ValueError("fill_uniform: only f16 and bf16 tensors");
+  check(cudaGetLastError(), "fill_uniform_kernel launch");
+}
 
 DeviceBuffer::DeviceBuffer(std::size_t bytes) : bytes_(bytes) {
   if (bytes > 0) check(cudaMalloc(&ptr_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");

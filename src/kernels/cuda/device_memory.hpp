@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "attnsel/kernel.hpp"
+
 namespace attnsel::kernel::cuda {
 
 /// Owning device allocation (cudaMalloc). Move-only.
@@ -62,6 +64,20 @@ class EventTimer {
   void* start_ = nullptr;
   void* stop_ = nullptr;
 };
+
+/// A device copy of a host tensor view: same dtype, shape and strides.
+struct DeviceTensor {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+/// Bytes a strided view spans (last element's offset + 1, times the element size).
+std::size_t span_bytes(const TensorView& t);
+DeviceTensor to_device(const TensorView& host, int device = 0);
+/// An uninitialised device tensor shaped like `like` (strides included).
+DeviceTensor device_like(const TensorView& like, int device = 0);
+void copy_to_host(const DeviceTensor& dev, const TensorView& host);
+/// Fills a 16-bit (f16/bf16) device tensor's span with uniform values in [-range, range).
+void fill_uniform(const DeviceTensor& t, std::uint64_t seed, float range);
 
 /// Overwrites a buffer larger than the L2 cache, so the next kernel reads from memory.
 void flush_l2(DeviceBuffer& scratch);

@@ -72,6 +72,11 @@ class StreamBuffer {
   }
   StreamBuffer(const StreamBuffer&) = delete;
   StreamBuffer& operator=(const StreamBuffer&) = delete;
+  StreamBuffer& operator=(StreamBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
   void* data() const { return ptr_; }
 
  private:

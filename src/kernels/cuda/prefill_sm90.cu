@@ -47,15 +47,22 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(std::uint32_t bar, std::ui
 __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+__device__ __forceinline__ bool mbar_try_wait(std::uint32_t bar, std::uint32_t parity) {
   std::uint32_t done = 0;
-  do {
-    asm volatile(
-        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(bar), "r"(parity)
-        : "memory");
-  } while (!done);
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+}
+/// Waits for a barrier phase. A wait of more than ~2^35 cycles (tens of seconds) can only be
+/// a pipeline bug: trap, so the launch fails with an error instead of hanging the device.
+__device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const long long start = clock64();
+  while (!mbar_try_wait(bar, parity))
+    if (clock64() - start > (1ll << 35)) __trap();
 }
 __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0,
                                             int c1, int c2) {
@@ -250,17 +257,22 @@ __global__ void __launch_bounds__(384, 1)
       asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
       named_barrier(1, 256);
     }
+    // P as register A-fragments, all packed before the first wgmma so the compiler need
+    // not fence between them.
+    std::uint32_t pa[C::kKeys / 16][4];
+#pragma unroll
+    for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+      pa[kb][0] = pack2<T>(sacc[2 * kb][0], sacc[2 * kb][1]);
+      pa[kb][1] = pack2<T>(sacc[2 * kb][2], sacc[2 * kb][3]);
+      pa[kb][2] = pack2<T>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
+      pa[kb][3] = pack2<T>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+    }
     fence_operand<D / 8>(st.o);
     wgmma_fence();
 #pragma unroll
     for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-      std::uint32_t a[4];
-      a[0] = pack2<T>(sacc[2 * kb][0], sacc[2 * kb][1]);
-      a[1] = pack2<T>(sacc[2 * kb][2], sacc[2 * kb][3]);
-      a[2] = pack2<T>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
-      a[3] = pack2<T>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
       const std::uint64_t dv = smem_desc(v_s(s) + kb * 16 * 128, C::kKeys * 128, 1024);
-      WgmmaRS<T, D>::run(st.o, a, dv, 1);
+      WgmmaRS<T, D>::run(st.o, pa[kb], dv, 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
