@@ -34,6 +34,7 @@ struct Shape {
   int batch = 1, seq_len = 0, query_len = 0;
   int heads = 32, kv_heads = 8, head_size = 128;
   int block_size = 16;
+  bool hnd = false;  // cache layout [block][head][token][dim] instead of [block][token][head][dim]
   bool causal = true;
   ak::ScalarType dtype = ak::ScalarType::bf16;
 };
@@ -80,6 +81,8 @@ DeviceBatch make_batch(const Shape& s, std::uint64_t seed) {
   std::vector<std::int64_t> cshape = {num_blocks, s.block_size, s.kv_heads, s.head_size};
   std::vector<std::int64_t> cstride = {std::int64_t(s.block_size) * s.kv_heads * s.head_size,
                                        std::int64_t(s.kv_heads) * s.head_size, s.head_size, 1};
+  if (s.hnd) cstride = {std::int64_t(s.block_size) * s.kv_heads * s.head_size, s.head_size,
+                        std::int64_t(s.block_size) * s.head_size, 1};
   b.q = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, qshape, qstride));
   b.o = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, qshape, qstride));
   b.k = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, cshape, cstride));
@@ -123,7 +126,7 @@ double check_sample(const Shape& s, const DeviceBatch& b, const ak::LayerParams&
   std::vector<std::uint8_t> qb, ob, kb, vb;
   const ak::TensorView q = host(b.q, qb), o = host(b.o, ob), k = host(b.k, kb), v = host(b.v, vb);
   const int tokens = b.qsl.back();
-  std::vector<std::int32_t> sample = {0, tokens - 1, tokens / 2, tokens / 3 + 1};
+  std::vector<std::int32_t> sample = {0, tokens - 1, tokens / 2, std::min(tokens - 1, tokens / 3 + 1)};
   std::sort(sample.begin(), sample.end());
   sample.erase(std::unique(sample.begin(), sample.end()), sample.end());
   const ak::AttentionMetadata md = b.md();
@@ -175,7 +178,7 @@ std::vector<Shape> shapes(bool quick) {
     s.name = fmt::format("prefill b{} s{} h{} d{} {} blk{}", batch, seq, heads, d, causal ? "causal" : "full", block);
     v.push_back(s);
   };
-  auto decode = [&](int batch, int ctx) {
+  auto decode = [&](int batch, int ctx, bool hnd = false) {
     Shape s;
     s.kind = "decode";
     s.batch = batch;
@@ -184,11 +187,13 @@ std::vector<Shape> shapes(bool quick) {
     s.heads = 32;
     s.kv_heads = 8;
     s.head_size = 128;
-    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16", batch, ctx);
+    s.hnd = hnd;
+    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16{}", batch, ctx, hnd ? " HND" : "");
     v.push_back(s);
   };
   decode(64, 4096);
   decode(1, 32768);
+  decode(64, 4096, true);
   if (!quick) decode(32, 16384);
   prefill(2, 16384, 16, 128, false);
   prefill(2, 16384, 16, 128, true);
@@ -241,14 +246,19 @@ int main(int argc, char** argv) {
       DeviceBatch b = make_batch(s, seed++);
       const ak::LayerParams lp = layer(s);
       std::vector<std::pair<std::string, cu::CudaTuning>> variants = {{"default", {}}};
-      if (sweep && s.kind == "decode")
-        for (double waves : {1.0, 4.0})
-          for (int min_keys : {128, 512}) {
-            cu::CudaTuning t;
-            t.split_waves = waves;
-            t.min_split_keys = min_keys;
-            variants.push_back({fmt::format("waves{}-min{}", waves, min_keys), t});
-          }
+      if (sweep && s.kind == "decode") {
+        cu::CudaTuning t;
+        t.decode_bulk = false;
+        variants.push_back({"cp.async", t});
+        for (double waves : {1.0, 4.0}) {
+          cu::CudaTuning w;
+          w.split_waves = waves;
+          variants.push_back({fmt::format("waves{}", waves), w});
+        }
+        cu::CudaTuning m;
+        m.min_split_keys = 512;
+        variants.push_back({"min512", m});
+      }
       if (sweep && s.kind == "prefill") {
         cu::CudaTuning t;
         t.use_hopper = false;

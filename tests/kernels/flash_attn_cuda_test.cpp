@@ -167,15 +167,17 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
 
 TEST(FlashAttnCudaGpu, DecodeEveryHeadSize) {
   REQUIRE_GPU();
-  for (int hs = 8; hs <= 256; hs += 8) {
-    SCOPED_TRACE("head_size " + std::to_string(hs));
-    GpuCase c;
-    c.head_size = hs;
-    c.seqs = decode_batch();
-    c.seed = static_cast<std::uint64_t>(hs);
-    const Outcome o = check_case(c);
-    EXPECT_GT(o.summary.decode_ctas, 0);
-  }
+  for (bool bulk : {true, false})
+    for (int hs = 8; hs <= 256; hs += 8) {
+      SCOPED_TRACE("head_size " + std::to_string(hs) + (bulk ? " bulk" : " cp.async"));
+      GpuCase c;
+      c.head_size = hs;
+      c.seqs = decode_batch();
+      c.seed = static_cast<std::uint64_t>(hs);
+      c.tuning.decode_bulk = bulk;
+      const Outcome o = check_case(c);
+      EXPECT_GT(o.summary.decode_ctas, 0);
+    }
 }
 
 TEST(FlashAttnCudaGpu, PrefillEveryHeadSizePortableKernel) {
@@ -319,6 +321,10 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   s.window = 2000;
   const Outcome os = check_case(s);
   EXPECT_GT(os.summary.max_splits, 1) << os.summary.describe();
+  GpuCase a = c;
+  a.tuning.decode_bulk = false;
+  a.layout = CacheLayout::hnd;
+  check_case(a);
 }
 
 TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {

@@ -6,6 +6,7 @@
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // which merge_kernel combines.
+#include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"
 
@@ -24,12 +25,40 @@ struct DecodeConfig {
   static constexpr std::size_t kPipeBytes = std::size_t(kStages) * 2 * kTileElems * sizeof(T);
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
-  static constexpr std::size_t kSmemBytes = kQElems * sizeof(T) + kPipeBytes;
+  static constexpr std::size_t kBarOffset = kQElems * sizeof(T) + kPipeBytes;  // 16-byte aligned
+  static constexpr std::size_t kSmemBytes = kBarOffset + 8 * kStages;
 };
+
+/// Hopper loading: one bulk copy per key row (K and V), completing on the stage's mbarrier;
+/// rows past the slice are zeroed with ordinary stores instead.
+template <class T, int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void issue_kv_tile_bulk(const AttnParams& p, const std::int32_t* block_row, int kv_head,
+                                                   int t0, int kv_end, T* ks, T* vs, std::uint32_t bar) {
+  const int row_bytes = p.head_size * 2;
+  const int valid = max(0, min(kv_end - t0, NKEYS));
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, std::uint32_t(valid) * row_bytes * 2);
+  const T* kb = static_cast<const T*>(p.k) + kv_head * p.k_stride_head;
+  const T* vb = static_cast<const T*>(p.v) + kv_head * p.v_stride_head;
+  for (int r = threadIdx.x; r < 2 * NKEYS; r += NTHREADS) {
+    const bool is_v = r >= NKEYS;
+    const int row = r % NKEYS;
+    const int key = t0 + row;
+    T* dst = (is_v ? vs : ks) + row * kRowStride<DP>;
+    if (row < valid) {
+      const std::int64_t page = block_row[key / p.block_size];
+      const int off = key % p.block_size;
+      const T* src = is_v ? vb + page * p.v_stride_block + off * p.v_stride_tok
+                          : kb + page * p.k_stride_block + off * p.k_stride_tok;
+      bulk_copy_g2s(smem_addr(dst), src, row_bytes, bar);
+    } else {
+      for (int c = 0; c < p.head_size / 8; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-template <class T, int DP>
+template <class T, int DP, bool kBulk>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
   using C = DecodeConfig<T, DP>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -59,12 +88,41 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const int ntiles = kv_end > kv_begin ? ceil_div(kv_end - kv_begin, C::kKeys) : 0;
   const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
 
+  const std::uint32_t bars = smem_addr(smem_raw) + C::kBarOffset;
+  auto issue = [&](int t) {
+    const int s = t % C::kStages;
+    if constexpr (kBulk)
+      issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                                       k_stage(s), v_stage(s), bars + 8 * s);
+    else
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, k_stage(s),
+                                                 v_stage(s));
+  };
+
   load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
-#pragma unroll
-  for (int s = 0; s < C::kStages - 1; ++s) {
-    if (s < ntiles) load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + s * C::kKeys, kv_end,
-                                                               k_stage(s), v_stage(s));
+  if constexpr (kBulk) {
     cp_async_commit();
+    // Bulk copies write only head_size columns: zero the padding columns once.
+    if (DP > p.head_size) {
+      const int pad_chunks = (DP - p.head_size) / 8;
+      for (int idx = threadIdx.x; idx < C::kStages * 2 * C::kKeys * pad_chunks; idx += C::kThreads) {
+        T* row = pipe + (idx / pad_chunks) * C::kRS;
+        reinterpret_cast<uint4*>(row + p.head_size)[idx % pad_chunks] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < C::kStages; ++s) mbar_init(bars + 8 * s, 1);
+      mbar_fence_init();
+    }
+    __syncthreads();
+    for (int s = 0; s < C::kStages - 1; ++s)
+      if (s < ntiles) issue(s);
+  } else {
+#pragma unroll
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (s < ntiles) issue(s);
+      cp_async_commit();
+    }
   }
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -81,14 +139,17 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   std::uint32_t qf[DP / 16][4];
 
   for (int it = 0; it < ntiles; ++it) {
-    cp_async_wait<C::kStages - 2>();
+    if constexpr (kBulk) {
+      mbar_wait(bars + 8 * (it % C::kStages), (it / C::kStages) & 1);
+      if (it == 0) cp_async_wait<0>();
+    } else {
+      cp_async_wait<C::kStages - 2>();
+    }
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs);
     const int nxt = it + C::kStages - 1;
-    if (nxt < ntiles)
-      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + nxt * C::kKeys, kv_end,
-                                                 k_stage(nxt % C::kStages), v_stage(nxt % C::kStages));
-    cp_async_commit();
+    if (nxt < ntiles) issue(nxt);
+    if constexpr (!kBulk) cp_async_commit();
 
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
@@ -216,15 +277,15 @@ __global__ void __launch_bounds__(64) merge_kernel(const __grid_constant__ AttnP
 
 }  // namespace
 
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, void* stream) {
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, bool bulk, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
       using C = DecodeConfig<T, DP>;
-      auto kernel = decode_kernel<T, DP>;
-      const std::string cfg = cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={}",
-                                          e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads,
-                                          p.num_kv_heads, p.num_work, C::kSmemBytes);
+      auto kernel = bulk ? decode_kernel<T, DP, true> : decode_kernel<T, DP, false>;
+      const std::string cfg = cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={} loads={}",
+                                         e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads,
+                                         p.num_kv_heads, p.num_work, C::kSmemBytes, bulk ? "bulk" : "cp.async");
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
                  "decode_kernel: cudaFuncSetAttribute", cfg);
       kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);

@@ -158,7 +158,16 @@ float EventTimer::stop() {
   return ms;
 }
 
-void flush_l2(DeviceBuffer& scratch) { check(cudaMemsetAsync(scratch.data(), 0x5a, scratch.size(), 0), "flush_l2"); }
+void flush_l2(DeviceBuffer& scratch) {
+  // A read-only pass: it evicts the cache without leaving dirty lines to write back
+  // during the timed kernel (a memset would).
+  static DeviceBuffer sink(sizeof(unsigned));
+  int sms = 0;
+  check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+  read_probe_kernel<<<sms * 8, 256>>>(static_cast<const uint4*>(scratch.data()), scratch.size() / sizeof(uint4),
+                                      static_cast<unsigned*>(sink.data()));
+  check(cudaGetLastError(), "flush_l2 launch");
+}
 
 double measure_read_bandwidth(const DeviceBuffer& buf, int reps) {
   DeviceBuffer sink(sizeof(unsigned));

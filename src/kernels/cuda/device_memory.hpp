@@ -79,7 +79,8 @@ void copy_to_host(const DeviceTensor& dev, const TensorView& host);
 /// Fills a 16-bit (f16/bf16) device tensor's span with uniform values in [-range, range).
 void fill_uniform(const DeviceTensor& t, std::uint64_t seed, float range);
 
-/// Overwrites a buffer larger than the L2 cache, so the next kernel reads from memory.
+/// Reads a buffer larger than the L2 cache (on the default stream), so the next kernel
+/// reads its inputs from memory.
 void flush_l2(DeviceBuffer& scratch);
 /// Reads `bytes` of a buffer with a simple kernel and returns the achieved GB/s over the
 /// median of `reps` runs (the bandwidth ceiling measured in the same run as a benchmark).

@@ -150,8 +150,8 @@ std::string cuda_kernels_unavailable_reason() {
 std::string PlanSummary::describe() const {
   std::string out;
   if (decode_ctas)
-    out += fmt::format("split-KV decode: {} sequences, {} CTAs, up to {} splits, {} merged rows", decode_seqs,
-                       decode_ctas, max_splits, merge_rows);
+    out += fmt::format("split-KV decode ({}): {} sequences, {} CTAs, up to {} splits, {} merged rows", decode_loads,
+                       decode_seqs, decode_ctas, max_splits, merge_rows);
   if (prefill_ctas) {
     if (!out.empty()) out += "; ";
     out += fmt::format("prefill ({}): {} sequences, {} CTAs", prefill_kernel, prefill_seqs, prefill_ctas);
@@ -177,6 +177,7 @@ struct FlashAttnCuda::Plan {
   const PrefillWork* prefill_work = nullptr;
   int num_prefill_work = 0;
   bool hopper = false;
+  bool decode_bulk = false;
   int box_rows = 0;
   TensorMaps maps;
   int device = 0;
@@ -430,6 +431,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));
   plan->num_prefill_work = static_cast<int>(pwork.size());
   plan->hopper = hopper;
+  plan->decode_bulk = tuning_.decode_bulk && facts.major >= 9;
   if (part_tokens > 0) {
     const std::size_t rows = std::size_t(max_splits) * part_tokens * lp.num_heads;
     plan->workspace = StreamBuffer(rows * (std::size_t(hs) + 1) * sizeof(float));
@@ -443,6 +445,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   sum.decode_ctas = plan->num_decode_work;
   sum.max_splits = max_splits;
   sum.merge_rows = plan->num_merge_rows;
+  sum.decode_loads = plan->decode_bulk ? "bulk" : "cp.async";
   sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
   sum.prefill_ctas = plan->num_prefill_work;
   sum.prefill_kernel = prefill_seqs.empty() ? "" : (hopper ? "sm90-wgmma" : "sm80-mma");
@@ -455,7 +458,7 @@ void FlashAttnCuda::run(const Plan& plan) const {
   if (plan.num_decode_work) {
     p.work = plan.decode_work;
     p.num_work = plan.num_decode_work;
-    launch_decode(p, plan.elem, plan.head_dim_pad, nullptr);
+    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_bulk, nullptr);
     launch_merge(p, plan.elem, plan.merge_rows, plan.num_merge_rows, nullptr);
   }
   if (plan.num_prefill_work) {

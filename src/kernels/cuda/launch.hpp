@@ -81,7 +81,8 @@ struct AttnParams {
 [[noreturn]] void throw_cuda_error(int code, const char* what, const std::string& config);
 
 // Launchers. Each validates nothing (the host planner has) and checks the launch.
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
+/// bulk: load key rows with Hopper's bulk-copy engine (sm_90 only) instead of cp.async.
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, bool bulk, void* stream);
 void launch_merge(const AttnParams& p, Elem e, const MergeRow* rows, int num_rows, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
