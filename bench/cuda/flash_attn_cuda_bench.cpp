@@ -4,7 +4,7 @@
 // Writes one JSON document (--json) that scripts/bench_torch_sdpa.py joins with PyTorch's
 // FlashAttention-2 and cuDNN timings on the same shapes.
 //
-//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--reps N]
+//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--reps N] [--only SUBSTRING]
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -209,7 +209,7 @@ std::vector<Shape> shapes(bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path;
+  std::string json_path, only;
   bool quick = false, sweep = false;
   int reps = 20;
   for (int i = 1; i < argc; ++i) {
@@ -218,8 +218,9 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--sweep") sweep = true;
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
+    else if (a == "--only" && i + 1 < argc) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--reps N]\n");
+      std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--reps N] [--only SUBSTRING]\n");
       return 2;
     }
   }
@@ -243,6 +244,7 @@ int main(int argc, char** argv) {
     fmt::print("{:<44} {:>10} {:>9} {:>9} {:>9}  {}\n", "shape", "ms", "TFLOP/s", "TB/s", "rel err", "plan");
     std::uint64_t seed = 1;
     for (const Shape& s : shapes(quick)) {
+      if (!only.empty() && s.name.find(only) == std::string::npos) continue;
       DeviceBatch b = make_batch(s, seed++);
       const ak::LayerParams lp = layer(s);
       std::vector<std::pair<std::string, cu::CudaTuning>> variants = {{"default", {}}};
@@ -250,7 +252,7 @@ int main(int argc, char** argv) {
         cu::CudaTuning t;
         t.decode_bulk = false;
         variants.push_back({"cp.async", t});
-        for (double waves : {1.0, 4.0}) {
+        for (double waves : {0.5, 2.0}) {
           cu::CudaTuning w;
           w.split_waves = waves;
           variants.push_back({fmt::format("waves{}", waves), w});

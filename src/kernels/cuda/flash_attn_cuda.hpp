@@ -37,7 +37,7 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& con
 
 /// Planner knobs (defaults are the tuned values; the benchmark sweeps them).
 struct CudaTuning {
-  double split_waves = 2.0;   ///< decode: split long sequences until the grid fills this many waves
+  double split_waves = 1.0;   ///< decode: split long sequences until the grid fills this many waves
   int min_split_keys = 256;   ///< decode: never cut a sequence into slices shorter than this
   int decode_max_rows = 64;   ///< query tokens × group up to this take the split-KV kernel
   bool use_hopper = true;     ///< use the sm_90a prefill kernel where it applies
