@@ -100,6 +100,11 @@ Outcome check_case(const GpuCase& c) {
   const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
   impl.run(*plan);
   synchronize("FlashAttnCuda test case");
+  // Run the same plan again on a poisoned output: state a run leaves behind (the split
+  // counters) must not change the next run's result.
+  o.buffer.fill_bytes(0xFF);
+  impl.run(*plan);
+  synchronize("FlashAttnCuda test case, second run");
   copy_to_host(o, wl.output());
 
   Outcome out;
@@ -167,14 +172,15 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
 
 TEST(FlashAttnCudaGpu, DecodeEveryHeadSize) {
   REQUIRE_GPU();
-  for (bool bulk : {true, false})
+  for (int loads = 0; loads < 3; ++loads)
     for (int hs = 8; hs <= 256; hs += 8) {
-      SCOPED_TRACE("head_size " + std::to_string(hs) + (bulk ? " bulk" : " cp.async"));
+      SCOPED_TRACE("head_size " + std::to_string(hs) + " loads " + std::to_string(loads));
       GpuCase c;
       c.head_size = hs;
       c.seqs = decode_batch();
       c.seed = static_cast<std::uint64_t>(hs);
-      c.tuning.decode_bulk = bulk;
+      c.tuning.decode_bulk = loads > 0;
+      c.tuning.decode_deep = loads == 2;
       const Outcome o = check_case(c);
       EXPECT_GT(o.summary.decode_ctas, 0);
     }
@@ -325,6 +331,12 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   a.tuning.decode_bulk = false;
   a.layout = CacheLayout::hnd;
   check_case(a);
+  GpuCase d = c;
+  d.tuning.decode_deep = true;
+  d.tuning.split_waves = 4.0;
+  d.heads = 64;  // group 8: two query tokens make a row tile of 16; {3001, 2} also has two
+  const Outcome od = check_case(d);
+  EXPECT_GT(od.summary.max_splits, 1) << od.summary.describe();
 }
 
 TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {

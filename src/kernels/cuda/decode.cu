@@ -5,7 +5,8 @@
 // each of every 64-key tile; tiles stream through a 2–3 stage cp.async pipeline. The warps'
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
-// which merge_kernel combines.
+// and the last slice of each row tile to finish merges them all (an arrival counter per row
+// tile, reset by that CTA), so a split decode is one launch.
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"
@@ -13,16 +14,23 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-template <class T, int DP>
+/// Loads: cp.async (any sm_80+), bulk copies with 2-3 stages (two CTAs per SM), or bulk
+/// copies with as many stages as ~200 KB hold (one CTA per SM, more bytes in flight).
+enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1, kLoadsBulkDeep = 2 };
+
+template <class T, int DP, int LOADS>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
   static constexpr int kKeys = kDecodeKeyTile;  // 16 per warp
-  static constexpr int kStages = DP <= 128 ? 3 : 2;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr int kTileElems = kKeys * kRS;
-  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * 2 * kTileElems * sizeof(T);
+  static constexpr int kStageBytes = 2 * kTileElems * int(sizeof(T));
+  static constexpr int kDeepStages = (200 * 1024 - kQElems * int(sizeof(T))) / kStageBytes;
+  static constexpr int kStages = LOADS == kLoadsBulkDeep ? (kDeepStages < 2 ? 2 : kDeepStages > 8 ? 8 : kDeepStages)
+                                                         : (DP <= 128 ? 3 : 2);
+  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
   static constexpr std::size_t kBarOffset = kQElems * sizeof(T) + kPipeBytes;  // 16-byte aligned
@@ -58,9 +66,10 @@ __device__ __forceinline__ void issue_kv_tile_bulk(const AttnParams& p, const st
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-template <class T, int DP, bool kBulk>
+template <class T, int DP, int LOADS>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
-  using C = DecodeConfig<T, DP>;
+  using C = DecodeConfig<T, DP, LOADS>;
+  constexpr bool kBulk = LOADS != kLoadsCpAsync;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
@@ -239,67 +248,72 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
       if (d == 0) p.part_lse[prow] = L > 0.0f ? mx + __log2f(L) : -INFINITY;
     }
   }
-}
+  if (!split_mode) return;
 
-/// Combines the splits of one (token, head): weights 2^(lse_s - M), plus the sink.
-template <class T>
-__global__ void __launch_bounds__(64) merge_kernel(const __grid_constant__ AttnParams p, const MergeRow* rows) {
-  const MergeRow mr = rows[blockIdx.x];
-  const int head = blockIdx.y;
-  auto prow = [&](int s) { return (std::int64_t(s) * p.num_part_tokens + mr.part_token) * p.num_heads + head; };
-  const bool has_sink = p.sinks != nullptr;
-  const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
-  float mx = sink;
-  for (int s = 0; s < mr.splits; ++s) mx = fmaxf(mx, p.part_lse[prow(s)]);
-  const float ref = mx == -INFINITY ? 0.0f : mx;
-  const int d = threadIdx.x * 4;
-  float denom = has_sink ? fast_exp2(sink - ref) : 0.0f;
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int s = 0; s < mr.splits; ++s) {
-    const float wgt = fast_exp2(p.part_lse[prow(s)] - ref);
-    denom += wgt;
-    if (d < p.head_size) {
-      const float4 v = *reinterpret_cast<const float4*>(p.part_o + prow(s) * p.head_size + d);
+  // ---- the last slice of a row tile to finish merges every slice (no second launch) ----
+  __shared__ int last_slice;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_slice = atomicAdd(p.split_counters + w.counter, 1) == num_splits - 1;
+  __syncthreads();
+  if (!last_slice) return;
+  __threadfence();
+  for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
+    const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
+    const int row = row0 + r;
+    if (row >= pr.rows || d >= p.head_size) continue;
+    const int tok = pr.q_begin + row / p.group;
+    const int head = kvh * p.group + row % p.group;
+    auto prow = [&](int sp) {
+      return (std::int64_t(sp) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
+    };
+    const bool has_sink = p.sinks != nullptr;
+    const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
+    float mx = sink;
+    for (int sp = 0; sp < num_splits; ++sp) mx = fmaxf(mx, __ldcg(p.part_lse + prow(sp)));
+    const float ref = mx == -INFINITY ? 0.0f : mx;
+    float denom = has_sink ? fast_exp2(sink - ref) : 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int sp = 0; sp < num_splits; ++sp) {
+      const float wgt = fast_exp2(__ldcg(p.part_lse + prow(sp)) - ref);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.part_o + prow(sp) * p.head_size + d));
+      denom += wgt;
       acc[0] += wgt * v.x;
       acc[1] += wgt * v.y;
       acc[2] += wgt * v.z;
       acc[3] += wgt * v.w;
     }
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    uint2 packed;
+    packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+    packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+    *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
   }
-  if (d >= p.head_size) return;
-  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-  uint2 packed;
-  packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
-  packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
-  T* out = static_cast<T*>(p.o);
-  *reinterpret_cast<uint2*>(out + std::int64_t(mr.token) * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+  if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
 }
 
 }  // namespace
 
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, bool bulk, void* stream) {
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      using C = DecodeConfig<T, DP>;
-      auto kernel = bulk ? decode_kernel<T, DP, true> : decode_kernel<T, DP, false>;
-      const std::string cfg = cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={} loads={}",
-                                         e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads,
-                                         p.num_kv_heads, p.num_work, C::kSmemBytes, bulk ? "bulk" : "cp.async");
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
-                 "decode_kernel: cudaFuncSetAttribute", cfg);
-      kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
-      check_launch("decode_kernel", cfg);
+      auto go = [&]<int LOADS>() {
+        using C = DecodeConfig<T, DP, LOADS>;
+        auto kernel = decode_kernel<T, DP, LOADS>;
+        const std::string cfg =
+            cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
+                       e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
+                       C::kSmemBytes, LOADS == 0 ? "cp.async" : "bulk", C::kStages);
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
+                   "decode_kernel: cudaFuncSetAttribute", cfg);
+        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+        check_launch("decode_kernel", cfg);
+      };
+      if (loads == kLoadsBulkDeep) go.template operator()<kLoadsBulkDeep>();
+      else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk>();
+      else go.template operator()<kLoadsCpAsync>();
     });
-  });
-}
-
-void launch_merge(const AttnParams& p, Elem e, const MergeRow* rows, int num_rows, void* stream) {
-  if (num_rows == 0) return;
-  dispatch_elem(e, [&]<class T>() {
-    const dim3 grid(num_rows, p.num_heads);
-    merge_kernel<T><<<grid, 64, 0, static_cast<cudaStream_t>(stream)>>>(p, rows);
-    check_launch("merge_kernel", cfg_string("rows={} heads={} head_size={}", num_rows, p.num_heads, p.head_size));
   });
 }
 

@@ -2,8 +2,8 @@
 //
 // Planning: every sequence whose packed rows (query tokens × query heads per KV head) fit
 // the decode limit goes to the split-KV kernel; long sequences are cut into key slices
-// until the grid fills `split_waves` waves, and their partial results are merged by their
-// log-sum-exp. The others go to a prefill kernel: the Hopper one (TMA + wgmma) where it
+// until the grid fills `split_waves` waves, and the last slice to finish merges the partial
+// results by their log-sum-exp. The others go to a prefill kernel: the Hopper one (TMA + wgmma) where it
 // applies, else the mma.sync one. Work lists are sorted longest-first so causal tiles
 // balance. Everything the kernels read is uploaded in one stream-ordered allocation.
 #include "kernels/cuda/flash_attn_cuda.hpp"
@@ -172,12 +172,10 @@ struct FlashAttnCuda::Plan {
   StreamBuffer workspace;
   const DecodeWork* decode_work = nullptr;
   int num_decode_work = 0;
-  const MergeRow* merge_rows = nullptr;
-  int num_merge_rows = 0;
   const PrefillWork* prefill_work = nullptr;
   int num_prefill_work = 0;
   bool hopper = false;
-  bool decode_bulk = false;
+  int decode_loads = 0;  // 0 cp.async, 1 bulk, 2 bulk with a deep pipeline
   int box_rows = 0;
   TensorMaps maps;
   int device = 0;
@@ -333,8 +331,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   // ---- decode: choose splits ------------------------------------------------------------
   std::vector<int> seq_splits(std::max(n, 1), 1);
   std::vector<DecodeWork> dwork;
-  std::vector<MergeRow> merge;
-  int part_tokens = 0, max_splits = 1;
+  int part_tokens = 0, max_splits = 1, counters = 0;
   if (!decode_seqs.empty()) {
     double weighted = 0.0;
     std::int64_t base_ctas = 0;
@@ -359,12 +356,11 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
       max_splits = std::max(max_splits, ns);
       const int base = ns > 1 ? part_tokens : 0;
       for (int t = 0; t < tiles; ++t)
-        for (int h = 0; h < lp.num_kv_heads; ++h)
-          for (int sp = 0; sp < ns; ++sp) dwork.push_back({s, h, t, sp, base, {0, 0, 0}});
-      if (ns > 1) {
-        for (int i = 0; i < q_len; ++i) merge.push_back({md.query_start_loc[s] + i, ns, part_tokens + i, 0});
-        part_tokens += q_len;
-      }
+        for (int h = 0; h < lp.num_kv_heads; ++h) {
+          const int counter = ns > 1 ? counters++ : -1;
+          for (int sp = 0; sp < ns; ++sp) dwork.push_back({s, h, t, sp, base, counter, {0, 0}});
+        }
+      if (ns > 1) part_tokens += q_len;
     }
   }
 
@@ -411,7 +407,6 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   const std::size_t o_bt = pk.add(md.block_table.data(), std::size_t(n) * md.max_blocks_per_seq);
   const std::size_t o_sp = pk.add(seq_splits.data(), seq_splits.size());
   const std::size_t o_dw = pk.add(dwork.data(), dwork.size());
-  const std::size_t o_mr = pk.add(merge.data(), merge.size());
   const std::size_t o_pw = pk.add(pwork.data(), pwork.size());
   plan->meta = StreamBuffer(pk.bytes().size());
   check(cudaMemcpyAsync(plan->meta.data(), pk.bytes().data(), pk.bytes().size(), cudaMemcpyHostToDevice, 0),
@@ -423,26 +418,28 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.seq_splits = static_cast<const std::int32_t*>(at(o_sp));
   plan->decode_work = static_cast<const DecodeWork*>(at(o_dw));
   plan->num_decode_work = static_cast<int>(dwork.size());
-  plan->merge_rows = static_cast<const MergeRow*>(at(o_mr));
-  plan->num_merge_rows = static_cast<int>(merge.size());
   plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));
   plan->num_prefill_work = static_cast<int>(pwork.size());
   plan->hopper = hopper;
-  plan->decode_bulk = tuning_.decode_bulk && facts.major >= 9;
+  plan->decode_loads = facts.major >= 9 && tuning_.decode_bulk ? (tuning_.decode_deep ? 2 : 1) : 0;
   if (part_tokens > 0) {
     const std::size_t rows = std::size_t(max_splits) * part_tokens * lp.num_heads;
-    plan->workspace = StreamBuffer(rows * (std::size_t(hs) + 1) * sizeof(float));
+    const std::size_t floats = rows * (std::size_t(hs) + 1);
+    plan->workspace = StreamBuffer(floats * sizeof(float) + std::size_t(counters) * sizeof(std::int32_t));
     p.part_o = static_cast<float*>(plan->workspace.data());
     p.part_lse = p.part_o + rows * hs;
     p.num_part_tokens = part_tokens;
+    p.split_counters = reinterpret_cast<std::int32_t*>(p.part_o + floats);
+    check(cudaMemsetAsync(p.split_counters, 0, std::size_t(counters) * sizeof(std::int32_t), 0),
+          "cudaMemsetAsync (split counters)");
   }
 
   PlanSummary& sum = plan->summary;
   sum.decode_seqs = static_cast<int>(decode_seqs.size());
   sum.decode_ctas = plan->num_decode_work;
   sum.max_splits = max_splits;
-  sum.merge_rows = plan->num_merge_rows;
-  sum.decode_loads = plan->decode_bulk ? "bulk" : "cp.async";
+  sum.merge_rows = part_tokens;
+  sum.decode_loads = plan->decode_loads == 2 ? "bulk, deep" : plan->decode_loads == 1 ? "bulk" : "cp.async";
   sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
   sum.prefill_ctas = plan->num_prefill_work;
   sum.prefill_kernel = prefill_seqs.empty() ? "" : (hopper ? "sm90-wgmma" : "sm80-mma");
@@ -455,8 +452,7 @@ void FlashAttnCuda::run(const Plan& plan) const {
   if (plan.num_decode_work) {
     p.work = plan.decode_work;
     p.num_work = plan.num_decode_work;
-    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_bulk, nullptr);
-    launch_merge(p, plan.elem, plan.merge_rows, plan.num_merge_rows, nullptr);
+    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_loads, nullptr);
   }
   if (plan.num_prefill_work) {
     p.work = plan.prefill_work;

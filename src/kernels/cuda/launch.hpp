@@ -19,15 +19,8 @@ struct DecodeWork {
   std::int32_t row_tile;   ///< 16 packed rows (query token × query head of the group) per tile
   std::int32_t split;      ///< which slice of the keys
   std::int32_t part_base;  ///< row of the sequence's first query token in the partial buffers
-  std::int32_t pad[3];
-};
-
-/// A query token whose split results the merge kernel combines.
-struct MergeRow {
-  std::int32_t token;
-  std::int32_t splits;
-  std::int32_t part_token;  ///< its row in the partial buffers
-  std::int32_t pad;
+  std::int32_t counter;    ///< this row tile's arrival counter (split sequences only)
+  std::int32_t pad[2];
 };
 
 /// One CTA's work in a prefill kernel: a tile of query rows of one sequence.
@@ -71,6 +64,7 @@ struct AttnParams {
   float* part_o = nullptr;     ///< [max_splits, num_part_tokens, num_heads, head_size]
   float* part_lse = nullptr;   ///< [max_splits, num_part_tokens, num_heads]
   std::int32_t num_part_tokens = 0;  ///< query tokens of the sequences that are split
+  std::int32_t* split_counters = nullptr;  ///< per split row tile; zero between runs
   const std::int32_t* seq_splits = nullptr;  ///< [num_seqs] number of key slices (1 = no split)
 
   const void* work = nullptr;  ///< DecodeWork[] or PrefillWork[]
@@ -81,9 +75,9 @@ struct AttnParams {
 [[noreturn]] void throw_cuda_error(int code, const char* what, const std::string& config);
 
 // Launchers. Each validates nothing (the host planner has) and checks the launch.
-/// bulk: load key rows with Hopper's bulk-copy engine (sm_90 only) instead of cp.async.
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, bool bulk, void* stream);
-void launch_merge(const AttnParams& p, Elem e, const MergeRow* rows, int num_rows, void* stream);
+/// loads: 0 = cp.async (sm_80+), 1 = bulk copies, 2 = bulk copies with a deep pipeline
+/// (both sm_90 only). Split sequences are merged by the last slice's CTA.
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).

@@ -115,10 +115,15 @@ __global__ void __launch_bounds__(384, 1)
   if (wg == 0) {
     // ---------------- producer ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-    if (threadIdx.x == 0 && ntiles > 0) {
-      mbar_arrive_expect_tx(q_full, C::kQBytes);
-      for (int c = 0; c < C::kChunks; ++c)
-        tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, head, q_begin + q0);
+    // Warp 0 produces: lane b fetches the page of box b (one coalesced load per tile, ahead
+    // of the wait) and issues that box's copies, so no lane walks the block table serially.
+    if (threadIdx.x < 32 && ntiles > 0) {
+      const int lane = threadIdx.x;
+      if (lane == 0) {
+        mbar_arrive_expect_tx(q_full, C::kQBytes);
+        for (int c = 0; c < C::kChunks; ++c)
+          tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, head, q_begin + q0);
+      }
       const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
       const int boxes_per_tile = C::kKeys / box_rows;
       for (int t = 0; t < ntiles; ++t) {
@@ -127,24 +132,28 @@ __global__ void __launch_bounds__(384, 1)
         const int key0 = kv_begin + t * C::kKeys;
         const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
         const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * C::kChunks;
-        mbar_wait(k_empty(s), par ^ 1);
-        mbar_arrive_expect_tx(k_full(s), bytes);
-        for (int b = 0; b < nbox; ++b) {
-          const int key = key0 + b * box_rows;
-          const int page = block_row[key / p.block_size];
-          const int off = key % p.block_size;
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(k_s(s) + c * C::kKeys * 128 + b * box_rows * 128, &tm_k, k_full(s), c * 64, kvh, off, page);
+        int page = 0, off = 0;
+        if (lane < nbox) {
+          const int key = key0 + lane * box_rows;
+          page = block_row[key / p.block_size];
+          off = key % p.block_size;
         }
-        mbar_wait(v_empty(s), par ^ 1);
-        mbar_arrive_expect_tx(v_full(s), bytes);
-        for (int b = 0; b < nbox; ++b) {
-          const int key = key0 + b * box_rows;
-          const int page = block_row[key / p.block_size];
-          const int off = key % p.block_size;
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(v_s(s) + c * C::kKeys * 128 + b * box_rows * 128, &tm_v, v_full(s), c * 64, kvh, off, page);
+        if (lane == 0) {
+          mbar_wait(k_empty(s), par ^ 1);
+          mbar_arrive_expect_tx(k_full(s), bytes);
         }
+        __syncwarp();
+        if (lane < nbox)
+          for (int c = 0; c < C::kChunks; ++c)
+            tma_load_4d(k_s(s) + c * C::kKeys * 128 + lane * box_rows * 128, &tm_k, k_full(s), c * 64, kvh, off, page);
+        if (lane == 0) {
+          mbar_wait(v_empty(s), par ^ 1);
+          mbar_arrive_expect_tx(v_full(s), bytes);
+        }
+        __syncwarp();
+        if (lane < nbox)
+          for (int c = 0; c < C::kChunks; ++c)
+            tma_load_4d(v_s(s) + c * C::kKeys * 128 + lane * box_rows * 128, &tm_v, v_full(s), c * 64, kvh, off, page);
       }
     }
     return;

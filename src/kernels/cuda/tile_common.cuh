@@ -144,6 +144,13 @@ __device__ __forceinline__ void score_tile(const AttnParams& p, float (&s)[NT][4
                                            const KeyRange (&vis)[2], const float (&alibi)[2], bool masked) {
   const int lane = threadIdx.x % 32;
   const bool has_alibi = p.alibi_slopes != nullptr;
+  if (!masked && !has_alibi && p.softcap_inv == 0.0f) {  // the common case: scale only
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] *= p.scale_log2;
+    return;
+  }
 #pragma unroll
   for (int n = 0; n < NT; ++n)
 #pragma unroll
