@@ -252,14 +252,10 @@ int main(int argc, char** argv) {
         cu::CudaTuning t;
         t.decode_bulk = false;
         variants.push_back({"cp.async", t});
-        cu::CudaTuning deep;
-        deep.decode_deep = true;
-        variants.push_back({"deep", deep});
-        for (double waves : {0.5, 2.0}) {
+        for (double waves : {0.75, 1.5}) {
           cu::CudaTuning w;
-          w.decode_deep = true;
           w.split_waves = waves;
-          variants.push_back({fmt::format("deep-waves{}", waves), w});
+          variants.push_back({fmt::format("waves{}", waves), w});
         }
       }
       if (sweep && s.kind == "prefill") {

@@ -14,9 +14,9 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-/// Loads: cp.async (any sm_80+), bulk copies with 2-3 stages (two CTAs per SM), or bulk
-/// copies with as many stages as ~200 KB hold (one CTA per SM, more bytes in flight).
-enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1, kLoadsBulkDeep = 2 };
+/// Loads: cp.async (any sm_80+) or bulk copies (sm_90). A deeper pipeline with one CTA per
+/// SM was measured slower (docs/KERNELS.md); two CTAs of 2-3 stages each it is.
+enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1 };
 
 template <class T, int DP, int LOADS>
 struct DecodeConfig {
@@ -27,9 +27,7 @@ struct DecodeConfig {
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr int kTileElems = kKeys * kRS;
   static constexpr int kStageBytes = 2 * kTileElems * int(sizeof(T));
-  static constexpr int kDeepStages = (200 * 1024 - kQElems * int(sizeof(T))) / kStageBytes;
-  static constexpr int kStages = LOADS == kLoadsBulkDeep ? (kDeepStages < 2 ? 2 : kDeepStages > 8 ? 8 : kDeepStages)
-                                                         : (DP <= 128 ? 3 : 2);
+  static constexpr int kStages = DP <= 128 ? 3 : 2;
   static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
@@ -310,8 +308,7 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, voi
         kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
         check_launch("decode_kernel", cfg);
       };
-      if (loads == kLoadsBulkDeep) go.template operator()<kLoadsBulkDeep>();
-      else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk>();
+      if (loads == kLoadsBulk) go.template operator()<kLoadsBulk>();
       else go.template operator()<kLoadsCpAsync>();
     });
   });

@@ -175,7 +175,7 @@ struct FlashAttnCuda::Plan {
   const PrefillWork* prefill_work = nullptr;
   int num_prefill_work = 0;
   bool hopper = false;
-  int decode_loads = 0;  // 0 cp.async, 1 bulk, 2 bulk with a deep pipeline
+  int decode_loads = 0;  // 0 cp.async, 1 bulk copies
   int box_rows = 0;
   TensorMaps maps;
   int device = 0;
@@ -371,7 +371,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
     hopper = tuning_.use_hopper && facts.major == 9 && facts.minor == 0 && (hs == 64 || hs == 128 || hs == 256) &&
              p.block_size % 16 == 0;
     if (hopper) {
-      const int keys = hs <= 128 ? 128 : 64;
+      const int keys = hs <= 128 ? 128 : 80;  // the Hopper kernel's key tile
       plan->box_rows = std::gcd(p.block_size, keys);
       if (const std::string err = encode_tma_maps(query, cache, plan->box_rows, plan->maps); !err.empty())
         hopper = false;  // e.g. a stride TMA cannot express: the portable kernel computes the same
@@ -421,7 +421,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));
   plan->num_prefill_work = static_cast<int>(pwork.size());
   plan->hopper = hopper;
-  plan->decode_loads = facts.major >= 9 && tuning_.decode_bulk ? (tuning_.decode_deep ? 2 : 1) : 0;
+  plan->decode_loads = facts.major >= 9 && tuning_.decode_bulk ? 1 : 0;
   if (part_tokens > 0) {
     const std::size_t rows = std::size_t(max_splits) * part_tokens * lp.num_heads;
     const std::size_t floats = rows * (std::size_t(hs) + 1);
@@ -439,7 +439,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   sum.decode_ctas = plan->num_decode_work;
   sum.max_splits = max_splits;
   sum.merge_rows = part_tokens;
-  sum.decode_loads = plan->decode_loads == 2 ? "bulk, deep" : plan->decode_loads == 1 ? "bulk" : "cp.async";
+  sum.decode_loads = plan->decode_loads == 1 ? "bulk" : "cp.async";
   sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
   sum.prefill_ctas = plan->num_prefill_work;
   sum.prefill_kernel = prefill_seqs.empty() ? "" : (hopper ? "sm90-wgmma" : "sm80-mma");

@@ -42,7 +42,6 @@ struct CudaTuning {
   int decode_max_rows = 64;   ///< query tokens × group up to this take the split-KV kernel
   bool use_hopper = true;     ///< use the sm_90a prefill kernel where it applies
   bool decode_bulk = true;    ///< sm_90: load decode keys with the bulk-copy engine, not cp.async
-  bool decode_deep = false;   ///< with bulk loads: one CTA per SM with a deep pipeline
 };
 
 /// What a plan will launch (for reports and the benchmark).
@@ -51,7 +50,7 @@ struct PlanSummary {
   int decode_ctas = 0;
   int max_splits = 1;
   int merge_rows = 0;          ///< query tokens whose slices are merged
-  std::string decode_loads;    ///< "bulk", "bulk, deep" or "cp.async"
+  std::string decode_loads;    ///< "bulk" or "cp.async"
   int prefill_seqs = 0;
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill

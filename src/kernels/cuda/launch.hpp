@@ -75,8 +75,8 @@ struct AttnParams {
 [[noreturn]] void throw_cuda_error(int code, const char* what, const std::string& config);
 
 // Launchers. Each validates nothing (the host planner has) and checks the launch.
-/// loads: 0 = cp.async (sm_80+), 1 = bulk copies, 2 = bulk copies with a deep pipeline
-/// (both sm_90 only). Split sequences are merged by the last slice's CTA.
+/// loads: 0 = cp.async (sm_80+), 1 = bulk copies (sm_90 only). Split sequences are merged
+/// by the last slice's CTA.
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the

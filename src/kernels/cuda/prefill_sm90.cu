@@ -24,8 +24,11 @@ template <class T, int D>
 struct HopperConfig {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
-  static constexpr int kKeys = D <= 128 ? 128 : 64;
+  // 80 keys for d=256: a 64-key tile left the S product bound by shared-memory reads
+  // (measured 237 TFLOP/s), 128 does not fit in registers or shared memory.
+  static constexpr int kKeys = D <= 128 ? 128 : 80;
   static constexpr int kNT = kKeys / 8;
+  static_assert(kKeys % 16 == 0, "P·V steps over 16 keys");
   static constexpr int kStages = 2;
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) swizzle atoms per row
   static constexpr std::uint32_t kQBytes = kRows * D * 2;
@@ -33,6 +36,7 @@ struct HopperConfig {
   static constexpr std::uint32_t kBarOffset = kQBytes + 2 * kStages * kKVBytes;
   static constexpr std::uint32_t kNumBars = 1 + 4 * kStages;
   static constexpr std::size_t kSmemBytes = kBarOffset + 8 * kNumBars + 1024;  // + alignment slack
+  static_assert(kSmemBytes <= 232448, "more shared memory than a Hopper CTA may have");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
