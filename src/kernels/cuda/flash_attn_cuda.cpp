@@ -371,7 +371,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
     hopper = tuning_.use_hopper && facts.major == 9 && facts.minor == 0 && (hs == 64 || hs == 128 || hs == 256) &&
              p.block_size % 16 == 0;
     if (hopper) {
-      const int keys = hs <= 128 ? 128 : 80;  // the Hopper kernel's key tile
+      const int keys = hs <= 128 ? 128 : 64;  // the Hopper kernel's key tile
       plan->box_rows = std::gcd(p.block_size, keys);
       if (const std::string err = encode_tma_maps(query, cache, plan->box_rows, plan->maps); !err.empty())
         hopper = false;  // e.g. a stride TMA cannot express: the portable kernel computes the same

@@ -24,9 +24,10 @@ template <class T, int D>
 struct HopperConfig {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
-  // 80 keys for d=256: a 64-key tile left the S product bound by shared-memory reads
-  // (measured 237 TFLOP/s), 128 does not fit in registers or shared memory.
-  static constexpr int kKeys = D <= 128 ? 128 : 80;
+  // d=256 takes 64-key tiles: 80 spills (ptxas allocates this kernel within 168 registers
+  // per thread despite setmaxnreg) and 128 does not fit in shared memory. d=256 is the
+  // slow case (docs/KERNELS.md).
+  static constexpr int kKeys = D <= 128 ? 128 : 64;
   static constexpr int kNT = kKeys / 8;
   static_assert(kKeys % 16 == 0, "P·V steps over 16 keys");
   static constexpr int kStages = 2;
@@ -118,7 +119,7 @@ __global__ void __launch_bounds__(384, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     // ---------------- producer ----------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
     // Warp 0 produces: lane b fetches the page of box b (one coalesced load per tile, ahead
     // of the wait) and issues that box's copies, so no lane walks the block table serially.
     if (threadIdx.x < 32 && ntiles > 0) {
@@ -160,127 +161,126 @@ __global__ void __launch_bounds__(384, 1)
             tma_load_4d(v_s(s) + c * C::kKeys * 128 + lane * box_rows * 128, &tm_v, v_full(s), c * 64, kvh, off, page);
       }
     }
-    return;
-  }
-
-  // ---------------- consumers ----------------
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-  const int cw = wg - 1;
-  const int ctid = threadIdx.x - 128;
-  const int warp_in = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
-  const int wg_row0 = cw * 64;
-  RowInfo ri;
-  const bool has_alibi = p.alibi_slopes != nullptr;
-  const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
-    ri.pos[h] = ctx + q0 + r;
-    ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
-    ri.alibi[h] = slope;
-  }
-  const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
-  const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
-  const int full_lo = wg_last.lo, full_hi = wg_first.hi;
-
-  WarpState<D> st;
-  st.init();
-  float sacc[C::kNT][4];
-  if (ntiles > 0) mbar_wait(q_full, 0);
-
-  for (int t = 0; t < ntiles; ++t) {
-    const int s = t % C::kStages;
-    const std::uint32_t par = (t / C::kStages) & 1;
-    const int key0 = kv_begin + t * C::kKeys;
-
-    mbar_wait(k_full(s), par);
-    fence_operand<C::kNT>(sacc);
-    wgmma_fence();
-#pragma unroll
-    for (int kk = 0; kk < D / 16; ++kk) {
-      const std::uint64_t da =
-          smem_desc(q_s + (kk / 4) * C::kRows * 128 + wg_row0 * 128 + (kk % 4) * 32, 16, 1024);
-      const std::uint64_t db = smem_desc(k_s(s) + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32, 16, 1024);
-      WgmmaSS<T, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
+  } else {
+    // ---------------- consumers ----------------
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    const int cw = wg - 1;
+    const int ctid = threadIdx.x - 128;
+    const int warp_in = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
+    const int wg_row0 = cw * 64;
+    RowInfo ri;
+    const bool has_alibi = p.alibi_slopes != nullptr;
+    const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
+  #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
+      ri.pos[h] = ctx + q0 + r;
+      ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
+      ri.alibi[h] = slope;
     }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operand<C::kNT>(sacc);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(k_empty(s));
+    const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
+    const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
+    const int full_lo = wg_last.lo, full_hi = wg_first.hi;
 
-    const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
-    score_tile<C::kNT>(p, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
-    softmax_tile<D, C::kNT>(st, sacc);
+    WarpState<D> st;
+    st.init();
+    float sacc[C::kNT][4];
+    if (ntiles > 0) mbar_wait(q_full, 0);
 
-    mbar_wait(v_full(s), par);
-    if (key0 + C::kKeys > seq_len) {
-      // Rows past the sequence hold stale or unloaded data (maybe NaN): zero them, so
-      // that P = 0 there contributes exactly nothing.
-      const int first_bad = seq_len - key0;
-      const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
-      for (int idx = ctid; idx < n16; idx += 256) {
-        const int row = first_bad + idx / (C::kChunks * 8);
-        const int c = (idx / 8) % C::kChunks;
-        uint4* dst = reinterpret_cast<uint4*>(base_ptr + (v_s(s) - base) + c * C::kKeys * 128 + row * 128 +
-                                              (idx % 8) * 16);
-        *dst = make_uint4(0, 0, 0, 0);
+    for (int t = 0; t < ntiles; ++t) {
+      const int s = t % C::kStages;
+      const std::uint32_t par = (t / C::kStages) & 1;
+      const int key0 = kv_begin + t * C::kKeys;
+
+      mbar_wait(k_full(s), par);
+      fence_operand<C::kNT>(sacc);
+      wgmma_fence();
+  #pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const std::uint64_t da =
+            smem_desc(q_s + (kk / 4) * C::kRows * 128 + wg_row0 * 128 + (kk % 4) * 32, 16, 1024);
+        const std::uint64_t db = smem_desc(k_s(s) + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32, 16, 1024);
+        WgmmaSS<T, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
       }
-      asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-      named_barrier(1, 256);
-    }
-    // P as register A-fragments, all packed before the first wgmma so the compiler need
-    // not fence between them.
-    std::uint32_t pa[C::kKeys / 16][4];
-#pragma unroll
-    for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-      pa[kb][0] = pack2<T>(sacc[2 * kb][0], sacc[2 * kb][1]);
-      pa[kb][1] = pack2<T>(sacc[2 * kb][2], sacc[2 * kb][3]);
-      pa[kb][2] = pack2<T>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
-      pa[kb][3] = pack2<T>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
-    }
-    fence_operand<D / 8>(st.o);
-    wgmma_fence();
-#pragma unroll
-    for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-      const std::uint64_t dv = smem_desc(v_s(s) + kb * 16 * 128, C::kKeys * 128, 1024);
-      WgmmaRS<T, D>::run(st.o, pa[kb], dv, 1);
-    }
-    wgmma_commit();
-    wgmma_wait<0>();
-    fence_operand<D / 8>(st.o);
-    __syncwarp();
-    if (lane == 0) mbar_arrive(v_empty(s));
-  }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operand<C::kNT>(sacc);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(k_empty(s));
 
-  // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
-  named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
-  const bool has_sink = p.sinks != nullptr;
-  const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
-    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
-    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink);
-    const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      const int d = 8 * j + 2 * (lane % 4);
-      const int c = d / 64, chunk = (d % 64) / 8;
-      unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
-      *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+      const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
+      score_tile<C::kNT>(p, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+      softmax_tile<D, C::kNT>(st, sacc);
+
+      mbar_wait(v_full(s), par);
+      if (key0 + C::kKeys > seq_len) {
+        // Rows past the sequence hold stale or unloaded data (maybe NaN): zero them, so
+        // that P = 0 there contributes exactly nothing.
+        const int first_bad = seq_len - key0;
+        const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
+        for (int idx = ctid; idx < n16; idx += 256) {
+          const int row = first_bad + idx / (C::kChunks * 8);
+          const int c = (idx / 8) % C::kChunks;
+          uint4* dst = reinterpret_cast<uint4*>(base_ptr + (v_s(s) - base) + c * C::kKeys * 128 + row * 128 +
+                                                (idx % 8) * 16);
+          *dst = make_uint4(0, 0, 0, 0);
+        }
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+        named_barrier(1, 256);
+      }
+      // P as register A-fragments, all packed before the first wgmma so the compiler need
+      // not fence between them.
+      std::uint32_t pa[C::kKeys / 16][4];
+  #pragma unroll
+      for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+        pa[kb][0] = pack2<T>(sacc[2 * kb][0], sacc[2 * kb][1]);
+        pa[kb][1] = pack2<T>(sacc[2 * kb][2], sacc[2 * kb][3]);
+        pa[kb][2] = pack2<T>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
+        pa[kb][3] = pack2<T>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+      }
+      fence_operand<D / 8>(st.o);
+      wgmma_fence();
+  #pragma unroll
+      for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+        const std::uint64_t dv = smem_desc(v_s(s) + kb * 16 * 128, C::kKeys * 128, 1024);
+        WgmmaRS<T, D>::run(st.o, pa[kb], dv, 1);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_operand<D / 8>(st.o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(v_empty(s));
     }
-  }
-  named_barrier(2 + cw, 128);
-  T* out = static_cast<T*>(p.o);
-  constexpr int CH = D / 8;
-  for (int idx = ctid % 128; idx < 64 * CH; idx += 128) {
-    const int rl = idx / CH, d = (idx % CH) * 8;
-    const int r = wg_row0 + rl;
-    if (r >= rows_valid) continue;
-    const int c = d / 64, chunk = (d % 64) / 8;
-    const uint4 v = *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
-    *reinterpret_cast<uint4*>(out + std::int64_t(q_begin + q0 + r) * p.o_stride_tok + head * p.o_stride_head + d) = v;
+
+    // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
+    named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
+    const bool has_sink = p.sinks != nullptr;
+    const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+  #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+      const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink);
+      const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
+  #pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const int d = 8 * j + 2 * (lane % 4);
+        const int c = d / 64, chunk = (d % 64) / 8;
+        unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
+        *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+      }
+    }
+    named_barrier(2 + cw, 128);
+    T* out = static_cast<T*>(p.o);
+    constexpr int CH = D / 8;
+    for (int idx = ctid % 128; idx < 64 * CH; idx += 128) {
+      const int rl = idx / CH, d = (idx % CH) * 8;
+      const int r = wg_row0 + rl;
+      if (r >= rows_valid) continue;
+      const int c = d / 64, chunk = (d % 64) / 8;
+      const uint4 v = *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
+      *reinterpret_cast<uint4*>(out + std::int64_t(q_begin + q0 + r) * p.o_stride_tok + head * p.o_stride_head + d) = v;
+    }
   }
 #endif
 }
