@@ -15,9 +15,9 @@ namespace attnsel::backends {
 struct CompositeOptions {
   std::string backend_name;         ///< get_name(), e.g. "TRITON_FLASHINFER"
   std::string qualname;             ///< the class's qualified name
-  std::vector<int> head_sizes;      ///< empty = the children decide
-  std::vector<int> kernel_block_sizes;  ///< empty = the intersection of the children's
-  std::optional<int> device_major;  ///< nullopt = any major the children accept
+  std::vector<int> head_sizes = {};  ///< empty = the children decide
+  std::vector<int> kernel_block_sizes = {};  ///< empty = the intersection of the children's
+  std::optional<int> device_major = std::nullopt;  ///< nullopt = any major the children accept
 };
 
 /// Thread-safety: immutable after construction.

@@ -20,6 +20,11 @@ class CPUAttentionBackend : public AttentionBackend {
   bool supports_non_causal(const RuntimeEnv&) const override { return true; }
   bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
   bool supports_attn_type(AttentionType) const override { return true; }
+
+  // The kernel (src/kernels/cpu, wired in cpu_attn_kernel.cpp): every build has it.
+  bool has_kernel() const override { return true; }
+  std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const override;
+  std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
 };
 
 }  // namespace attnsel::backends

@@ -25,8 +25,9 @@ std::optional<int> FlashAttentionBackend::fa4_hd256_block_size(const RuntimeEnv&
   const int head = static_cast<int>(model_head);
   FaVersionQuery q;
   q.head_size = head;
+  q.head_size_v = head_size_v();
   q.supports_fa4_hd256 = true;
-  if (uses_fa4_hd256_kernel(env, head, std::nullopt) && get_flash_attn_version(env, q) == 4) return kFa4Hd256PageSize;
+  if (uses_fa4_hd256_kernel(env, head, head_size_v()) && get_flash_attn_version(env, q) == 4) return kFa4Hd256PageSize;
   return std::nullopt;
 }
 
@@ -81,6 +82,7 @@ std::optional<std::string> FlashAttentionBackend::supports_combination(const Com
   q.has_sinks = a.has_sink;
   q.kv_cache_block_size = a.block_size;
   q.supports_fa4_hd256 = true;
+  q.mm_prefix = a.use_mm_prefix;
   if (a.kv_cache_dtype && is_quantized_kv_cache(*a.kv_cache_dtype) &&
       !flash_attn_supports_kv_cache_dtype(env, *a.kv_cache_dtype, q))
     return "FP8 KV cache requires FA3 on SM90 or FA4 on SM100";
@@ -90,6 +92,7 @@ std::optional<std::string> FlashAttentionBackend::supports_combination(const Com
     mm.has_sinks = a.has_sink;
     mm.kv_cache_block_size = a.block_size;
     mm.supports_fa4_hd256 = true;
+    mm.mm_prefix = true;  // a layer that asks for mm-prefix belongs to a PrefixLM model
     if (get_flash_attn_version(env, mm) != 4)
       return "mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which does not resolve for "
              "this head_size";

@@ -38,6 +38,8 @@ class FlashAttentionBackend : public AttentionBackend {
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
 
  protected:
+  /// vLLM's class attribute head_size_v: None for FLASH_ATTN, the V head size for DiffKV.
+  virtual std::optional<int> head_size_v() const { return std::nullopt; }
   /// FA4's dedicated head-256 kernel pins the kernel page to 128 tokens for the served model.
   std::optional<int> fa4_hd256_block_size(const RuntimeEnv& env) const;
 };

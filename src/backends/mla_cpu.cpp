@@ -31,10 +31,7 @@ class AMXMLABackend : public MLACommonBackend {
     return !block_size || *block_size % 32 == 0;
   }
   std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {576}; }
-  std::optional<std::string> supports_combination(const CombinationArgs&, const RuntimeEnv& env) const override {
-    if (!env.facts.get_bool("cpu.amx")) return "AMX MLA requires a CPU with AMX tiles";
-    return std::nullopt;
-  }
+  // No AMX check here: the CPU platform only routes to AMX_MLA when the host has AMX.
 };
 }  // namespace
 

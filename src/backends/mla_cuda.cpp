@@ -91,9 +91,8 @@ class FlashMLABackend : public DenseMLABackend {
   bool supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv&) const override {
     return cap_major_in(cap, {9, 10});
   }
-  std::optional<std::string> supports_combination(const CombinationArgs&, const RuntimeEnv& env) const override {
-    if (!env.facts.get_bool("flashmla.dense_supported")) return "FlashMLA is not supported on this device";
-    return std::nullopt;
+  std::optional<std::string> supports_combination(const CombinationArgs& a, const RuntimeEnv& env) const override {
+    return a.use_sparse ? flashmla_sparse_unsupported_reason(env) : flashmla_dense_unsupported_reason(env);
   }
 };
 
@@ -106,6 +105,8 @@ class TritonMLABackend : public DenseMLABackend {
     return {MultipleOf{16}};
   }
   bool supports_batch_invariance(const RuntimeEnv&) const override { return true; }
+  // Any head size: vLLM's ROCm selection test selects TRITON_MLA for head size 128.
+  std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {}; }
 };
 
 class AiterMLABackend : public DenseMLABackend {

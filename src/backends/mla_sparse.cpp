@@ -5,6 +5,7 @@
 
 #include "backends/common.hpp"
 #include "backends/families.hpp"
+#include "backends/runtime_facts.hpp"
 
 namespace attnsel::backends {
 
@@ -34,8 +35,7 @@ class FlashMLASparseBackend : public SparseMLABackend {
     return cap_major_in(cap, {9, 10});
   }
   std::optional<std::string> supports_combination(const CombinationArgs&, const RuntimeEnv& env) const override {
-    if (!env.facts.get_bool("flashmla.sparse_supported")) return "FlashMLA Sparse is not supported on this device";
-    return std::nullopt;
+    return flashmla_sparse_unsupported_reason(env);
   }
   std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv&) const override {
     return block_outer_layouts();

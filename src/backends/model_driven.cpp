@@ -118,16 +118,14 @@ class HpcAttentionBackend : public AttentionBackend {
   std::vector<std::string> supported_kv_cache_dtypes(const RuntimeEnv&) const override {
     return {"auto", "bfloat16", "fp8_e4m3"};
   }
-  bool forward_includes_kv_cache_update() const override { return false; }
+  // vLLM keeps True here so that the layer does not insert the cache itself: HPC's kernels do.
+  bool forward_includes_kv_cache_update() const override { return true; }
   std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv&) const override { return {64}; }
   std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {128}; }
   bool supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv&) const override {
     return cap_at_least(cap, 9, 0);
   }
-  std::optional<std::string> supports_combination(const CombinationArgs&, const RuntimeEnv& env) const override {
-    if (!env.facts.get_bool("hpc.available")) return "HPC attention requires the hpc package (Tencent hpc-ops)";
-    return std::nullopt;
-  }
+  // The `hpc` module is checked when the impl is built (an ImportError), not at selection.
 };
 
 // --- B12X (b12x paged GQA attention on consumer Blackwell) ---------------------------------

@@ -34,7 +34,7 @@ bool fa4_hd256_must_fall_back(const RuntimeEnv& env, const FaVersionQuery& q) {
   if (q.has_sinks) return true;
   if (q.requires_softcap || f.get_bool("model.attn_logit_softcapping")) return true;
   if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0) return true;  // pages are 128 tokens
-  if (f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
+  if (q.mm_prefix || f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
   if (f.get_int("parallel.decode_context_parallel_size") > 1) return true;
   if (q.kv_cache_dtype && q.kv_cache_dtype->starts_with("fp8")) return true;
   return false;
@@ -100,6 +100,28 @@ bool flash_attn_supports_mla(const RuntimeEnv& env) {
 }
 
 bool flash_attn_varlen_available(const RuntimeEnv& env) { return env.facts.get_bool("flash_attn.varlen_available"); }
+
+namespace {
+std::optional<std::string> flashmla_unavailable_reason(const RuntimeEnv& env) {
+  if (!env.facts.get_bool("flashmla.available"))
+    return "vllm._flashmla_C is not available, likely was not compiled due to insufficient nvcc version or a "
+           "supported arch was not in the list of target arches to compile for.";
+  return std::nullopt;
+}
+}  // namespace
+
+std::optional<std::string> flashmla_dense_unsupported_reason(const RuntimeEnv& env) {
+  if (auto reason = flashmla_unavailable_reason(env)) return reason;
+  if (!is_capability_family(env, 9)) return "FlashMLA Dense is only supported on Hopper devices.";
+  return std::nullopt;
+}
+
+std::optional<std::string> flashmla_sparse_unsupported_reason(const RuntimeEnv& env) {
+  if (auto reason = flashmla_unavailable_reason(env)) return reason;
+  if (!is_capability_family(env, 9) && !is_capability_family(env, 10))
+    return "FlashMLA Sparse is only supported on Hopper and Blackwell DC devices.";
+  return std::nullopt;
+}
 
 std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env) {
   const std::string& v = env.facts.get_string("flashinfer.use_trtllm_attention");

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "attnsel/facts.hpp"
@@ -18,6 +19,9 @@ struct FaVersionQuery {
   std::optional<int> kv_cache_block_size;
   /// The caller can serve FA4's dedicated head-256 kernel (its fixed 128-token page).
   bool supports_fa4_hd256 = false;
+  /// The layer serves PrefixLM image masks (vLLM reads model_config.is_mm_prefix_lm); FA4's
+  /// head-256 kernel cannot.
+  bool mm_prefix = false;
   /// The run's KV-cache dtype (vLLM reads cache_config.cache_dtype); FP8 rules out the FA4 head-256 kernel.
   std::optional<std::string_view> kv_cache_dtype;
 };
@@ -42,6 +46,11 @@ bool flash_attn_supports_sinks(const RuntimeEnv& env);
 bool flash_attn_supports_mla(const RuntimeEnv& env);
 /// vLLM's is_flash_attn_varlen_func_available().
 bool flash_attn_varlen_available(const RuntimeEnv& env);
+
+/// vLLM's is_flashmla_dense_supported() / is_flashmla_sparse_supported(): nullopt when
+/// supported, else vLLM's reason.
+std::optional<std::string> flashmla_dense_unsupported_reason(const RuntimeEnv& env);
+std::optional<std::string> flashmla_sparse_unsupported_reason(const RuntimeEnv& env);
 
 /// vLLM's force_use_trtllm_attention(): nullopt = auto, else the forced value.
 std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env);

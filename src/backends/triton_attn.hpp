@@ -23,7 +23,9 @@ class TritonAttentionBackend : public AttentionBackend {
   bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
   bool supports_non_causal(const RuntimeEnv&) const override { return true; }
   bool supports_batch_invariance(const RuntimeEnv&) const override { return true; }
+  bool supports_rswa(const RuntimeEnv&) const override { return true; }
   bool supports_attn_type(AttentionType) const override { return true; }
+  bool supports_alibi_sqrt() const override { return true; }
 };
 
 }  // namespace attnsel::backends

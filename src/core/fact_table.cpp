@@ -17,7 +17,7 @@ int major_of(const DeviceDescription& d) { return is_cuda(d) ? d.capability->maj
 FactValue yes(const DeviceDescription&) { return true; }
 FactValue no(const DeviceDescription&) { return false; }
 
-const std::array<FactDefinition, 32> kFacts = {{
+const std::array<FactDefinition, 30> kFacts = {{
     // --- FlashAttention (vllm/v1/attention/backends/fa_utils.py) ---------------------------
     {"flash_attn_version", "int",
      "AttentionConfig.flash_attn_version: 0 = auto (FA3 on SM 9.x, FA4 on SM 10.x, FA2 otherwise; FA3 on SM >= 10 "
@@ -59,14 +59,9 @@ const std::array<FactDefinition, 32> kFacts = {{
      "(assumed in reference mode on CUDA)",
      [](const DeviceDescription& d) -> FactValue { return is_cuda(d); }},
     // --- FlashMLA / other CUDA kernel libraries -------------------------------------------
-    {"flashmla.dense_supported", "bool",
-     "is_flashmla_dense_supported(): the FlashMLA dense decode kernel is built for compute capability 9.x and 10.x",
-     [](const DeviceDescription& d) -> FactValue { return major_of(d) == 9 || major_of(d) == 10; }},
-    {"flashmla.sparse_supported", "bool",
-     "is_flashmla_sparse_supported(): the FlashMLA sparse kernel is built for compute capability 9.x and 10.x",
-     [](const DeviceDescription& d) -> FactValue { return major_of(d) == 9 || major_of(d) == 10; }},
-    {"hpc.available", "bool",
-     "The `hpc` module (Tencent hpc-ops) that HPC_ATTN needs is importable (assumed in reference mode on CUDA)",
+    {"flashmla.available", "bool",
+     "vLLM's FlashMLA extensions (vllm._flashmla_C, vllm._flashmla_extension_C) are built (assumed in reference "
+     "mode on CUDA); the device check (dense: 9.x, sparse: 9.x/10.x) is made from the capability",
      [](const DeviceDescription& d) -> FactValue { return is_cuda(d); }},
     {"b12x.available", "bool",
      "The b12x kernel package that B12X needs is importable (assumed in reference mode on CUDA)",

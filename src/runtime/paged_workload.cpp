@@ -55,6 +55,12 @@ void fill_random(std::vector<std::uint8_t>& buf, ScalarType t, float range, Spli
 
 }  // namespace
 
+void fill_uniform(std::span<std::uint8_t> bytes, ScalarType type, float range, std::uint64_t seed) {
+  SplitMix64 rng{seed};
+  const std::size_t n = bytes.size() / kernel::element_size(type);
+  for (std::size_t i = 0; i < n; ++i) put(bytes.data(), type, i, rng.uniform(range));
+}
+
 std::vector<std::int64_t> cache_strides(CacheLayout layout, int block_size, int num_kv_heads, int head_size) {
   const std::int64_t D = head_size, H = num_kv_heads, N = block_size;
   if (layout == CacheLayout::nhd) return {N * H * D, H * D, D, 1};

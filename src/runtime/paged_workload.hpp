@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,9 @@ class PagedWorkload {
   std::vector<std::int32_t> query_start_loc_, seq_lens_, block_table_;
   std::vector<std::int64_t> slot_mapping_;
 };
+
+/// Fills `bytes` with values uniform in [-range, range) encoded as `type` (deterministic in `seed`).
+void fill_uniform(std::span<std::uint8_t> bytes, kernel::ScalarType type, float range, std::uint64_t seed);
 
 /// Strides (elements) of a [num_blocks, block_size, num_kv_heads, head_size] cache view.
 std::vector<std::int64_t> cache_strides(CacheLayout layout, int block_size, int num_kv_heads, int head_size);

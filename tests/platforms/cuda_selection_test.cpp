@@ -209,5 +209,17 @@ TEST_F(SelectionTest, SparseMlaOrderOnBlackwellDependsOnKvDtypeAndHeads) {
   EXPECT_EQ(names(128), (std::vector<std::string>{"FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"}));
 }
 
+// vLLM: test_rswa_selection_does_not_reuse_causal_result.
+TEST_F(SelectionTest, RswaRequirementIsNotMaskedByTheCachedCausalResult) {
+  Selector selector(make_platform("cuda:10.0"));
+  EngineConfig e = engine_with_backend("TRITON_FLASHINFER");
+  EXPECT_EQ(selector.get_attn_backend(e, layer(256))->get_name(), "TRITON_FLASHINFER");
+  e.rswa_window = 128;
+  EXPECT_THAT([&] { (void)selector.get_attn_backend(e, layer(256)); },
+              ::testing::ThrowsMessage<SelectionError>(HasSubstr("R-SWA")));
+  e.attention.set_backend("TRITON_ATTN");
+  EXPECT_EQ(selector.get_attn_backend(e, layer(256))->get_name(), "TRITON_ATTN");
+}
+
 }  // namespace
 }  // namespace attnsel

@@ -240,5 +240,26 @@ TEST_F(SelectionTest, HostIsDetectedInRunnableMode) {
   EXPECT_FALSE(host->host_detail.empty());
 }
 
+// vLLM: test_mla_backend_selection.
+TEST_F(SelectionTest, RocmMlaBackendsAndBlockSizeOne) {
+  for (bool dcp : {false, true}) {
+    LayerRequest l = rocm_layer();
+    l.use_mla = true;
+    auto with_block = [&](std::optional<std::string_view> backend, int block) {
+      EngineConfig e = block16(backend, dcp);
+      e.cache.block_size = block;
+      return e;
+    };
+    EXPECT_EQ(pick("rocm:gfx942", with_block("TRITON_MLA", 16), l), "TRITON_MLA");
+    EXPECT_THAT(error_of("rocm:gfx942", with_block("TRITON_MLA", 1), l), HasSubstr("Selected backend TRITON_MLA"));
+    EXPECT_EQ(pick("rocm:gfx942", with_block("ROCM_AITER_MLA", 1), l), "ROCM_AITER_MLA");
+    EXPECT_EQ(pick("rocm:gfx942", with_block("ROCM_AITER_MLA", 16), l), "ROCM_AITER_MLA");
+    EXPECT_EQ(pick("rocm:gfx942", with_block(std::nullopt, 1), l, {"rocm.use_aiter=1"}), "ROCM_AITER_MLA");
+    EXPECT_EQ(pick("rocm:gfx942", with_block(std::nullopt, 16), l, {"rocm.use_aiter=1"}), "ROCM_AITER_MLA");
+    EXPECT_EQ(pick("rocm:gfx942", with_block("TRITON_MLA", 16), l, {"rocm.use_aiter=1"}), "TRITON_MLA");
+    EXPECT_EQ(pick("rocm:gfx942", with_block("ROCM_AITER_TRITON_MLA", 16), l), "ROCM_AITER_TRITON_MLA");
+  }
+}
+
 }  // namespace
 }  // namespace attnsel

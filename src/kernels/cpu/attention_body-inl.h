@@ -1,0 +1,811 @@
+// The CPU attention kernel body. No include guard: attention_kernels.cpp includes it once
+// per Highway target (fp32-accumulating path, ATTNSEL_BF16_VARIANT == 0) and, on AVX-512,
+// once more in a region compiled with AVX-512-BF16 (ATTNSEL_BF16_VARIANT == 1).
+//
+// One work item = up to kMaxRows query rows (tokens × heads sharing a KV head) against a
+// key range, streamed in tiles of kTileKeys keys:
+//   QK:      S^T[key][row] with rows across SIMD lanes: each key element is broadcast
+//            against a packed query column, so no horizontal sums are needed and the
+//            online-softmax max/sum are lane-wise.
+//   softmax: soft-cap, ALiBi, mask, running max/sum per row (lane).
+//   PV:      O[row][dim] with dims across lanes, the probabilities broadcast; the
+//            rescale by exp(m_old - m_new) is folded into the accumulator load.
+// fp32 path: K/V converted to fp32 in registers (a tile at a time into L1 scratch).
+// BF16 path: vdpbf16ps for both products (query pairs × key pairs, probability pairs ×
+// value pairs); fp8 KV converts exactly to bf16.
+
+namespace hn = hwy::HWY_NAMESPACE;
+using DF = hn::ScalableTag<float>;
+using VF = hn::Vec<DF>;
+
+// exp(x) for x <= 0 (Cephes expf polynomial, ~1 ulp); x below -87 gives exactly 0.
+HWY_INLINE VF ExpNonPositive(DF df, VF x) {
+  const hn::RebindToSigned<DF> di;
+  const VF lo = hn::Set(df, -87.0f);
+  const auto underflow = hn::Lt(x, lo);
+  x = hn::Max(x, lo);
+  const VF n = hn::Round(hn::Mul(x, hn::Set(df, 1.44269504088896341f)));
+  VF r = hn::NegMulAdd(n, hn::Set(df, 0.693359375f), x);
+  r = hn::NegMulAdd(n, hn::Set(df, -2.12194440e-4f), r);
+  VF p = hn::Set(df, 1.9875691500E-4f);
+  p = hn::MulAdd(p, r, hn::Set(df, 1.3981999507E-3f));
+  p = hn::MulAdd(p, r, hn::Set(df, 8.3334519073E-3f));
+  p = hn::MulAdd(p, r, hn::Set(df, 4.1665795894E-2f));
+  p = hn::MulAdd(p, r, hn::Set(df, 1.6666665459E-1f));
+  p = hn::MulAdd(p, r, hn::Set(df, 5.0000001201E-1f));
+  const VF y = hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(df, 1.0f));
+  const auto e = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
+  return hn::IfThenZeroElse(underflow, hn::Mul(y, hn::BitCast(df, e)));
+}
+
+// ---------------------------------------------------------------------------------------
+// KV element types: load L elements of a cache row as fp32 (converted in registers).
+template <KvType K>
+struct Kv;
+template <>
+struct Kv<KvType::f32> {
+  static constexpr std::size_t kBytes = 4;
+  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) { return hn::LoadU(df, reinterpret_cast<const float*>(p)); }
+};
+template <>
+struct Kv<KvType::bf16> {
+  static constexpr std::size_t kBytes = 2;
+  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
+    const hn::Rebind<hwy::bfloat16_t, DF> d;
+    return hn::PromoteTo(df, hn::LoadU(d, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+  }
+};
+template <>
+struct Kv<KvType::f16> {
+  static constexpr std::size_t kBytes = 2;
+  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
+    const hn::Rebind<hwy::float16_t, DF> d;
+    return hn::PromoteTo(df, hn::LoadU(d, reinterpret_cast<const hwy::float16_t*>(p)));
+  }
+};
+// E5M2 is the upper byte of an IEEE half: shift and widen.
+template <>
+struct Kv<KvType::e5m2> {
+  static constexpr std::size_t kBytes = 1;
+  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
+    const hn::Rebind<std::uint8_t, DF> d8;
+    const hn::Rebind<std::uint16_t, DF> d16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, p));
+    return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(b)));
+  }
+};
+// E4M3 placed in a half's bit layout reads as value / 256 (subnormals included); the
+// driver folds the 256 into the dequantisation scale.
+template <>
+struct Kv<KvType::e4m3> {
+  static constexpr std::size_t kBytes = 1;
+  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
+    const hn::Rebind<std::uint8_t, DF> d8;
+    const hn::Rebind<std::uint16_t, DF> d16;
+    const hn::Rebind<hwy::float16_t, DF> dh;
+    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, p));
+    const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(d16, 0x7F))), hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))));
+    return hn::PromoteTo(df, hn::BitCast(dh, h));
+  }
+};
+
+// ---------------------------------------------------------------------------------------
+// Per-thread scratch, carved from one aligned buffer (sizes in ScratchLayout, HWY_ONCE part).
+struct Scratch {
+  float* qp;      // packed queries: fp32 [D][RP] or bf16 pairs [D/2][RP][2]
+  float* s;       // logits S^T [kTileKeys][RP]
+  float* p;       // probabilities P^T [kTileKeys][RP]
+  std::uint32_t* pp;  // bf16 probability pairs [kTileKeys/2][RP]
+  float* kf;      // K tile converted: fp32 [kTileKeys][D] or bf16 [kTileKeys][D]
+  float* vf;      // V tile converted: fp32 [kTileKeys][D] or bf16 pairs [kTileKeys/2][D][2]
+  float* o;       // accumulators [kMaxRows][D]
+  float* m;       // running max [kMaxRows]
+  float* l;       // running sum [kMaxRows]
+  float* alpha;   // rescale factors of the current tile [kMaxRows]
+  std::uint8_t* zero;  // a zero row (any element type) for keys past the end of a tile
+};
+
+// Layout: shared tile buffers, then kMaxItemKvHeads per-head blocks (queries, accumulators,
+// running max/sum, rescale factors). Must match scratch_bytes().
+HWY_INLINE Scratch CarveScratch(void* base, int D) {
+  auto* b = static_cast<std::uint8_t*>(base);
+  const std::size_t rows_d = static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * 4;
+  const std::size_t tile_d = static_cast<std::size_t>(kTileKeys) * static_cast<std::size_t>(D) * 4;
+  const std::size_t tile_r = static_cast<std::size_t>(kTileKeys) * kMaxRows * 4;
+  Scratch s;
+  s.s = reinterpret_cast<float*>(b), b += tile_r;
+  s.p = reinterpret_cast<float*>(b), b += tile_r;
+  s.pp = reinterpret_cast<std::uint32_t*>(b), b += tile_r;
+  s.kf = reinterpret_cast<float*>(b), b += tile_d;
+  s.vf = reinterpret_cast<float*>(b), b += tile_d;
+  s.zero = b, b += static_cast<std::size_t>(D) * 4;
+  std::memset(s.zero, 0, static_cast<std::size_t>(D) * 4);
+  s.qp = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * rows_d;
+  s.o = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * rows_d;
+  s.m = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * kMaxRows * 4;
+  s.l = reinterpret_cast<float*>(b), b += kMaxItemKvHeads * kMaxRows * 4;
+  s.alpha = reinterpret_cast<float*>(b);
+  return s;
+}
+
+// The scratch of the item's j-th KV head: its own queries, accumulators and softmax state.
+HWY_INLINE Scratch HeadScratch(const Scratch& base, int j, int D) {
+  const std::size_t rows_d = static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D);
+  Scratch s = base;
+  s.qp += static_cast<std::size_t>(j) * rows_d;
+  s.o += static_cast<std::size_t>(j) * rows_d;
+  s.m += static_cast<std::size_t>(j) * kMaxRows;
+  s.l += static_cast<std::size_t>(j) * kMaxRows;
+  s.alpha += static_cast<std::size_t>(j) * kMaxRows;
+  return s;
+}
+
+// Reads element d of query row (token, head) as float.
+HWY_INLINE float QueryElement(const LayerCtx& c, int token, int head, int d) {
+  const std::int64_t off = token * c.q_stride[0] + head * c.q_stride[1] + d;
+  switch (c.q_type) {
+    case ScalarType::f32: return reinterpret_cast<const float*>(c.query)[off];
+    case ScalarType::bf16: return bf16_to_float(reinterpret_cast<const std::uint16_t*>(c.query)[off]);
+    default: return half_to_float(reinterpret_cast<const std::uint16_t*>(c.query)[off]);
+  }
+}
+HWY_INLINE std::uint16_t QueryBits(const LayerCtx& c, int token, int head, int d) {
+  const std::int64_t off = token * c.q_stride[0] + head * c.q_stride[1] + d;
+  return reinterpret_cast<const std::uint16_t*>(c.query)[off];
+}
+
+// The rows of one item, and the key tile being processed.
+struct ItemGeometry {
+  int rows;        // real rows
+  int rp;          // padded rows (NV lanes-vectors)
+  int heads;       // heads per token in the item
+  std::int64_t min_pos, max_pos;
+};
+
+struct KeyTile {
+  std::int64_t key0;
+  int nk;  // real keys in the tile (the rest point at the zero row)
+  const std::uint8_t* k[kTileKeys];
+  const std::uint8_t* v[kTileKeys];
+};
+
+// Fills the row pointers of the tile starting at key0 without a division per key.
+HWY_INLINE void LocateTile(const LayerCtx& c, const WorkItem& it, std::int64_t key0, std::int64_t key_end,
+                           std::size_t kv_bytes, const std::uint8_t* zero, KeyTile& t) {
+  t.key0 = key0;
+  t.nk = static_cast<int>(std::min<std::int64_t>(kTileKeys, key_end - key0));
+  const std::int32_t* table = c.block_table + static_cast<std::int64_t>(it.seq) * c.max_blocks_per_seq;
+  std::int64_t blk = key0 / c.block_size;
+  std::int64_t off = key0 % c.block_size;
+  for (int n = 0; n < t.nk; ++n) {
+    const std::int64_t block = table[blk];
+    t.k[n] = c.key_cache + (block * c.k_stride[0] + off * c.k_stride[1] + it.kv_head * c.k_stride[2]) *
+                               static_cast<std::int64_t>(kv_bytes);
+    t.v[n] = c.value_cache + (block * c.v_stride[0] + off * c.v_stride[1] + it.kv_head * c.v_stride[2]) *
+                                 static_cast<std::int64_t>(kv_bytes);
+    if (++off == c.block_size) {
+      off = 0;
+      ++blk;
+    }
+  }
+  for (int n = t.nk; n < kTileKeys; ++n) t.k[n] = t.v[n] = zero;
+}
+
+// Into L2 (prefetcht1): the lines are used two tiles later, by when L1 would have evicted them.
+HWY_INLINE void PrefetchTile(const KeyTile& t, std::size_t row_bytes) {
+  for (int n = 0; n < t.nk; ++n)
+    for (std::size_t b = 0; b < row_bytes; b += 64) {
+      __builtin_prefetch(t.k[n] + b, 0, 2);
+      __builtin_prefetch(t.v[n] + b, 0, 2);
+    }
+}
+
+// Softmax of one tile: transforms S in place into P^T (scratch p), updates m, l, alpha.
+template <int NV>
+HWY_INLINE void SoftmaxTile(const LayerCtx& c, const ItemGeometry& g, const KeyTile& t, const VF* qpos,
+                            const VF* slope, bool need_mask, Scratch& s) {
+  const DF df;
+  const std::size_t L = hn::Lanes(df);
+  const std::size_t RP = NV * L;
+  const VF neg_inf = hn::Set(df, -HUGE_VALF);
+  VF tile_max[NV];
+  for (int v = 0; v < NV; ++v) tile_max[v] = neg_inf;
+  const bool cap = c.soft_cap > 0.0f;
+  const VF cap_v = hn::Set(df, c.soft_cap), inv_cap = hn::Set(df, cap ? 1.0f / c.soft_cap : 0.0f);
+  const VF win = hn::Set(df, static_cast<float>(c.window));
+  for (int n = 0; n < kTileKeys; ++n) {
+    float* row = s.s + static_cast<std::size_t>(n) * RP;
+    if (n >= t.nk) {
+      for (int v = 0; v < NV; ++v) hn::Store(neg_inf, df, row + v * L);
+      continue;
+    }
+    const VF kp = hn::Set(df, static_cast<float>(t.key0 + n));
+    for (int v = 0; v < NV; ++v) {
+      VF x = hn::Load(df, row + v * L);
+      if (cap) x = hn::Mul(cap_v, hn::Tanh(df, hn::Mul(x, inv_cap)));
+      if (c.alibi) x = hn::MulAdd(slope[v], hn::Sub(kp, qpos[v]), x);
+      if (need_mask) {
+        auto ok = c.causal ? hn::Le(kp, qpos[v]) : hn::Eq(kp, kp);
+        if (c.window >= 0) {
+          ok = hn::And(ok, hn::Le(hn::Sub(qpos[v], kp), win));
+          if (!c.causal) ok = hn::And(ok, hn::Le(hn::Sub(kp, qpos[v]), win));
+        }
+        x = hn::IfThenElse(ok, x, neg_inf);
+      }
+      hn::Store(x, df, row + v * L);
+      tile_max[v] = hn::Max(tile_max[v], x);
+    }
+  }
+  VF m_use[NV], lsum[NV];
+  for (int v = 0; v < NV; ++v) {
+    const VF m_old = hn::Load(df, s.m + v * L);
+    const VF m_new = hn::Max(m_old, tile_max[v]);
+    m_use[v] = hn::IfThenZeroElse(hn::Eq(m_new, neg_inf), m_new);
+    const VF alpha = ExpNonPositive(df, hn::Sub(m_old, m_use[v]));
+    hn::Store(alpha, df, s.alpha + v * L);
+    hn::Store(m_new, df, s.m + v * L);
+    lsum[v] = hn::Mul(hn::Load(df, s.l + v * L), alpha);
+  }
+  for (int n = 0; n < kTileKeys; ++n) {
+    const float* row = s.s + static_cast<std::size_t>(n) * RP;
+    float* prow = s.p + static_cast<std::size_t>(n) * RP;
+    for (int v = 0; v < NV; ++v) {
+      const VF pv = ExpNonPositive(df, hn::Sub(hn::Load(df, row + v * L), m_use[v]));
+      hn::Store(pv, df, prow + v * L);
+      lsum[v] = hn::Add(lsum[v], pv);
+    }
+  }
+  for (int v = 0; v < NV; ++v) hn::Store(lsum[v], df, s.l + v * L);
+  (void)g;
+}
+
+// Writes the item's rows: normalised output, or the unnormalised partial for a merge.
+HWY_INLINE void FinishItem(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, const PartialView& part,
+                           Scratch& s) {
+  const int D = c.head_size;
+  for (int r = 0; r < g.rows; ++r) {
+    const int token = it.token_begin + r / g.heads;
+    const int head = it.head_begin + r % g.heads;
+    const float* o = s.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
+    if (it.partial >= 0) {
+      float* po = part.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
+      for (int d = 0; d < D; ++d) po[d] = o[d] * c.v_scale;
+      part.m[r] = s.m[r];
+      part.l[r] = s.l[r];
+      continue;
+    }
+    // Normalise; a sink adds exp(sink) to the denominator only.
+    const float m = s.m[r], l = s.l[r];
+    float factor = l > 0.0f ? c.v_scale / l : 0.0f;
+    if (c.sinks) {
+      const float sink = c.sinks[head];
+      const float m2 = l > 0.0f ? std::max(m, sink) : sink;
+      const float w = l > 0.0f ? std::exp(m - m2) : 0.0f;
+      factor = w * c.v_scale / (l * w + std::exp(sink - m2));
+    }
+    const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
+    switch (c.q_type) {
+      case ScalarType::f32: {
+        float* out = reinterpret_cast<float*>(c.out) + base;
+        for (int d = 0; d < D; ++d) out[d] = o[d] * factor;
+        break;
+      }
+      case ScalarType::bf16: {
+        auto* out = reinterpret_cast<std::uint16_t*>(c.out) + base;
+        for (int d = 0; d < D; ++d) out[d] = float_to_bf16(o[d] * factor);
+        break;
+      }
+      default: {
+        auto* out = reinterpret_cast<std::uint16_t*>(c.out) + base;
+        for (int d = 0; d < D; ++d) out[d] = float_to_half(o[d] * factor);
+        break;
+      }
+    }
+  }
+}
+
+// Queries row-major [R][D] (fp32 or bf16 bits), zero-padded to R rows: the few-row layout.
+template <int R>
+HWY_INLINE void PackQueryRows(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, Scratch& s, bool bf16) {
+  for (int r = 0; r < R; ++r)
+    for (int d = 0; d < c.head_size; ++d) {
+      const std::size_t at = static_cast<std::size_t>(r) * static_cast<std::size_t>(c.head_size) + d;
+      const int token = it.token_begin + r / g.heads, head = it.head_begin + r % g.heads;
+      if (bf16)
+        reinterpret_cast<std::uint16_t*>(s.qp)[at] = r < g.rows ? QueryBits(c, token, head, d) : 0;
+      else
+        s.qp[at] = r < g.rows ? QueryElement(c, token, head, d) : 0.0f;
+    }
+}
+
+#if HWY_TARGET == HWY_AVX3
+// ---------------------------------------------------------------------------------------
+// Few rows (decode): dims across lanes. Each (key, row) dot product accumulates in its own
+// vector; 16 of them are summed at once by a transpose-add tree (45 shuffles/adds), so a
+// K row is loaded once for all rows and no lane is wasted on padding rows.
+
+// Lane i of the result is the sum of the lanes of v[i].
+HWY_INLINE __m512 ReduceAdd16(const __m512* v) {
+  __m512 w[8], x[4], y[2];
+  for (int i = 0; i < 8; ++i)
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+  for (int i = 0; i < 4; ++i)
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[i], w[i + 4], 0x88), _mm512_shuffle_f32x4(w[i], w[i + 4], 0xDD));
+  for (int i = 0; i < 2; ++i)
+    y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[i], x[i + 2], 0x44), _mm512_shuffle_ps(x[i], x[i + 2], 0xEE));
+  const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
+  // The tree leaves v[{0,8,4,12}[L/4] + {0,2,1,3}[L%4]] in lane L: put lane i at i.
+  const __m512i perm = _mm512_set_epi32(15, 13, 14, 12, 7, 5, 6, 4, 11, 9, 10, 8, 3, 1, 2, 0);
+  return _mm512_permutexvar_ps(perm, z);
+}
+
+// Stores lane k*R + r of z (key kg+k, row r) to S^T[kg + k][r].
+template <int R>
+HWY_INLINE void StoreFewRowLogits(__m512 z, int kg, Scratch& s) {
+  constexpr int KB = 16 / R;
+  constexpr std::size_t RP = 16;
+  for (int k = 0; k < KB && kg + k < kTileKeys; ++k) {
+    const auto mask = static_cast<__mmask16>(((1u << R) - 1u) << (k * R));
+    _mm512_mask_storeu_ps(s.s + static_cast<std::size_t>(kg + k) * RP - static_cast<std::size_t>(k * R), mask, z);
+  }
+}
+#endif
+
+#if !ATTNSEL_BF16_VARIANT
+// ---------------------------------------------------------------------------------------
+// fp32 path.
+
+template <int NV>
+HWY_INLINE void PackQueryF32(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, Scratch& s) {
+  const std::size_t RP = static_cast<std::size_t>(g.rp);
+  for (int d = 0; d < c.head_size; ++d) {
+    float* col = s.qp + static_cast<std::size_t>(d) * RP;
+    for (int r = 0; r < g.rp; ++r)
+      col[r] = r < g.rows ? QueryElement(c, it.token_begin + r / g.heads, it.head_begin + r % g.heads, d) : 0.0f;
+  }
+}
+
+// K rows of the tile as fp32 pointers (converted into scratch unless the cache is fp32).
+template <KvType K>
+HWY_INLINE void ConvertTileF32(const DF df, const KeyTile& t, int D, const std::uint8_t* const* rows, float* dst,
+                               const float** out_rows) {
+  const std::size_t L = hn::Lanes(df);
+  for (int n = 0; n < kTileKeys; ++n) {
+    if constexpr (K == KvType::f32) {
+      out_rows[n] = reinterpret_cast<const float*>(rows[n]);
+    } else {
+      float* row = dst + static_cast<std::size_t>(n) * static_cast<std::size_t>(D);
+      if (n < t.nk) {
+        for (int d = 0; d < D; d += static_cast<int>(L)) hn::Store(Kv<K>::Load(df, rows[n] + d * Kv<K>::kBytes), df, row + d);
+      } else {
+        for (int d = 0; d < D; d += static_cast<int>(L)) hn::Store(hn::Zero(df), df, row + d);
+      }
+      out_rows[n] = row;
+    }
+  }
+}
+
+template <int NV>
+HWY_INLINE void QkF32(const LayerCtx& c, const KeyTile& t, const float* const* krow, Scratch& s) {
+  const DF df;
+  const std::size_t L = hn::Lanes(df);
+  const std::size_t RP = NV * L;
+  constexpr int KG = NV >= 16 ? 1 : 16 / NV;
+  const VF scale = hn::Set(df, c.qk_scale);
+  for (int kg = 0; kg < t.nk; kg += KG) {
+    VF acc[KG][NV];
+    for (int k = 0; k < KG; ++k)
+      for (int v = 0; v < NV; ++v) acc[k][v] = hn::Zero(df);
+    const float* kr[KG];
+    for (int k = 0; k < KG; ++k) kr[k] = krow[kg + k < kTileKeys ? kg + k : kTileKeys - 1];
+    for (int d = 0; d < c.head_size; ++d) {
+      VF q[NV];
+      for (int v = 0; v < NV; ++v) q[v] = hn::Load(df, s.qp + static_cast<std::size_t>(d) * RP + v * L);
+      for (int k = 0; k < KG; ++k) {
+        const VF kb = hn::Set(df, kr[k][d]);
+        for (int v = 0; v < NV; ++v) acc[k][v] = hn::MulAdd(q[v], kb, acc[k][v]);
+      }
+    }
+    for (int k = 0; k < KG && kg + k < kTileKeys; ++k)
+      for (int v = 0; v < NV; ++v)
+        hn::Store(hn::Mul(acc[k][v], scale), df, s.s + static_cast<std::size_t>(kg + k) * RP + v * L);
+  }
+}
+
+#if HWY_TARGET == HWY_AVX3
+template <KvType K, int R>
+HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
+  constexpr int KB = 16 / R;
+  const DF df;
+  const int D = c.head_size;
+  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  for (int kg = 0; kg < t.nk; kg += KB) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int d = 0; d < D; d += 16) {
+      __m512 kv[KB];
+      for (int k = 0; k < KB; ++k) kv[k] = Kv<K>::Load(df, t.k[kg + k] + d * Kv<K>::kBytes).raw;
+      for (int r = 0; r < R; ++r) {
+        const __m512 qv = _mm512_load_ps(s.qp + static_cast<std::size_t>(r) * D + d);
+        for (int k = 0; k < KB; ++k) acc[k * R + r] = _mm512_fmadd_ps(qv, kv[k], acc[k * R + r]);
+      }
+    }
+    StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+  }
+}
+#endif
+
+// O[rb..rb+4)[chunks cb..cb+NC) = alpha * O + P^T · V for one block of accumulators.
+template <int NC>
+HWY_INLINE void PvBlockF32(const DF df, int rb, int cb, int nk, std::size_t RP, int D, const float* const* vrow,
+                           Scratch& s) {
+  const std::size_t L = hn::Lanes(df);
+  VF acc[4][NC];
+  for (int r = 0; r < 4; ++r) {
+    const VF a = hn::Set(df, s.alpha[rb + r]);
+    for (int j = 0; j < NC; ++j)
+      acc[r][j] = hn::Mul(a, hn::Load(df, s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * L));
+  }
+  for (int n = 0; n < nk; ++n) {
+    VF vv[NC];
+    for (int j = 0; j < NC; ++j) vv[j] = hn::LoadU(df, vrow[n] + (cb + j) * L);
+    const float* prow = s.p + static_cast<std::size_t>(n) * RP + rb;
+    for (int r = 0; r < 4; ++r) {
+      const VF pb = hn::Set(df, prow[r]);
+      for (int j = 0; j < NC; ++j) acc[r][j] = hn::MulAdd(pb, vv[j], acc[r][j]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < NC; ++j) hn::Store(acc[r][j], df, s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * L);
+}
+
+HWY_INLINE void PvF32(const ItemGeometry& g, int D, int nk, const float* const* vrow, Scratch& s) {
+  const DF df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  const int chunks = D / L;
+  const int rows4 = (g.rows + 3) / 4 * 4;
+  for (int rb = 0; rb < rows4; rb += 4) {
+    int cb = 0;
+    for (; cb + 4 <= chunks; cb += 4) PvBlockF32<4>(df, rb, cb, nk, static_cast<std::size_t>(g.rp), D, vrow, s);
+    for (; cb < chunks; ++cb) PvBlockF32<1>(df, rb, cb, nk, static_cast<std::size_t>(g.rp), D, vrow, s);
+  }
+}
+
+#else
+// ---------------------------------------------------------------------------------------
+// AVX-512-BF16 path (compiled only for the AVX3 target, with avx512bf16 enabled).
+
+HWY_INLINE __m512 Dot(__m512 acc, __m512i a, __m512i b) {
+  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
+}
+HWY_INLINE __m512i Broadcast32(const void* p) {
+  std::int32_t x;
+  std::memcpy(&x, p, 4);
+  return _mm512_set1_epi32(x);
+}
+
+template <int NV>
+HWY_INLINE void PackQueryBf16(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, Scratch& s) {
+  auto* qp = reinterpret_cast<std::uint32_t*>(s.qp);
+  const std::size_t RP = static_cast<std::size_t>(g.rp);
+  for (int dp = 0; dp < c.head_size / 2; ++dp) {
+    std::uint32_t* col = qp + static_cast<std::size_t>(dp) * RP;
+    for (int r = 0; r < g.rp; ++r) {
+      if (r >= g.rows) {
+        col[r] = 0;
+        continue;
+      }
+      const int token = it.token_begin + r / g.heads, head = it.head_begin + r % g.heads;
+      col[r] = static_cast<std::uint32_t>(QueryBits(c, token, head, 2 * dp)) |
+               (static_cast<std::uint32_t>(QueryBits(c, token, head, 2 * dp + 1)) << 16);
+    }
+  }
+}
+
+// K rows as bf16: the cache itself when it is bf16, else converted (exactly) into scratch.
+template <KvType K>
+HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** out_rows, Scratch& s) {
+  const DF df;
+  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+  for (int n = 0; n < kTileKeys; ++n) {
+    if constexpr (K == KvType::bf16) {
+      out_rows[n] = reinterpret_cast<const std::uint16_t*>(t.k[n]);
+    } else {
+      auto* row = reinterpret_cast<hwy::bfloat16_t*>(s.kf) + static_cast<std::size_t>(n) * D;
+      for (int d = 0; d < D; d += 16) hn::StoreU(hn::DemoteTo(dbf, Kv<K>::Load(df, t.k[n] + d * Kv<K>::kBytes)), dbf, row + d);
+      out_rows[n] = reinterpret_cast<const std::uint16_t*>(row);
+    }
+  }
+}
+
+// V tile as bf16 pairs: vp[pair][d] = (V[2 pair][d], V[2 pair + 1][d]).
+template <KvType K>
+HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
+  const DF df;
+  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
+  const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
+                                       5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
+  auto* vp = reinterpret_cast<std::uint32_t*>(s.vf);
+  const int pairs = (t.nk + 1) / 2;
+  for (int pr = 0; pr < pairs; ++pr) {
+    for (int d = 0; d < D; d += 16) {
+      __m256i a, b;
+      if constexpr (K == KvType::bf16) {
+        a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr] + 2 * d));
+        b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr + 1] + 2 * d));
+      } else {
+        a = hn::DemoteTo(dbf, Kv<K>::Load(df, t.v[2 * pr] + d * Kv<K>::kBytes)).raw;
+        b = hn::DemoteTo(dbf, Kv<K>::Load(df, t.v[2 * pr + 1] + d * Kv<K>::kBytes)).raw;
+      }
+      const __m512i inter = _mm512_permutex2var_epi16(_mm512_castsi256_si512(a), idx, _mm512_castsi256_si512(b));
+      _mm512_store_si512(vp + static_cast<std::size_t>(pr) * D + d, inter);
+    }
+  }
+}
+
+template <int NV>
+HWY_INLINE void QkBf16(const LayerCtx& c, const KeyTile& t, const std::uint16_t* const* krow, Scratch& s) {
+  constexpr std::size_t RP = NV * 16;
+  constexpr int KG = 16 / NV;
+  const auto* qp = reinterpret_cast<const std::uint32_t*>(s.qp);
+  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  for (int kg = 0; kg < t.nk; kg += KG) {
+    __m512 acc[KG][NV];
+    for (int k = 0; k < KG; ++k)
+      for (int v = 0; v < NV; ++v) acc[k][v] = _mm512_setzero_ps();
+    const std::uint16_t* kr[KG];
+    for (int k = 0; k < KG; ++k) kr[k] = krow[kg + k < kTileKeys ? kg + k : kTileKeys - 1];
+    for (int dp = 0; dp < c.head_size / 2; ++dp) {
+      __m512i q[NV];
+      for (int v = 0; v < NV; ++v) q[v] = _mm512_load_si512(qp + static_cast<std::size_t>(dp) * RP + v * 16);
+      for (int k = 0; k < KG; ++k) {
+        const __m512i kb = Broadcast32(kr[k] + 2 * dp);
+        for (int v = 0; v < NV; ++v) acc[k][v] = Dot(acc[k][v], q[v], kb);
+      }
+    }
+    for (int k = 0; k < KG && kg + k < kTileKeys; ++k)
+      for (int v = 0; v < NV; ++v)
+        _mm512_store_ps(s.s + static_cast<std::size_t>(kg + k) * RP + v * 16, _mm512_mul_ps(acc[k][v], scale));
+  }
+}
+
+template <int R>
+HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::uint16_t* const* krow, Scratch& s) {
+  constexpr int KB = 16 / R;
+  const int D = c.head_size;
+  const auto* q = reinterpret_cast<const std::uint16_t*>(s.qp);
+  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  for (int kg = 0; kg < t.nk; kg += KB) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int d = 0; d < D; d += 32) {
+      // Head sizes are multiples of 16: the last chunk may be half a vector.
+      const __mmask32 m = D - d >= 32 ? ~__mmask32{0} : static_cast<__mmask32>(0xFFFFu);
+      __m512i kv[KB];
+      for (int k = 0; k < KB; ++k) kv[k] = _mm512_maskz_loadu_epi16(m, krow[kg + k] + d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i qv = _mm512_maskz_loadu_epi16(m, q + static_cast<std::size_t>(r) * D + d);
+        for (int k = 0; k < KB; ++k) acc[k * R + r] = Dot(acc[k * R + r], qv, kv[k]);
+      }
+    }
+    StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+  }
+}
+
+// P^T (fp32, rows across lanes) -> bf16 pairs of consecutive keys per row.
+template <int NV>
+HWY_INLINE void PackProbabilitiesBf16(int nk, Scratch& s) {
+  constexpr std::size_t RP = NV * 16;
+  const __m512i idx = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22, 6, 21,
+                                       5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+  const int pairs = (nk + 1) / 2;
+  for (int pr = 0; pr < pairs; ++pr)
+    for (int v = 0; v < NV; ++v) {
+      const __m512 a = _mm512_load_ps(s.p + static_cast<std::size_t>(2 * pr) * RP + v * 16);
+      const __m512 b = _mm512_load_ps(s.p + static_cast<std::size_t>(2 * pr + 1) * RP + v * 16);
+      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(b, a));  // low: a, high: b
+      _mm512_store_si512(s.pp + static_cast<std::size_t>(pr) * RP + v * 16, _mm512_permutexvar_epi16(idx, both));
+    }
+}
+
+template <int NC>
+HWY_INLINE void PvBlockBf16(int rb, int cb, int pairs, std::size_t RP, int D, Scratch& s) {
+  const auto* vp = reinterpret_cast<const std::uint32_t*>(s.vf);
+  __m512 acc[4][NC];
+  for (int r = 0; r < 4; ++r) {
+    const __m512 a = _mm512_set1_ps(s.alpha[rb + r]);
+    for (int j = 0; j < NC; ++j)
+      acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16));
+  }
+  for (int pr = 0; pr < pairs; ++pr) {
+    __m512i vv[NC];
+    for (int j = 0; j < NC; ++j) vv[j] = _mm512_load_si512(vp + static_cast<std::size_t>(pr) * D + (cb + j) * 16);
+    const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * RP + rb;
+    for (int r = 0; r < 4; ++r) {
+      const __m512i pb = _mm512_set1_epi32(static_cast<int>(prow[r]));
+      for (int j = 0; j < NC; ++j) acc[r][j] = Dot(acc[r][j], pb, vv[j]);
+    }
+  }
+  for (int r = 0; r < 4; ++r)
+    for (int j = 0; j < NC; ++j) _mm512_store_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16, acc[r][j]);
+}
+
+HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, Scratch& s) {
+  const int chunks = D / 16;
+  const int pairs = (nk + 1) / 2;
+  const int rows4 = (g.rows + 3) / 4 * 4;
+  for (int rb = 0; rb < rows4; rb += 4) {
+    int cb = 0;
+    for (; cb + 4 <= chunks; cb += 4) PvBlockBf16<4>(rb, cb, pairs, static_cast<std::size_t>(g.rp), D, s);
+    for (; cb < chunks; ++cb) PvBlockBf16<1>(rb, cb, pairs, static_cast<std::size_t>(g.rp), D, s);
+  }
+}
+
+#endif
+
+// ---------------------------------------------------------------------------------------
+// One work item, for a KV type and NV row vectors.
+// FR > 0: the few-row (decode) form with rows padded to FR; FR == 0: rows across lanes.
+// The item's KV heads share the tile walk: a decode item reads each block of the cache
+// (all its heads) in one pass.
+template <KvType K, int NV, int FR = 0>
+HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_slot, void* scratch) {
+  const DF df;
+  const std::size_t L = hn::Lanes(df);
+  const int D = c.head_size;
+  const int H = it.kv_heads;
+  const Scratch base = CarveScratch(scratch, D);
+  ItemGeometry g;
+  g.heads = it.head_end - it.head_begin;
+  g.rows = it.num_rows();
+  g.rp = static_cast<int>(NV * L);
+  g.min_pos = it.pos_begin;
+  g.max_pos = it.pos_begin + (it.token_end - it.token_begin) - 1;
+
+  Scratch hs[kMaxItemKvHeads];
+  WorkItem sub[kMaxItemKvHeads];
+  VF qpos[NV], slope[kMaxItemKvHeads][NV];
+  for (int v = 0; v < NV; ++v) {
+    qpos[v] = hn::Zero(df);
+    for (int j = 0; j < kMaxItemKvHeads; ++j) slope[j][v] = hn::Zero(df);
+  }
+  for (int j = 0; j < H; ++j) {
+    hs[j] = HeadScratch(base, j, D);
+    sub[j] = it.head(j, c.group);
+    if constexpr (FR > 0) {
+      PackQueryRows<FR>(c, sub[j], g, hs[j], ATTNSEL_BF16_VARIANT);
+    } else {
+#if ATTNSEL_BF16_VARIANT
+      PackQueryBf16<NV>(c, sub[j], g, hs[j]);
+#else
+      PackQueryF32<NV>(c, sub[j], g, hs[j]);
+#endif
+    }
+    // Per-row constants (padded rows repeat the last real row).
+    HWY_ALIGN float pos_tmp[kMaxRows], slope_tmp[kMaxRows];
+    for (int r = 0; r < g.rp; ++r) {
+      const int rr = std::min(r, g.rows - 1);
+      pos_tmp[r] = static_cast<float>(it.pos_begin + rr / g.heads);
+      slope_tmp[r] = c.alibi ? c.alibi[sub[j].head_begin + rr % g.heads] : 0.0f;
+    }
+    for (int v = 0; v < NV; ++v) {
+      qpos[v] = hn::Load(df, pos_tmp + v * L);
+      slope[j][v] = hn::Load(df, slope_tmp + v * L);
+    }
+    for (int r = 0; r < kMaxRows; ++r) {
+      hs[j].m[r] = -HUGE_VALF;
+      hs[j].l[r] = 0.0f;
+    }
+    std::memset(hs[j].o, 0, static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * sizeof(float));
+  }
+
+  const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
+  constexpr int kAhead = 2;  // tiles prefetched ahead of use
+  const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
+  KeyTile t;
+  for (std::int64_t i = 0; i < std::min<std::int64_t>(kAhead, num_tiles); ++i)
+    for (int j = 0; j < H; ++j) {
+      LocateTile(c, sub[j], it.key_begin + i * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
+      PrefetchTile(t, row_bytes);
+    }
+  for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
+    const std::int64_t key0 = it.key_begin + ti * kTileKeys;
+    if (ti + kAhead < num_tiles)
+      for (int j = 0; j < H; ++j) {
+        LocateTile(c, sub[j], key0 + kAhead * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
+        PrefetchTile(t, row_bytes);
+      }
+    const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
+    bool need_mask = last - key0 + 1 < kTileKeys;
+    if (c.causal && last > g.min_pos) need_mask = true;
+    if (c.window >= 0) {
+      if (g.max_pos - key0 > c.window) need_mask = true;
+      if (!c.causal && last - g.min_pos > c.window) need_mask = true;
+    }
+    for (int j = 0; j < H; ++j) {
+      Scratch& s = hs[j];
+      LocateTile(c, sub[j], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
+#if ATTNSEL_BF16_VARIANT
+      const std::uint16_t* krow[kTileKeys];
+      ConvertKeysBf16<K>(t, D, krow, s);
+      if constexpr (FR > 0)
+        QkBf16FewRows<FR>(c, t, krow, s);
+      else
+        QkBf16<NV>(c, t, krow, s);
+      SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
+      PackProbabilitiesBf16<NV>(t.nk, s);
+      PackValuesBf16<K>(t, D, s);
+      PvBf16(g, D, t.nk, s);
+#else
+      const float* vrow[kTileKeys];
+#if HWY_TARGET == HWY_AVX3
+      if constexpr (FR > 0) {
+        QkF32FewRows<K, FR>(c, t, s);
+      } else {
+        const float* krow[kTileKeys];
+        ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
+        QkF32<NV>(c, t, krow, s);
+      }
+#else
+      const float* krow[kTileKeys];
+      ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
+      QkF32<NV>(c, t, krow, s);
+#endif
+      SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
+      ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
+      PvF32(g, D, t.nk, vrow, s);
+#endif
+    }
+  }
+  for (int j = 0; j < H; ++j) {
+    PartialView part;
+    if (partial_slot) part = partial_for(partial_slot, D, j);
+    FinishItem(c, sub[j], g, part, hs[j]);
+  }
+}
+
+// Dispatch on KV type and the number of row vectors.
+template <KvType K>
+HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
+  const DF df;
+  const int L = static_cast<int>(hn::Lanes(df));
+  const int nv = (it.num_rows() + L - 1) / L;
+  constexpr int kLanes = static_cast<int>(HWY_LANES(float));
+  constexpr int kMaxNV = kMaxRows / kLanes > 0 ? kMaxRows / kLanes : 1;
+#if HWY_TARGET == HWY_AVX3
+  const int rows = it.num_rows();
+  if (rows <= 1) return RunItem<K, 1, 1>(c, it, part, scratch);
+  if (rows <= 2) return RunItem<K, 1, 2>(c, it, part, scratch);
+  if (rows <= 4) return RunItem<K, 1, 4>(c, it, part, scratch);
+  if (rows <= kFewRows) return RunItem<K, 1, 8>(c, it, part, scratch);
+#endif
+  if (nv <= 1) return RunItem<K, 1>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 2)
+    if (nv <= 2) return RunItem<K, 2>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 4)
+    if (nv <= 4) return RunItem<K, 4>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 8)
+    if (nv <= 8) return RunItem<K, 8>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 16)
+    if (nv <= 16) return RunItem<K, 16>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 32) RunItem<K, 32>(c, it, part, scratch);
+}
+
+HWY_NOINLINE void RunItemAnyKv(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
+  switch (c.kv) {
+#if ATTNSEL_BF16_VARIANT
+    case KvType::bf16: return RunItemRows<KvType::bf16>(c, it, part, scratch);
+    case KvType::e4m3: return RunItemRows<KvType::e4m3>(c, it, part, scratch);
+    case KvType::e5m2: return RunItemRows<KvType::e5m2>(c, it, part, scratch);
+    default: return;  // the driver never asks the BF16 path for other caches
+#else
+    case KvType::f32: return RunItemRows<KvType::f32>(c, it, part, scratch);
+    case KvType::f16: return RunItemRows<KvType::f16>(c, it, part, scratch);
+    case KvType::bf16: return RunItemRows<KvType::bf16>(c, it, part, scratch);
+    case KvType::e4m3: return RunItemRows<KvType::e4m3>(c, it, part, scratch);
+    case KvType::e5m2: return RunItemRows<KvType::e5m2>(c, it, part, scratch);
+#endif
+  }
+}
+

@@ -1,0 +1,273 @@
+// The CPU_ATTN driver: validation, the work plan, OpenMP threads over work items, and the
+// log-sum-exp merge of split-KV partials. The SIMD kernels live in attention_kernels.cpp.
+#include "kernels/cpu/cpu_attention.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <vector>
+
+#include "attnsel/errors.hpp"
+#include "kernels/cpu/work.hpp"
+#include "kernels/cpu/work_plan.hpp"
+#include "kernels/fp8.hpp"
+#include "kernels/half.hpp"
+#include "kernels/semantics.hpp"
+
+namespace attnsel::kernel::cpu {
+
+namespace {
+
+constexpr std::array<int, 11> kHeadSizes = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
+constexpr std::int64_t kMaxPositions = 1 << 24;  // positions are exact in fp32 lanes
+constexpr double kParallelCost = 2e5;             // ~100 us of work (WorkItem::cost units)
+
+KvType kv_type_of(ScalarType stored) {
+  switch (stored) {
+    case ScalarType::f32: return KvType::f32;
+    case ScalarType::f16: return KvType::f16;
+    case ScalarType::bf16: return KvType::bf16;
+    case ScalarType::fp8_e4m3: return KvType::e4m3;
+    default: return KvType::e5m2;
+  }
+}
+
+void check_layer(const LayerParams& p) {
+  validate_layer_params(p);
+  if (std::find(kHeadSizes.begin(), kHeadSizes.end(), p.head_size) == kHeadSizes.end())
+    throw ValueError(fmt::format("head_size {} is not supported by CPU_ATTN; supported head sizes: {}", p.head_size,
+                                 fmt::join(kHeadSizes, ", ")));
+}
+
+void check_cpu_tensors(std::initializer_list<const TensorView*> views) {
+  for (const TensorView* v : views)
+    if (v->device != DeviceKind::cpu)
+      throw ValueError(fmt::format("CPU_ATTN needs tensors in host memory, got one on cuda:{}", v->device_index));
+}
+
+void check_block_size(const KVCacheView& cache) {
+  if (cache.block_size() % 16 != 0)
+    throw ValueError(fmt::format("block_size {} is not supported by CPU_ATTN: it must be a multiple of 16",
+                                 cache.block_size()));
+}
+
+// Stores `v` as element `i` of an activation buffer.
+void store_activation(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
+  switch (t) {
+    case ScalarType::f32: reinterpret_cast<float*>(base)[i] = v; break;
+    case ScalarType::bf16: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
+    default: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_half(v); break;
+  }
+}
+
+float load_activation(ScalarType t, const std::uint8_t* base, std::int64_t i) {
+  switch (t) {
+    case ScalarType::f32: return reinterpret_cast<const float*>(base)[i];
+    case ScalarType::bf16: return bf16_to_float(reinterpret_cast<const std::uint16_t*>(base)[i]);
+    default: return half_to_float(reinterpret_cast<const std::uint16_t*>(base)[i]);
+  }
+}
+
+struct AlignedBuffer {
+  explicit AlignedBuffer(std::size_t bytes)
+      : ptr(static_cast<std::uint8_t*>(::operator new(bytes, std::align_val_t{64}))) {}
+  ~AlignedBuffer() { ::operator delete(ptr, std::align_val_t{64}); }
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+  std::uint8_t* ptr;
+};
+
+class CpuAttentionImpl final : public AttentionImpl {
+ public:
+  CpuAttentionImpl(LayerParams p, CpuAttentionOptions o) : AttentionImpl(std::move(p)), options_(o) {
+    check_layer(params_);
+  }
+
+  void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
+                      const AttentionMetadata& md) const override;
+  void forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
+               const TensorView& output) const override;
+
+ private:
+  int threads() const { return options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads(); }
+  void merge_splits(const LayerCtx& c, const WorkPlan& plan, const std::vector<float>& partials) const;
+
+  CpuAttentionOptions options_;
+};
+
+void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
+                               const TensorView& output) const {
+  const LayerParams& p = params_;
+  validate_forward_args(p, query, cache, md, output);
+  check_cpu_tensors({&query, &output, &cache.key, &cache.value});
+  check_block_size(cache);
+  if (md.max_seq_len >= kMaxPositions)
+    throw ValueError(fmt::format("max_seq_len = {} exceeds CPU_ATTN's limit of {} tokens", md.max_seq_len,
+                                 kMaxPositions - 1));
+  if (md.num_actual_tokens == 0) return;
+
+  const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, query.dtype);
+  const MaskRule mask = MaskRule::from(p);
+  LayerCtx c;
+  c.head_size = p.head_size;
+  c.group = p.num_heads / p.num_kv_heads;
+  c.kv = kv_type_of(enc.stored);
+  // E4M3 bytes decode as value / 256 in the kernels (see Kv<e4m3>).
+  const float k_deq = enc.quantized ? p.k_scale * (c.kv == KvType::e4m3 ? 256.0f : 1.0f) : 1.0f;
+  c.v_scale = enc.quantized ? p.v_scale * (c.kv == KvType::e4m3 ? 256.0f : 1.0f) : 1.0f;
+  c.qk_scale = p.scale * k_deq;
+  c.soft_cap = p.logits_soft_cap;
+  c.causal = mask.causal;
+  c.window = mask.window;
+  c.alibi = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data();
+  c.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
+  c.q_type = query.dtype;
+  c.bf16_dot = options_.allow_bf16_dot && query.dtype == ScalarType::bf16 &&
+               (c.kv == KvType::bf16 || c.kv == KvType::e4m3 || c.kv == KvType::e5m2) && cpu_has_bf16_dot();
+  c.query = static_cast<const std::uint8_t*>(query.data);
+  c.q_stride[0] = query.stride[0];
+  c.q_stride[1] = query.stride[1];
+  c.out = static_cast<std::uint8_t*>(output.data);
+  c.o_stride[0] = output.stride[0];
+  c.o_stride[1] = output.stride[1];
+  c.key_cache = static_cast<const std::uint8_t*>(cache.key.data);
+  c.value_cache = static_cast<const std::uint8_t*>(cache.value.data);
+  for (int d = 0; d < 3; ++d) {
+    c.k_stride[d] = cache.key.stride[d];
+    c.v_stride[d] = cache.value.stride[d];
+  }
+  c.block_table = md.block_table.data();
+  c.max_blocks_per_seq = md.max_blocks_per_seq;
+  c.block_size = cache.block_size();
+
+  const int nthreads = threads();
+  const WorkPlan plan = plan_work(p, md, mask, nthreads);
+  const std::size_t slot_floats = partial_slot_floats(p.head_size);
+  std::vector<float> partials(static_cast<std::size_t>(plan.num_partial_slots) * slot_floats);
+  const std::size_t scratch = scratch_bytes(p.head_size);
+  const auto n_items = static_cast<std::int64_t>(plan.items.size());
+  // Waking a team costs tens of microseconds (and spinning workers steal the core on a
+  // busy machine): small batches run on the calling thread.
+  double total_cost = 0.0;
+  for (const WorkItem& it : plan.items) total_cost += it.cost;
+  const bool parallel = nthreads > 1 && n_items > 1 && total_cost > kParallelCost;
+
+#pragma omp parallel num_threads(nthreads) if (parallel)
+  {
+    AlignedBuffer buffer(scratch);
+#pragma omp for schedule(dynamic, 1)
+    for (std::int64_t i = 0; i < n_items; ++i) {
+      const WorkItem& it = plan.items[static_cast<std::size_t>(i)];
+      float* slot = it.partial >= 0 ? partials.data() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
+      process_item(c, it, slot, buffer.ptr);
+    }
+  }
+  if (!plan.splits.empty()) merge_splits(c, plan, partials);
+}
+
+// out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max.
+void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, const std::vector<float>& partials) const {
+  const int D = params_.head_size;
+  const std::size_t slot_floats = partial_slot_floats(D);
+  std::vector<float> acc(static_cast<std::size_t>(D));
+  auto* base = const_cast<float*>(partials.data());  // partial_for hands out mutable views; only read here
+  for (const SplitGroup& g : plan.splits)
+    for (int j = 0; j < g.rows.kv_heads; ++j) {
+      const WorkItem rows = g.rows.head(j, c.group);
+      const int heads = rows.head_end - rows.head_begin;
+      auto part = [&](int i) { return partial_for(base + static_cast<std::size_t>(g.first_slot + i) * slot_floats, D, j); };
+      for (int r = 0; r < rows.num_rows(); ++r) {
+        const int token = rows.token_begin + r / heads;
+        const int head = rows.head_begin + r % heads;
+        float M = -std::numeric_limits<float>::infinity();
+        for (int i = 0; i < g.count; ++i)
+          if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
+        if (c.sinks) M = std::max(M, c.sinks[head]);
+        std::fill(acc.begin(), acc.end(), 0.0f);
+        float denom = 0.0f;
+        for (int i = 0; i < g.count; ++i) {
+          const PartialView pv = part(i);
+          if (pv.l[r] <= 0.0f) continue;
+          const float w = std::exp(pv.m[r] - M);
+          denom += pv.l[r] * w;
+          const float* o = pv.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
+          for (int d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += o[d] * w;
+        }
+        if (c.sinks) denom += std::exp(c.sinks[head] - M);
+        const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+        const std::int64_t out_base = token * c.o_stride[0] + head * c.o_stride[1];
+        for (int d = 0; d < D; ++d)
+          store_activation(c.q_type, c.out, out_base + d, acc[static_cast<std::size_t>(d)] * inv);
+      }
+    }
+}
+
+void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
+                                      const AttentionMetadata& md) const {
+  const LayerParams& p = params_;
+  validate_cache_write_args(p, key, value, cache, md);
+  check_cpu_tensors({&key, &value, &cache.key, &cache.value});
+  check_block_size(cache);
+  const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, key.dtype);
+  const float k_inv = enc.quantized ? 1.0f / p.k_scale : 1.0f;
+  const float v_inv = enc.quantized ? 1.0f / p.v_scale : 1.0f;
+  const std::int64_t bs = cache.block_size();
+  const int D = p.head_size;
+  const std::size_t out_bytes = element_size(enc.stored);
+  const bool copy = key.dtype == enc.stored;  // same type: a row copy
+  const int tokens = md.num_actual_tokens;
+  auto write_row = [&](const TensorView& src, const TensorView& dst, std::int64_t i, int h, std::int64_t slot,
+                       float inv) {
+    const auto* in = static_cast<const std::uint8_t*>(src.data);
+    auto* out = static_cast<std::uint8_t*>(dst.data) +
+                ((slot / bs) * dst.stride[0] + (slot % bs) * dst.stride[1] + h * dst.stride[2]) *
+                    static_cast<std::int64_t>(out_bytes);
+    const std::int64_t src_off = i * src.stride[0] + h * src.stride[1];
+    if (copy) {
+      std::memcpy(out, in + src_off * static_cast<std::int64_t>(out_bytes), static_cast<std::size_t>(D) * out_bytes);
+      return;
+    }
+    for (int d = 0; d < D; ++d) {
+      const float x = load_activation(src.dtype, in, src_off + d);
+      switch (enc.stored) {
+        case ScalarType::fp8_e4m3: out[d] = float_to_fp8(x * inv, Fp8Format::e4m3); break;
+        case ScalarType::fp8_e5m2: out[d] = float_to_fp8(x * inv, Fp8Format::e5m2); break;
+        default: store_activation(enc.stored, out, d, x); break;
+      }
+    }
+  };
+#pragma omp parallel for schedule(static) num_threads(threads()) if (tokens > 64)
+  for (int i = 0; i < tokens; ++i) {
+    const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];
+    if (slot < 0) continue;
+    for (int h = 0; h < p.num_kv_heads; ++h) {
+      write_row(key, cache.key, i, h, slot, k_inv);
+      write_row(value, cache.value, i, h, slot, v_inv);
+    }
+  }
+}
+
+}  // namespace
+
+std::span<const int> supported_head_sizes() { return kHeadSizes; }
+
+std::unique_ptr<AttentionImpl> make_cpu_attention_impl(const LayerParams& params, CpuAttentionOptions options) {
+  return std::make_unique<CpuAttentionImpl>(params, options);
+}
+
+std::string cpu_attention_isa(ScalarType dtype, const std::string& kv_cache_dtype, CpuAttentionOptions options) {
+  LayerCtx c;
+  const KvType kv = kv_type_of(cache_encoding(kv_cache_dtype, dtype).stored);
+  c.bf16_dot = options.allow_bf16_dot && dtype == ScalarType::bf16 && kv != KvType::f32 && kv != KvType::f16 &&
+               cpu_has_bf16_dot();
+  return kernel_target_name(c);
+}
+
+}  // namespace attnsel::kernel::cpu

@@ -1,0 +1,104 @@
+#include "runtime/bench_job.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "kernels/reference.hpp"
+#include "runtime/accuracy.hpp"
+
+namespace attnsel::runtime {
+
+std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
+                                            CacheLayout layout, double scale) {
+  auto base = [&] {
+    WorkloadSpec w;
+    w.num_heads = 32;
+    w.num_kv_heads = 8;
+    w.head_size = 128;
+    w.dtype = dtype;
+    w.kv_cache_dtype = kv_cache_dtype;
+    w.block_size = 16;
+    w.layout = layout;
+    w.spare_blocks = 0;
+    return w;
+  };
+  auto scaled = [&](int n) { return std::max(16, static_cast<int>(std::lround(n * scale))); };
+  std::vector<BenchCase> cases;
+  {
+    BenchCase c{"decode-batch", base(), true, 80.0};
+    for (int i = 0; i < 8; ++i) c.workload.sequences.push_back({scaled(8192), 1});
+    cases.push_back(std::move(c));
+  }
+  {
+    BenchCase c{"decode-long", base(), true, 70.0};
+    c.workload.sequences.push_back({scaled(32768), 1});
+    cases.push_back(std::move(c));
+  }
+  {
+    BenchCase c{"prefill", base(), false, 50.0};
+    const int n = scaled(4096);
+    c.workload.sequences.push_back({n, n});
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
+                           const std::string& isa, int repeats) {
+  PagedWorkload w(c.workload);
+  kernel::LayerParams p;
+  p.num_heads = c.workload.num_heads;
+  p.num_kv_heads = c.workload.num_kv_heads;
+  p.head_size = c.workload.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_size));
+  p.kv_cache_dtype = c.workload.kv_cache_dtype;
+  p.k_scale = c.workload.k_scale;
+  p.v_scale = c.workload.v_scale;
+  const auto impl = make_impl(p);
+  const kernel::AttentionMetadata md = w.metadata();
+
+  impl->forward(w.query(), w.cache(), md, w.output());  // warm-up (and the checked run)
+  // Check the last query token of every sequence (the longest contexts).
+  std::vector<std::int32_t> tokens;
+  for (int s = 0; s < md.num_seqs && tokens.size() < 4; ++s)
+    tokens.push_back(md.query_start_loc[static_cast<std::size_t>(s) + 1] - 1);
+  const auto want = kernel::reference::attend(p, w.query(), w.cache(), md, tokens);
+  const Comparison cmp = compare_with_reference(w.output(), tokens, want, tolerance_for(c.workload.dtype));
+
+  std::vector<double> times;
+  for (int r = 0; r < std::max(1, repeats); ++r) {
+    const auto t0 = std::chrono::steady_clock::now();
+    impl->forward(w.query(), w.cache(), md, w.output());
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::sort(times.begin(), times.end());
+
+  BenchResult r;
+  r.name = c.name;
+  r.decode = c.decode;
+  r.seconds = times[times.size() / 2];
+  r.target_pct = c.target_pct;
+  r.check_passed = cmp.passed();
+  const auto& seqs = c.workload.sequences;
+  r.shape = fmt::format("{} × {} tokens{}, {}/{} heads, d={}, {} KV {}, block {}", seqs.size(), seqs.front().seq_len,
+                        c.decode ? "" : " (causal)", p.num_heads, p.num_kv_heads, p.head_size,
+                        kernel::to_string(w.cache().key.dtype), c.workload.layout == CacheLayout::nhd ? "NHD" : "HND",
+                        c.workload.block_size);
+  if (c.decode) {
+    r.figure = static_cast<double>(w.kv_bytes_read()) / r.seconds / 1e9;
+    r.ceiling = ceilings.read_gbps;
+    r.ceiling_name = "read bandwidth";
+  } else {
+    r.figure = w.attention_flops(true) / r.seconds / 1e9;
+    const bool bf16 = isa.find("BF16") != std::string::npos && ceilings.bf16_gflops > 0;
+    r.ceiling = bf16 ? ceilings.bf16_gflops : ceilings.fp32_gflops;
+    r.ceiling_name = bf16 ? "bf16 dot-product peak" : "fp32 FMA peak";
+  }
+  r.pct = r.ceiling > 0 ? 100.0 * r.figure / r.ceiling : 0.0;
+  return r;
+}
+
+}  // namespace attnsel::runtime

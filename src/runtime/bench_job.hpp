@@ -1,0 +1,48 @@
+// The standard attention benchmarks (issue 3's targets) as a library, for `attnsel bench`:
+// a forward pass timed repeatedly (median), reported next to the ceiling measured in the
+// same run.
+// Thread-safety: run one at a time (they measure the whole machine).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "runtime/ceilings.hpp"
+#include "runtime/paged_workload.hpp"
+#include "runtime/run_job.hpp"
+
+namespace attnsel::runtime {
+
+struct BenchCase {
+  std::string name;
+  WorkloadSpec workload;
+  bool decode = true;        ///< decode: GB/s vs read bandwidth; prefill: GFLOP/s vs compute peak
+  double target_pct = 0.0;   ///< the target fraction of the ceiling, in percent
+};
+
+struct BenchResult {
+  std::string name;
+  std::string shape;         ///< human description of the workload
+  bool decode = true;
+  double seconds = 0.0;      ///< median of the timed forward passes
+  double figure = 0.0;       ///< GB/s (decode) or GFLOP/s (prefill)
+  double ceiling = 0.0;      ///< the same unit
+  std::string ceiling_name;  ///< "read bandwidth", "bf16 dot-product peak", ...
+  double pct = 0.0;          ///< figure / ceiling, percent
+  double target_pct = 0.0;
+  bool check_passed = true;  ///< a sample of the outputs against the reference
+};
+
+/// Issue 3's cases: decode batch 8 × 8192 (bf16 KV, 32/8 heads, d=128, block 16), one
+/// 32k-token sequence, and a causal 4096-token prefill; `scale` < 1 shrinks the contexts
+/// (for a quick look; the targets are defined at scale 1).
+std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
+                                            CacheLayout layout, double scale = 1.0);
+
+/// Times `repeats` forward passes of `c` (after one warm-up), checks a sample against
+/// the reference, and relates the median to `ceilings`. `isa` names the instruction set
+/// the kernel uses (a "BF16" in it selects the bf16 peak for prefill).
+BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
+                           const std::string& isa, int repeats = 5);
+
+}  // namespace attnsel::runtime

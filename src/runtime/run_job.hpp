@@ -1,0 +1,86 @@
+// The main job, as a library: a synthetic paged workload for a model shape — prefill of
+// every sequence's context (in chunks), then decode steps — run layer by layer through an
+// attention implementation (any backend's make_impl), with a sample of outputs checked
+// against the double-precision reference, and the throughput measured.
+// Thread-safety: run_job may be called from any thread; it uses the kernels' own threads.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "attnsel/kernel.hpp"
+#include "runtime/accuracy.hpp"
+#include "runtime/paged_workload.hpp"
+
+namespace attnsel::runtime {
+
+struct ModelShape {
+  int num_heads = 32;
+  int num_kv_heads = 8;
+  int head_size = 128;
+  int num_layers = 32;
+};
+
+struct RunSpec {
+  ModelShape model;
+  kernel::ScalarType dtype = kernel::ScalarType::bf16;
+  std::string kv_cache_dtype = "auto";
+  int block_size = 16;
+  CacheLayout layout = CacheLayout::nhd;
+  int batch = 4;
+  int context = 1024;        ///< prompt tokens per sequence (prefilled)
+  int new_tokens = 1;        ///< query tokens per sequence in each decode step
+  int decode_steps = 32;
+  int prefill_chunk_tokens = 8192;  ///< tokens per prefill step across the batch (chunked prefill)
+  bool check = true;
+  int check_tokens = 8;      ///< query tokens sampled for the check, per checked step
+  std::uint64_t seed = 1;
+  /// Layers get their own cache while the total stays under this; beyond it, layers
+  /// share caches round-robin (the working set stays far larger than any CPU cache).
+  std::size_t max_cache_bytes = std::size_t{3} << 30;
+};
+
+struct PhaseStats {
+  int steps = 0;             ///< batch steps (each runs every layer)
+  double seconds = 0.0;      ///< write_kv_cache + forward, all layers
+  double tokens = 0.0;       ///< query tokens processed (per layer stack)
+  double kv_bytes = 0.0;     ///< K and V bytes attended, all layers (read once each)
+  double flops = 0.0;        ///< 4·q·visible keys·d·heads, all layers
+  double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0.0; }
+  double gbps() const { return seconds > 0 ? kv_bytes / seconds / 1e9 : 0.0; }
+  double gflops() const { return seconds > 0 ? flops / seconds / 1e9 : 0.0; }
+};
+
+struct CheckResult {
+  bool ran = false;
+  std::string step;          ///< "prefill" or "decode"
+  int tokens = 0;            ///< sampled query tokens (every head, every dim)
+  Comparison comparison;
+};
+
+struct RunReport {
+  RunSpec spec;
+  int distinct_caches = 0;
+  std::size_t cache_bytes = 0;  ///< all distinct caches, K and V
+  PhaseStats prefill, decode;
+  CheckResult check_prefill, check_decode;
+  bool check_passed() const {
+    return (!check_prefill.ran || check_prefill.comparison.passed()) &&
+           (!check_decode.ran || check_decode.comparison.passed());
+  }
+};
+
+using ImplFactory = std::function<std::unique_ptr<kernel::AttentionImpl>(const kernel::LayerParams&)>;
+/// Called after every layer of every step: (phase "prefill"/"decode"/"check", done, total).
+using Progress = std::function<void(std::string_view phase, std::int64_t done, std::int64_t total)>;
+
+/// The layer parameters the job uses for `spec` (scale 1/sqrt(head_size), causal decoder).
+kernel::LayerParams layer_params(const RunSpec& spec);
+
+/// Throws ValueError for an impossible spec (non-positive sizes, ...).
+RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progress& progress = {});
+
+}  // namespace attnsel::runtime

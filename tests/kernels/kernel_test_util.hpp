@@ -1,0 +1,75 @@
+// Shared by the kernel tests: run an implementation on a synthetic paged batch and compare
+// every output element with the double-precision reference.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "attnsel/kernel.hpp"
+#include "kernels/reference.hpp"
+#include "runtime/accuracy.hpp"
+#include "runtime/paged_workload.hpp"
+
+namespace attnsel::kernel::testing {
+
+inline std::string describe(const runtime::WorkloadSpec& s, const LayerParams& p) {
+  std::string seqs;
+  for (const auto& q : s.sequences) seqs += fmt::format("({},{})", q.seq_len, q.query_len);
+  return fmt::format("dtype={} kv={} heads={}/{} D={} bs={} layout={} type={} causal={} window={} cap={} alibi={} "
+                     "sinks={} seqs={}",
+                     to_string(s.dtype), s.kv_cache_dtype, p.num_heads, p.num_kv_heads, p.head_size, s.block_size,
+                     s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND", attn_type_name(p.attn_type), p.causal,
+                     p.sliding_window ? *p.sliding_window : 0, p.logits_soft_cap, !p.alibi_slopes.empty(),
+                     !p.sinks.empty(), seqs);
+}
+
+/// A layer matching the workload's shape.
+inline LayerParams layer_for(const runtime::WorkloadSpec& s) {
+  LayerParams p;
+  p.num_heads = s.num_heads;
+  p.num_kv_heads = s.num_kv_heads;
+  p.head_size = s.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
+  p.kv_cache_dtype = s.kv_cache_dtype;
+  p.k_scale = s.k_scale;
+  p.v_scale = s.v_scale;
+  return p;
+}
+
+/// The exact outputs of every query token, [tokens, num_heads, head_size].
+inline std::vector<double> reference_outputs(const LayerParams& p, runtime::PagedWorkload& w) {
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(w.num_tokens()));
+  std::iota(tokens.begin(), tokens.end(), 0);
+  return reference::attend(p, w.query(), w.cache(), w.metadata(), tokens);
+}
+
+/// Runs `impl` with a NaN-poisoned output and compares every element with `ref`; returns
+/// the largest error relative to the tolerance (<= 1 passes).
+inline double expect_matches(const AttentionImpl& impl, runtime::PagedWorkload& w, const std::vector<double>& ref,
+                             const std::string& what) {
+  w.poison_output();
+  impl.forward(w.query(), w.cache(), w.metadata(), w.output());
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(w.num_tokens()));
+  std::iota(tokens.begin(), tokens.end(), 0);
+  const runtime::Comparison c =
+      runtime::compare_with_reference(w.output(), tokens, ref, runtime::tolerance_for(w.output().dtype));
+  for (const runtime::Mismatch& m : c.first_failures)
+    ADD_FAILURE() << what << "\n  token " << m.token << " head " << m.head << " dim " << m.dim << ": got " << m.got
+                  << ", reference " << m.want;
+  if (std::getenv("ATTNSEL_PRINT_ERRORS")) std::printf("worst %.3f  %s\n", c.worst_ratio, what.c_str());
+  return c.worst_ratio;
+}
+
+inline double expect_matches_reference(const AttentionImpl& impl, runtime::PagedWorkload& w, const std::string& what) {
+  return expect_matches(impl, w, reference_outputs(impl.params(), w), what);
+}
+
+}  // namespace attnsel::kernel::testing

@@ -1,0 +1,121 @@
+// `attnsel bench`: issue 3's attention benchmarks on the backend chosen for this host —
+// decode batch 8 × 8192, one 32k-token sequence, a causal 4096-token prefill — each next to
+// the ceiling measured in the same run, with its target and the distance to it.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "common_options.hpp"
+#include "json_output.hpp"
+#include "runtime/bench_job.hpp"
+#include "runtime/ceilings.hpp"
+#include "workload_options.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+struct BenchOptions {
+  PlatformOptions platform;
+  BackendChoiceOptions backend;
+  ModelOptions model;
+  OutputOptions output;
+  std::vector<std::string> cases;
+  int repeats = 5;
+  double scale = 1.0;
+};
+
+int run_bench(const BenchOptions& o) {
+  ModelOptions m = o.model;
+  m.num_heads = 32;  // the cases fix the shape; only dtype, kv-cache dtype and layout vary
+  m.num_kv_heads = 8;
+  m.head_size = 128;
+  m.block_size = 16;
+  const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, m); });
+  std::vector<runtime::BenchCase> cases = runtime::standard_bench_cases(chosen.dtype, m.kv_cache_dtype, chosen.layout, o.scale);
+  if (!o.cases.empty())
+    std::erase_if(cases, [&](const runtime::BenchCase& c) {
+      return std::find(o.cases.begin(), o.cases.end(), c.name) == o.cases.end();
+    });
+
+  if (!o.output.json) {
+    fmt::print("Platform:  {}\n", chosen.platform->describe());
+    fmt::print("Backend:   {} ({})  kernel: {}\n", chosen.selection.backend, chosen.selection.class_path, chosen.isa);
+    std::fflush(stdout);
+  }
+  const runtime::Ceilings ceil = runtime::measure_ceilings(std::size_t{1} << 30);
+  if (!o.output.json) {
+    fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} threads, measured now)\n", ceil.read_gbps,
+               ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
+               ceil.threads);
+    fmt::print("{:<13} {:>10} {:>14} {:>7} {:>7} {:>9}  {}\n", "case", "median", "achieved", "of", "target", "to go",
+               "shape");
+    std::fflush(stdout);
+  }
+  nlohmann::json results = nlohmann::json::array();
+  bool all_checked = true;
+  for (const runtime::BenchCase& c : cases) {
+    const runtime::BenchResult r = runtime::run_bench_case(c, chosen.make_impl, ceil, chosen.isa, o.repeats);
+    all_checked = all_checked && r.check_passed;
+    const std::string unit = r.decode ? "GB/s" : "GFLOP/s";
+    if (o.output.json) {
+      results.push_back({{"case", r.name},
+                         {"shape", r.shape},
+                         {"seconds", r.seconds},
+                         {"figure", r.figure},
+                         {"unit", unit},
+                         {"ceiling", r.ceiling},
+                         {"ceiling_name", r.ceiling_name},
+                         {"pct_of_ceiling", r.pct},
+                         {"target_pct", r.target_pct},
+                         {"check_passed", r.check_passed}});
+    } else {
+      const double to_go = r.target_pct - r.pct;
+      fmt::print("{:<13} {:>8.1f}ms {:>8.1f} {:<7} {:>5.0f} % {:>5.0f} % {:>9}  {} (of the {}){}\n", r.name,
+                 r.seconds * 1e3, r.figure, unit, r.pct, r.target_pct,
+                 to_go > 0 ? fmt::format("{:.0f} pts", to_go) : "met", r.shape, r.ceiling_name,
+                 r.check_passed ? "" : "  CHECK FAILED");
+      std::fflush(stdout);
+    }
+  }
+  if (o.output.json)
+    print_json({{"platform", chosen.platform->spec()},
+                {"backend", chosen.selection.backend},
+                {"isa", chosen.isa},
+                {"ceilings",
+                 {{"read_gb_per_s", ceil.read_gbps},
+                  {"fp32_gflop_per_s", ceil.fp32_gflops},
+                  {"bf16_gflop_per_s", ceil.bf16_gflops},
+                  {"threads", ceil.threads}}},
+                {"results", results}});
+  return all_checked ? kExitChosen : kExitCheckFailed;
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app, CommandContext& context) {
+  auto o = std::make_shared<BenchOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "bench", "benchmark the host's attention kernel against the machine's measured ceilings (issue 3's targets)");
+  o->platform.add_to(*sub);
+  o->backend.add_to(*sub);
+  sub->add_option("--dtype", o->model.dtype, "model dtype: bfloat16, float16 or float32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
+  sub->add_option("--kv-cache-dtype", o->model.kv_cache_dtype, "kv-cache dtype")->capture_default_str();
+  sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
+  sub->add_option("--case", o->cases, "run only these cases")
+      ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill"}));
+  sub->add_option("--repeats", o->repeats, "timed passes per case (the median is reported)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--scale", o->scale, "shrink the contexts by this factor (targets are defined at 1)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.001, 1.0));
+  o->output.add_to(*sub);
+  sub->callback([o, &context] { context.run = [o] { return run_command(o->output.json, [o] { return run_bench(*o); }); }; });
+}
+
+}  // namespace attnsel::cli

@@ -1,0 +1,196 @@
+// `attnsel run`: the main job. Selects the backend for the host as `select` does, builds a
+// synthetic paged workload for a model shape, runs prefill then decode steps through the
+// backend's kernel, checks a sample against the reference, and reports the throughput
+// next to the machine's ceilings measured in the same run.
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "commands.hpp"
+#include "common_options.hpp"
+#include "json_output.hpp"
+#include "progress_bar.hpp"
+#include "runtime/ceilings.hpp"
+#include "runtime/run_job.hpp"
+#include "workload_options.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+struct RunOptions {
+  PlatformOptions platform;
+  BackendChoiceOptions backend;
+  ModelOptions model;
+  OutputOptions output;
+  int batch = 4;
+  int context = 1024;
+  int new_tokens = 1;
+  int decode_steps = 32;
+  bool check = true;
+  bool ceilings = true;
+  bool progress = true;
+};
+
+std::string bytes_label(double b) {
+  if (b >= 1 << 30) return fmt::format("{:.1f} GiB", b / (1 << 30));
+  return fmt::format("{:.0f} MiB", b / (1 << 20));
+}
+
+std::string check_line(const runtime::RunReport& r) {
+  if (!r.check_prefill.ran && !r.check_decode.ran) return "skipped (--no-check)";
+  int tokens = 0;
+  double worst = 0.0;
+  std::string failures;
+  for (const runtime::CheckResult* c : {&r.check_prefill, &r.check_decode}) {
+    if (!c->ran) continue;
+    tokens += c->tokens;
+    worst = std::max(worst, c->comparison.worst_ratio);
+    for (const runtime::Mismatch& m : c->comparison.first_failures)
+      failures += fmt::format("\n             {} token {} head {} dim {}: got {:.6g}, reference {:.6g}", c->step, m.token,
+                              m.head, m.dim, m.got, m.want);
+  }
+  const int heads = r.spec.model.num_heads, d = r.spec.model.head_size;
+  return fmt::format("{} — {} sampled tokens × {} heads × {} dims vs the double-precision reference; worst error "
+                     "{:.2f} of the tolerance{}",
+                     r.check_passed() ? "passed" : "FAILED", tokens, heads, d, worst, failures);
+}
+
+nlohmann::json phase_json(const runtime::PhaseStats& p) {
+  return {{"steps", p.steps},        {"seconds", p.seconds}, {"tokens", p.tokens},     {"tokens_per_s", p.tokens_per_s()},
+          {"kv_bytes", p.kv_bytes}, {"gb_per_s", p.gbps()},  {"flops", p.flops},       {"gflop_per_s", p.gflops()}};
+}
+
+nlohmann::json check_json(const runtime::CheckResult& c) {
+  if (!c.ran) return nullptr;
+  return {{"tokens", c.tokens},
+          {"passed", c.comparison.passed()},
+          {"worst_ratio", c.comparison.worst_ratio},
+          {"max_abs_error", c.comparison.max_abs_error}};
+}
+
+int run_run(const RunOptions& o) {
+  const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, o.model); });
+  runtime::RunSpec spec;
+  spec.model = {o.model.num_heads, o.model.num_kv_heads, o.model.head_size, o.model.num_layers};
+  spec.dtype = chosen.dtype;
+  spec.kv_cache_dtype = o.model.kv_cache_dtype;
+  spec.block_size = chosen.block_size;
+  spec.layout = chosen.layout;
+  spec.batch = o.batch;
+  spec.context = o.context;
+  spec.new_tokens = o.new_tokens;
+  spec.decode_steps = o.decode_steps;
+  spec.check = o.check;
+  // Shapes the kernel cannot run are usage errors (e.g. a head size the backend lacks).
+  as_usage([&] { (void)chosen.make_impl(runtime::layer_params(spec)); });
+
+  const Selection& s = chosen.selection;
+  if (!o.output.json) {
+    fmt::print("Platform:  {}\n", chosen.platform->describe());
+    fmt::print("Backend:   {} ({}){}  kernel: {}\n", s.backend, s.class_path,
+               s.priority ? fmt::format(", priority {}", *s.priority) : std::string(), chosen.isa);
+    fmt::print("Model:     {} query / {} KV heads, head size {}, {} layers; {}, kv-cache {}, block {}, {} layout\n",
+               spec.model.num_heads, spec.model.num_kv_heads, spec.model.head_size, spec.model.num_layers,
+               o.model.dtype, spec.kv_cache_dtype, spec.block_size, layout_label(spec.layout));
+    fmt::print("Workload:  batch {} × {}-token context, then {} decode steps × {} new token{}\n", spec.batch,
+               spec.context, spec.decode_steps, spec.new_tokens, spec.new_tokens == 1 ? "" : "s");
+    std::fflush(stdout);
+  }
+  runtime::Ceilings ceil;
+  if (o.ceilings) ceil = runtime::measure_ceilings(std::size_t{512} << 20);
+
+  ProgressBar bar(o.progress && !o.output.json);
+  const runtime::RunReport r =
+      runtime::run_job(spec, chosen.make_impl, [&](std::string_view phase, std::int64_t done, std::int64_t total) {
+        bar.update(phase, done, total);
+      });
+  bar.finish();
+
+  const bool bf16_peak = chosen.isa.find("BF16") != std::string::npos && ceil.bf16_gflops > 0;
+  const double compute_peak = bf16_peak ? ceil.bf16_gflops : ceil.fp32_gflops;
+  if (o.output.json) {
+    print_json({{"platform", chosen.platform->spec()},
+                {"backend", s.backend},
+                {"class", s.class_path},
+                {"isa", chosen.isa},
+                {"model",
+                 {{"num_heads", spec.model.num_heads},
+                  {"num_kv_heads", spec.model.num_kv_heads},
+                  {"head_size", spec.model.head_size},
+                  {"num_layers", spec.model.num_layers},
+                  {"dtype", o.model.dtype},
+                  {"kv_cache_dtype", spec.kv_cache_dtype},
+                  {"block_size", spec.block_size},
+                  {"layout", layout_label(spec.layout)}}},
+                {"workload",
+                 {{"batch", spec.batch},
+                  {"context", spec.context},
+                  {"decode_steps", spec.decode_steps},
+                  {"new_tokens", spec.new_tokens},
+                  {"distinct_caches", r.distinct_caches},
+                  {"cache_bytes", r.cache_bytes}}},
+                {"ceilings",
+                 o.ceilings ? nlohmann::json{{"read_gb_per_s", ceil.read_gbps},
+                                             {"fp32_gflop_per_s", ceil.fp32_gflops},
+                                             {"bf16_gflop_per_s", ceil.bf16_gflops},
+                                             {"threads", ceil.threads}}
+                            : nlohmann::json(nullptr)},
+                {"check", {{"prefill", check_json(r.check_prefill)}, {"decode", check_json(r.check_decode)},
+                           {"passed", r.check_passed()}}},
+                {"prefill", phase_json(r.prefill)},
+                {"decode", phase_json(r.decode)}});
+    return r.check_passed() ? kExitChosen : kExitCheckFailed;
+  }
+  fmt::print("Caches:    {} distinct layer cache{} ({}){}\n", r.distinct_caches, r.distinct_caches == 1 ? "" : "s",
+             bytes_label(static_cast<double>(r.cache_bytes)),
+             r.distinct_caches < spec.model.num_layers ? ", shared round-robin by the layers" : "");
+  if (o.ceilings)
+    fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} threads, measured now)\n", ceil.read_gbps,
+               ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
+               ceil.threads);
+  fmt::print("Check:     {}\n", check_line(r));
+  if (r.prefill.steps > 0)
+    fmt::print("Prefill:   {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GFLOP/s ({:.3f} TFLOP/s){}\n",
+               r.prefill.tokens, r.prefill.seconds, r.prefill.tokens_per_s(), r.prefill.gflops(),
+               r.prefill.gflops() / 1000,
+               o.ceilings ? fmt::format(" = {:.0f} % of the {} peak", 100 * r.prefill.gflops() / compute_peak,
+                                        bf16_peak ? "bf16 dot-product" : "fp32 FMA")
+                          : "");
+  if (r.decode.steps > 0)
+    fmt::print("Decode:    {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GB/s of K/V{}\n", r.decode.tokens,
+               r.decode.seconds, r.decode.tokens_per_s(), r.decode.gbps(),
+               o.ceilings ? fmt::format(" = {:.0f} % of the read bandwidth", 100 * r.decode.gbps() / ceil.read_gbps) : "");
+  return r.check_passed() ? kExitChosen : kExitCheckFailed;
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app, CommandContext& context) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "run", "run a synthetic paged-attention workload (prefill, then decode) on the backend chosen for this host");
+  o->platform.add_to(*sub);
+  o->backend.add_to(*sub);
+  o->model.add_to(*sub, true);
+  o->output.add_to(*sub);
+  sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--context", o->context, "prompt tokens per sequence (prefilled)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--new-tokens", o->new_tokens, "query tokens per sequence in each decode step")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--decode-steps", o->decode_steps, "decode steps after the prefill")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--check,!--no-check", o->check,
+                "compare a sample of the outputs with the double-precision reference (default: on)");
+  sub->add_flag("--ceilings,!--no-ceilings", o->ceilings,
+                "measure the read bandwidth and compute peaks first, to report fractions (default: on)");
+  sub->add_flag("!--no-progress", o->progress, "no progress bar");
+  sub->callback([o, &context] { context.run = [o] { return run_command(o->output.json, [o] { return run_run(*o); }); }; });
+}
+
+}  // namespace attnsel::cli

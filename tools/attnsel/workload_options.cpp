@@ -1,0 +1,96 @@
+#include "workload_options.hpp"
+
+#include <fmt/format.h>
+
+#include "attnsel/kv_cache_layout.hpp"
+#include "attnsel/selector.hpp"
+#include "kernels/cpu/cpu_attention.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+kernel::ScalarType scalar_type(DType d) {
+  switch (d) {
+    case DType::float16: return kernel::ScalarType::f16;
+    case DType::float32: return kernel::ScalarType::f32;
+    default: return kernel::ScalarType::bf16;
+  }
+}
+
+// The physical order of one layer's cache blocks for a layout name or enum.
+runtime::CacheLayout cache_layout_of(KVCacheLayout l) {
+  // Within one layer only the order of H and N matters to the kernels' strides.
+  switch (l) {
+    case KVCacheLayout::LBHNC:
+    case KVCacheLayout::BLHNC:
+    case KVCacheLayout::LHBNC:
+    case KVCacheLayout::BHLNC: return runtime::CacheLayout::hnd;
+    default: return runtime::CacheLayout::nhd;
+  }
+}
+
+}  // namespace
+
+const char* layout_label(runtime::CacheLayout l) { return l == runtime::CacheLayout::nhd ? "NHD" : "HND"; }
+
+void ModelOptions::add_to(CLI::App& app, bool with_layers) {
+  app.add_option("--num-heads", num_heads, "query heads of the model")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--num-kv-heads", num_kv_heads, "KV heads of the model")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--head-size", head_size, "head size")->capture_default_str()->check(CLI::PositiveNumber);
+  if (with_layers)
+    app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+  app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
+  app.add_option("--kv-cache-dtype", kv_cache_dtype, "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
+      ->capture_default_str();
+  app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
+}
+
+ChosenBackend choose_backend(const PlatformOptions& platform_opts, const BackendChoiceOptions& backend_opts,
+                             const ModelOptions& m) {
+  ChosenBackend out;
+  out.platform = platform_opts.make_platform();
+  EngineConfig engine;
+  backend_opts.apply(engine.attention);
+  if (!is_known_cache_dtype(m.kv_cache_dtype))
+    throw UsageError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", m.kv_cache_dtype,
+                                 fmt::join(cache_dtype_names(), ", ")),
+                     "ValueError");
+  engine.cache.cache_dtype = m.kv_cache_dtype;
+  out.block_size = m.block_size > 0 ? m.block_size : out.platform->default_block_size().value_or(16);
+  if (m.block_size > 0) {
+    engine.cache.block_size = m.block_size;
+    engine.cache.user_specified_block_size = true;
+  }
+  LayerRequest layer;
+  layer.head_size = m.head_size;
+  layer.dtype = *parse_dtype(m.dtype);  // checked by the option
+  layer.kv_cache_dtype = m.kv_cache_dtype;
+  layer.num_heads = m.num_heads;
+  layer.attn_type = AttentionType::decoder;
+  out.dtype = scalar_type(layer.dtype);
+
+  Selector selector(out.platform);
+  out.selection = *selector.select(engine, layer);
+  const std::shared_ptr<const AttentionBackend> cls = out.selection.backend_class;
+  out.make_impl = [cls](const kernel::LayerParams& p) { return cls->make_impl(p); };
+  out.isa = out.selection.backend == "CPU_ATTN" ? kernel::cpu::cpu_attention_isa(out.dtype, m.kv_cache_dtype) : "-";
+
+  if (!m.layout.empty()) {
+    const auto l = parse_layout(m.layout);
+    if (!l) throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...", m.layout));
+    out.layout = cache_layout_of(*l);
+  } else {
+    const auto declared = cls->supported_kv_cache_layouts(out.platform->env());
+    out.layout = cache_layout_of(declared && !declared->empty() ? declared->front() : default_layout_preference().front());
+  }
+  return out;
+}
+
+}  // namespace attnsel::cli

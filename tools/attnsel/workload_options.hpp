@@ -1,0 +1,51 @@
+// Options shared by `attnsel run` and `attnsel bench`: the model shape and the workload,
+// and the selection of the backend that runs it — made exactly as `attnsel select` makes
+// it (the host in runnable mode unless --platform/--mode say otherwise; --attention-backend
+// is an explicit choice with no fallback).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <memory>
+#include <string>
+
+#include "attnsel/platform.hpp"
+#include "common_options.hpp"
+#include "runtime/paged_workload.hpp"
+#include "runtime/run_job.hpp"
+
+namespace attnsel::cli {
+
+/// --num-heads --num-kv-heads --head-size --num-layers --dtype --kv-cache-dtype --block-size --layout.
+struct ModelOptions {
+  int num_heads = 32;
+  int num_kv_heads = 8;
+  int head_size = 128;
+  int num_layers = 32;
+  std::string dtype = "bfloat16";
+  std::string kv_cache_dtype = "auto";
+  int block_size = 0;      ///< 0: the platform's default block size (16 where it has none)
+  std::string layout;      ///< empty: the backend's first declared layout, else vLLM's default (NHD)
+
+  void add_to(CLI::App& app, bool with_layers);
+};
+
+/// What a run needs once the backend is chosen.
+struct ChosenBackend {
+  std::shared_ptr<Platform> platform;
+  Selection selection;
+  runtime::ImplFactory make_impl;
+  std::string isa;                   ///< the kernel's instruction set ("AVX3+BF16", ...) or "-"
+  kernel::ScalarType dtype = kernel::ScalarType::bf16;
+  int block_size = 16;
+  runtime::CacheLayout layout = runtime::CacheLayout::nhd;
+};
+
+/// Selects the backend for the model's layer on the platform (SelectionError when none).
+ChosenBackend choose_backend(const PlatformOptions& platform, const BackendChoiceOptions& backend,
+                             const ModelOptions& model);
+
+/// "NHD"/"HND" for a cache layout.
+const char* layout_label(runtime::CacheLayout l);
+
+}  // namespace attnsel::cli
