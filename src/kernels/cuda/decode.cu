@@ -77,9 +77,9 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.kv_head;
   PackedRows pr;
-  pr.q_begin = p.query_start_loc[seq];
-  pr.q_len = p.query_start_loc[seq + 1] - pr.q_begin;
-  const int seq_len = p.seq_lens[seq];
+  pr.q_begin = w.q_begin;
+  pr.q_len = w.q_len;
+  const int seq_len = w.seq_len;
   pr.ctx = seq_len - pr.q_len;
   pr.rows = pr.q_len * p.group;
   const int row0 = w.row_tile * kDecodeRows;

@@ -358,7 +358,8 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
       for (int t = 0; t < tiles; ++t)
         for (int h = 0; h < lp.num_kv_heads; ++h) {
           const int counter = ns > 1 ? counters++ : -1;
-          for (int sp = 0; sp < ns; ++sp) dwork.push_back({s, h, t, sp, base, counter, {0, 0}});
+          for (int sp = 0; sp < ns; ++sp)
+            dwork.push_back({s, h, t, sp, base, counter, md.query_start_loc[s], q_len, md.seq_lens[s], {0, 0, 0}});
         }
       if (ns > 1) part_tokens += q_len;
     }

@@ -20,7 +20,11 @@ struct DecodeWork {
   std::int32_t split;      ///< which slice of the keys
   std::int32_t part_base;  ///< row of the sequence's first query token in the partial buffers
   std::int32_t counter;    ///< this row tile's arrival counter (split sequences only)
-  std::int32_t pad[2];
+  // The sequence's facts, so a CTA starts its first copies one memory round trip sooner.
+  std::int32_t q_begin;    ///< query_start_loc[seq]
+  std::int32_t q_len;
+  std::int32_t seq_len;
+  std::int32_t pad[3];
 };
 
 /// One CTA's work in a prefill kernel: a tile of query rows of one sequence.
