@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/facts.hpp"
 #include "attnsel/kv_cache_layout.hpp"
 #include "attnsel/selector_config.hpp"
@@ -26,7 +27,7 @@ struct LayerParams;
 }  // namespace kernel
 
 /// Common root of attention and Mamba backend classes (what the class table holds).
-class BackendClass {
+class ATTNSEL_API BackendClass {
  public:
   virtual ~BackendClass() = default;
   /// The backend's name, e.g. "FLASH_ATTN" (vLLM's get_name()).
@@ -38,13 +39,13 @@ class BackendClass {
 };
 
 /// A Mamba-like layer's backend (vLLM's MambaAttentionBackendEnum classes).
-class MambaBackend : public BackendClass {
+class ATTNSEL_API MambaBackend : public BackendClass {
  public:
   bool is_ssm() const override { return true; }
   virtual bool supports_batch_invariance() const { return false; }
 };
 
-class AttentionBackend : public BackendClass {
+class ATTNSEL_API AttentionBackend : public BackendClass {
  public:
   // --- kernel (vLLM's get_impl_cls) -------------------------------------------------
   /// True when this build contains a kernel for the backend on this machine.

@@ -6,14 +6,16 @@
 #include <string>
 #include <string_view>
 
+#include "attnsel/export.hpp"
+
 namespace attnsel {
 
 enum class ErrorKind { value, import, not_implemented, runtime };
 
 /// "ValueError", "ImportError", "NotImplementedError", "RuntimeError".
-std::string_view error_kind_name(ErrorKind k);
+ATTNSEL_API std::string_view error_kind_name(ErrorKind k);
 
-class Error : public std::runtime_error {
+class ATTNSEL_API Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
   ErrorKind kind() const noexcept { return kind_; }
@@ -23,25 +25,25 @@ class Error : public std::runtime_error {
 };
 
 /// A value is invalid (vLLM's ValueError).
-class ValueError : public Error {
+class ATTNSEL_API ValueError : public Error {
  public:
   explicit ValueError(const std::string& m) : Error(ErrorKind::value, m) {}
 };
 
 /// A class or library could not be loaded (vLLM's ImportError / ModuleNotFoundError).
-class ImportError : public Error {
+class ATTNSEL_API ImportError : public Error {
  public:
   explicit ImportError(const std::string& m) : Error(ErrorKind::import, m) {}
 };
 
 /// A feature is not available on this platform or build (vLLM's NotImplementedError).
-class NotImplementedError : public Error {
+class ATTNSEL_API NotImplementedError : public Error {
  public:
   explicit NotImplementedError(const std::string& m) : Error(ErrorKind::not_implemented, m) {}
 };
 
 /// A run-time condition failed (vLLM's RuntimeError).
-class RuntimeError : public Error {
+class ATTNSEL_API RuntimeError : public Error {
  public:
   explicit RuntimeError(const std::string& m) : Error(ErrorKind::runtime, m) {}
 };

@@ -13,18 +13,19 @@
 #include <string_view>
 #include <variant>
 
+#include "attnsel/export.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel {
 
 enum class PlatformKind : std::uint8_t { cuda, rocm, cpu, xpu, other };
-std::string_view platform_kind_name(PlatformKind k);  ///< "cuda", "rocm", "cpu", "xpu", "other"
+ATTNSEL_API std::string_view platform_kind_name(PlatformKind k);  ///< "cuda", "rocm", "cpu", "xpu", "other"
 
 using FactValue = std::variant<bool, std::int64_t, std::string>;
-std::string fact_value_to_string(const FactValue& v);
+ATTNSEL_API std::string fact_value_to_string(const FactValue& v);
 
 /// How a platform's device looks, for computing fact defaults.
-struct DeviceDescription {
+struct ATTNSEL_API DeviceDescription {
   PlatformKind kind = PlatformKind::other;
   std::optional<DeviceCapability> capability;  ///< CUDA only
   std::string device_name;                      ///< "cuda", "rocm", "cpu", "xpu", or a custom name
@@ -33,7 +34,7 @@ struct DeviceDescription {
 };
 
 /// The definition of one fact: name, type, documentation and default per platform.
-struct FactDefinition {
+struct ATTNSEL_API FactDefinition {
   std::string_view name;
   std::string_view type;  ///< "bool", "int" or "string"
   std::string_view doc;
@@ -41,12 +42,12 @@ struct FactDefinition {
 };
 
 /// Every known fact, in documentation order.
-std::span<const FactDefinition> fact_definitions();
-const FactDefinition* find_fact(std::string_view name);
+ATTNSEL_API std::span<const FactDefinition> fact_definitions();
+ATTNSEL_API const FactDefinition* find_fact(std::string_view name);
 
 /// A resolved set of facts for one platform: defaults plus user overrides.
 /// Thread-safety: immutable after construction; safe to share across threads.
-class RuntimeFacts {
+class ATTNSEL_API RuntimeFacts {
  public:
   RuntimeFacts() = default;
   explicit RuntimeFacts(const DeviceDescription& device);
@@ -74,7 +75,7 @@ class RuntimeFacts {
 };
 
 /// Everything a capability query may depend on besides the selector configuration.
-struct RuntimeEnv {
+struct ATTNSEL_API RuntimeEnv {
   DeviceDescription device;
   RuntimeFacts facts;
 };

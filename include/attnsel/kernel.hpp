@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel::kernel {
@@ -26,14 +27,14 @@ namespace attnsel::kernel {
 /// Element types a tensor view can hold.
 enum class ScalarType : std::uint8_t { f32, f16, bf16, fp8_e4m3, fp8_e5m2, u8, i32, i64 };
 
-std::string_view to_string(ScalarType t);
-std::size_t element_size(ScalarType t);
+ATTNSEL_API std::string_view to_string(ScalarType t);
+ATTNSEL_API std::size_t element_size(ScalarType t);
 
 /// Where the memory of a tensor lives.
 enum class DeviceKind : std::uint8_t { cpu, cuda };
 
 /// A non-owning strided view. Strides are in elements. Thread-safe to share (read-only).
-struct TensorView {
+struct ATTNSEL_API TensorView {
   static constexpr int kMaxDims = 6;
   void* data = nullptr;
   ScalarType dtype = ScalarType::f32;
@@ -57,18 +58,18 @@ struct TensorView {
 
 /// Minimal DLPack (v0.8 ABI) mirror, so views can be made from any framework's tensors
 /// without a dependency on dlpack.h.
-struct DLDataTypeMirror { std::uint8_t code; std::uint8_t bits; std::uint16_t lanes; };
-struct DLDeviceMirror { std::int32_t device_type; std::int32_t device_id; };
-struct DLTensorMirror {
+struct ATTNSEL_API DLDataTypeMirror { std::uint8_t code; std::uint8_t bits; std::uint16_t lanes; };
+struct ATTNSEL_API DLDeviceMirror { std::int32_t device_type; std::int32_t device_id; };
+struct ATTNSEL_API DLTensorMirror {
   void* data; DLDeviceMirror device; std::int32_t ndim; DLDataTypeMirror dtype;
   std::int64_t* shape; std::int64_t* strides; std::uint64_t byte_offset;
 };
 /// Throws ValueError for an unsupported dtype, device or rank.
-TensorView from_dlpack(const DLTensorMirror& t);
+ATTNSEL_API TensorView from_dlpack(const DLTensorMirror& t);
 
 /// A batch of sequences in vLLM's flattened ("varlen") form. All arrays are host-side
 /// for the CPU backend and device-side for CUDA (with host copies for validation).
-struct AttentionMetadata {
+struct ATTNSEL_API AttentionMetadata {
   int num_seqs = 0;
   int num_actual_tokens = 0;                ///< total new (query) tokens in the batch
   std::span<const std::int32_t> query_start_loc;  ///< [num_seqs + 1], prefix sums of query lengths
@@ -81,7 +82,7 @@ struct AttentionMetadata {
 };
 
 /// Per-layer parameters, fixed at construction of an implementation.
-struct LayerParams {
+struct ATTNSEL_API LayerParams {
   int num_heads = 0;
   int num_kv_heads = 0;
   int head_size = 0;
@@ -100,7 +101,7 @@ struct LayerParams {
 /// Geometry of the paged cache: key and value caches are separate views of rank 4 whose
 /// dimensions are named [num_blocks, block_size, num_kv_heads, head_size] in *logical*
 /// order; the strides encode the physical layout (NHD, HND, block-outermost, ...).
-struct KVCacheView {
+struct ATTNSEL_API KVCacheView {
   TensorView key;
   TensorView value;
   int num_blocks() const { return static_cast<int>(key.shape[0]); }
@@ -111,7 +112,7 @@ struct KVCacheView {
 
 /// What a backend's kernel implementation provides. Thread-safety: const methods may be
 /// called concurrently on distinct output buffers.
-class AttentionImpl {
+class ATTNSEL_API AttentionImpl {
  public:
   virtual ~AttentionImpl() = default;
   const LayerParams& params() const { return params_; }
@@ -130,10 +131,10 @@ class AttentionImpl {
 };
 
 /// Host-side checks shared by every implementation (throw ValueError naming the problem).
-void validate_layer_params(const LayerParams& p);
-void validate_forward_args(const LayerParams& p, const TensorView& query, const KVCacheView& cache,
-                           const AttentionMetadata& md, const TensorView& output);
-void validate_cache_write_args(const LayerParams& p, const TensorView& key, const TensorView& value,
-                               const KVCacheView& cache, const AttentionMetadata& md);
+ATTNSEL_API void validate_layer_params(const LayerParams& p);
+ATTNSEL_API void validate_forward_args(const LayerParams& p, const TensorView& query, const KVCacheView& cache,
+                                       const AttentionMetadata& md, const TensorView& output);
+ATTNSEL_API void validate_cache_write_args(const LayerParams& p, const TensorView& key, const TensorView& value,
+                                           const KVCacheView& cache, const AttentionMetadata& md);
 
 }  // namespace attnsel::kernel

@@ -10,22 +10,24 @@
 #include <string_view>
 #include <vector>
 
+#include "attnsel/export.hpp"
+
 namespace attnsel {
 
 /// Declaration order matters: it is vLLM's tie-break order (spec §9.2).
 enum class KVCacheLayout : std::uint8_t { LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC };
 
-std::string_view layout_name(KVCacheLayout l);
-std::span<const KVCacheLayout> all_layouts();
+ATTNSEL_API std::string_view layout_name(KVCacheLayout l);
+ATTNSEL_API std::span<const KVCacheLayout> all_layouts();
 /// Accepts member names and the legacy "NHD" (= LBNHC) and "HND" (= LBHNC).
-std::optional<KVCacheLayout> parse_layout(std::string_view s);
-std::array<int, 5> layout_permutation(KVCacheLayout l);
-bool is_layer_compact(KVCacheLayout l);
-bool is_block_contiguous(KVCacheLayout l);
-bool is_block_compact(KVCacheLayout l);
-bool is_block_outermost(KVCacheLayout l);
+ATTNSEL_API std::optional<KVCacheLayout> parse_layout(std::string_view s);
+ATTNSEL_API std::array<int, 5> layout_permutation(KVCacheLayout l);
+ATTNSEL_API bool is_layer_compact(KVCacheLayout l);
+ATTNSEL_API bool is_block_contiguous(KVCacheLayout l);
+ATTNSEL_API bool is_block_compact(KVCacheLayout l);
+ATTNSEL_API bool is_block_outermost(KVCacheLayout l);
 
 /// vLLM's default preference when no backend declares layouts.
-std::vector<KVCacheLayout> default_layout_preference();
+ATTNSEL_API std::vector<KVCacheLayout> default_layout_preference();
 
 }  // namespace attnsel

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/errors.hpp"
 #include "attnsel/facts.hpp"
 #include "attnsel/registry.hpp"
@@ -23,11 +24,11 @@ namespace attnsel {
 /// reference: what vLLM would choose there (every backend assumed installed).
 /// runnable: what this build can run (a backend without a kernel here is rejected).
 enum class SelectionMode : std::uint8_t { reference, runnable };
-std::string_view mode_name(SelectionMode m);
-std::optional<SelectionMode> parse_mode(std::string_view s);
+ATTNSEL_API std::string_view mode_name(SelectionMode m);
+ATTNSEL_API std::optional<SelectionMode> parse_mode(std::string_view s);
 
 /// One backend considered by a selection.
-struct Candidate {
+struct ATTNSEL_API Candidate {
   std::string backend;               ///< enum member name
   int priority = 0;                  ///< index in the platform's list (0 = highest)
   bool valid = false;
@@ -35,13 +36,13 @@ struct Candidate {
 };
 
 /// A log record produced by a selection (also sent to spdlog).
-struct LogLine {
+struct ATTNSEL_API LogLine {
   enum class Level { debug, info, warning } level = Level::info;
   std::string text;
 };
 
 /// The outcome of one selection, with its explanation.
-struct Selection {
+struct ATTNSEL_API Selection {
   std::shared_ptr<const AttentionBackend> backend_class;
   std::string backend;           ///< chosen enum member name
   std::string class_path;        ///< the returned path (vLLM's full_cls_name of the class)
@@ -53,7 +54,7 @@ struct Selection {
 };
 
 /// A failed selection: vLLM's error plus every candidate considered.
-class SelectionError : public Error {
+class ATTNSEL_API SelectionError : public Error {
  public:
   SelectionError(ErrorKind kind, const std::string& message, std::vector<Candidate> candidates)
       : Error(kind, message), candidates_(std::move(candidates)) {}
@@ -63,7 +64,7 @@ class SelectionError : public Error {
   std::vector<Candidate> candidates_;
 };
 
-class Platform {
+class ATTNSEL_API Platform {
  public:
   Platform(DeviceDescription device, RuntimeFacts facts, SelectionMode mode);
   virtual ~Platform() = default;
@@ -121,11 +122,11 @@ class Platform {
 
 /// Parses "cuda:9.0", "rocm:gfx942", "xpu", "cpu", "other:NAME" (ValueError with the valid
 /// forms). `facts` overrides are applied over the platform's defaults ("name=value").
-std::shared_ptr<Platform> make_platform(std::string_view spec, const std::vector<std::string>& fact_overrides = {},
-                                        std::optional<SelectionMode> mode = std::nullopt);
+ATTNSEL_API std::shared_ptr<Platform> make_platform(std::string_view spec, const std::vector<std::string>& fact_overrides = {},
+                                                    std::optional<SelectionMode> mode = std::nullopt);
 /// The host: CUDA through the driver library (dlopen) when a GPU is present, else the CPU.
 /// Default mode: runnable.
-std::shared_ptr<Platform> detect_host_platform(const std::vector<std::string>& fact_overrides = {},
-                                               std::optional<SelectionMode> mode = std::nullopt);
+ATTNSEL_API std::shared_ptr<Platform> detect_host_platform(const std::vector<std::string>& fact_overrides = {},
+                                                           std::optional<SelectionMode> mode = std::nullopt);
 
 }  // namespace attnsel

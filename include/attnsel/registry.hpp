@@ -15,15 +15,16 @@
 #include <string_view>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/backend.hpp"
 
 namespace attnsel {
 
 enum class EnumKind : std::uint8_t { attention, mamba };
-std::string_view enum_class_name(EnumKind k);  ///< "AttentionBackendEnum", "MambaAttentionBackendEnum"
+ATTNSEL_API std::string_view enum_class_name(EnumKind k);  ///< "AttentionBackendEnum", "MambaAttentionBackendEnum"
 
 /// One member of a backend enum. A cheap value (kind + index); members are never removed.
-class BackendMember {
+class ATTNSEL_API BackendMember {
  public:
   BackendMember() = default;
   BackendMember(EnumKind kind, std::uint32_t index) : kind_(kind), index_(index) {}
@@ -54,7 +55,7 @@ class BackendMember {
 };
 
 /// The enum-like API of one registry (attention or Mamba).
-class BackendEnum {
+class ATTNSEL_API BackendEnum {
  public:
   explicit BackendEnum(EnumKind kind) : kind_(kind) {}
   /// Exact (case-sensitive) lookup; ValueError "Unknown attention backend: 'X'. Valid options are: ...".
@@ -73,17 +74,17 @@ class BackendEnum {
 };
 
 /// The two enums, as in vLLM.
-extern const BackendEnum AttentionBackendEnum;
-extern const BackendEnum MambaAttentionBackendEnum;
+extern ATTNSEL_API const BackendEnum AttentionBackendEnum;
+extern ATTNSEL_API const BackendEnum MambaAttentionBackendEnum;
 
 /// vLLM's register_backend with a class path: sets the override (last writer wins).
 /// `backend` is a member, or a new name that becomes a member first.
-void register_backend(const BackendMember& backend, std::string_view class_path);
-BackendMember register_backend(std::string_view new_name, std::string_view class_path, bool is_mamba = false);
+ATTNSEL_API void register_backend(const BackendMember& backend, std::string_view class_path);
+ATTNSEL_API BackendMember register_backend(std::string_view new_name, std::string_view class_path, bool is_mamba = false);
 
 /// Puts a backend class into the class table under its qualname(). Replaces an existing
 /// class of the same name (last writer wins).
-void register_class(std::shared_ptr<const BackendClass> cls);
+ATTNSEL_API void register_class(std::shared_ptr<const BackendClass> cls);
 
 /// The decorator form: registers T's class and overrides `backend` with it, e.g.
 ///   register_backend_class<MyFlashAttn>(AttentionBackendEnum["FLASH_ATTN"]);
@@ -104,22 +105,22 @@ std::shared_ptr<const T> register_backend_class(std::string_view new_name, bool 
 
 /// vLLM's resolve_obj_by_qualname: the class table first, then each resolver in order
 /// (a resolver returns nullptr for names it does not handle, or throws ImportError).
-std::shared_ptr<const BackendClass> resolve_class(std::string_view qualname);
+ATTNSEL_API std::shared_ptr<const BackendClass> resolve_class(std::string_view qualname);
 using ClassResolver = std::function<std::shared_ptr<const BackendClass>(std::string_view qualname)>;
-void add_class_resolver(ClassResolver resolver);
+ATTNSEL_API void add_class_resolver(ClassResolver resolver);
 
 /// Every class in the table, sorted by qualified name.
-std::vector<std::shared_ptr<const BackendClass>> registered_classes();
+ATTNSEL_API std::vector<std::shared_ptr<const BackendClass>> registered_classes();
 
 /// Registers every built-in backend class and resets both enums to vLLM's members with no
 /// overrides. Called once by the library's entry points; idempotent.
-void register_builtin_backends();
+ATTNSEL_API void register_builtin_backends();
 
 /// Restores the registry to its built-in state (tests): drops dynamic members, overrides
 /// and non-built-in classes.
-void reset_registry_for_testing();
+ATTNSEL_API void reset_registry_for_testing();
 
 /// Incremented by every mutation of the enums, overrides or class table.
-std::uint64_t registry_generation();
+ATTNSEL_API std::uint64_t registry_generation();
 
 }  // namespace attnsel

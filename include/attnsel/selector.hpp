@@ -10,12 +10,13 @@
 #include <string>
 #include <unordered_map>
 
+#include "attnsel/export.hpp"
 #include "attnsel/platform.hpp"
 
 namespace attnsel {
 
 /// vLLM's AttentionConfig, selection-relevant fields. Thread-safety: a plain value.
-struct AttentionConfig {
+struct ATTNSEL_API AttentionConfig {
   std::optional<BackendMember> backend;                 ///< nullopt = automatic
   std::map<std::string, BackendMember> backend_per_kind;  ///< kind value → backend
   bool use_non_causal = false;
@@ -32,14 +33,14 @@ struct AttentionConfig {
 };
 
 /// vLLM's CacheConfig, selection-relevant fields.
-struct CacheConfig {
+struct ATTNSEL_API CacheConfig {
   int block_size = 16;
   bool user_specified_block_size = false;
   std::string cache_dtype = "auto";
 };
 
 /// Everything get_attn_backend reads from vLLM's global config.
-struct EngineConfig {
+struct ATTNSEL_API EngineConfig {
   AttentionConfig attention;
   CacheConfig cache;
   int prefill_context_parallel_size = 1;
@@ -51,7 +52,7 @@ struct EngineConfig {
 };
 
 /// One attention layer's arguments to get_attn_backend.
-struct LayerRequest {
+struct ATTNSEL_API LayerRequest {
   int head_size = 0;
   DType dtype = DType::bfloat16;
   std::optional<std::string> kv_cache_dtype;
@@ -67,15 +68,15 @@ struct LayerRequest {
 
 /// Builds the selector config exactly as vLLM's get_attn_backend does (spec §3.1–3.2);
 /// validates the kv-cache dtype.
-AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer);
+ATTNSEL_API AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer);
 /// The backend argument after the per-kind override (spec §3.2 step 6).
-std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
+ATTNSEL_API std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
 
 /// A platform plus its memoised selections (vLLM's _cached_get_attn_backend). The cache is
 /// keyed on (backend, config, num_heads, run cache dtype) and dropped whenever the
 /// registry's generation changes, unlike vLLM's, so a registration is never masked.
 /// Thread-safety: all methods may be called concurrently.
-class Selector {
+class ATTNSEL_API Selector {
  public:
   explicit Selector(std::shared_ptr<const Platform> platform);
 
@@ -113,6 +114,6 @@ class Selector {
 /// vLLM's get_mamba_attn_backend: the member's class; RuntimeError
 /// "VLLM batch_invariant mode is not supported for <NAME>." when batch invariance is on
 /// and the class does not support it.
-std::shared_ptr<const MambaBackend> get_mamba_attn_backend(const BackendMember& mamba_type, bool batch_invariant = false);
+ATTNSEL_API std::shared_ptr<const MambaBackend> get_mamba_attn_backend(const BackendMember& mamba_type, bool batch_invariant = false);
 
 }  // namespace attnsel

@@ -5,12 +5,13 @@
 #include <optional>
 #include <string>
 
+#include "attnsel/export.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel {
 
 /// Thread-safety: a plain value.
-struct AttentionSelectorConfig {
+struct ATTNSEL_API AttentionSelectorConfig {
   int head_size = 0;
   DType dtype = DType::bfloat16;
   std::optional<std::string> kv_cache_dtype;  ///< nullopt = not given (differs from "auto" in the key)
@@ -37,12 +38,12 @@ struct AttentionSelectorConfig {
   std::string repr() const;
 };
 
-struct AttentionSelectorConfigHash {
+struct ATTNSEL_API AttentionSelectorConfigHash {
   std::size_t operator()(const AttentionSelectorConfig& c) const noexcept { return c.hash(); }
 };
 
 /// The arguments of supports_combination, as vLLM passes them.
-struct CombinationArgs {
+struct ATTNSEL_API CombinationArgs {
   int head_size;
   DType dtype;
   std::optional<std::string> kv_cache_dtype;

@@ -13,6 +13,7 @@
 #include "attnsel/errors.hpp"
 #include "backends/builtin.hpp"
 #include "core/log.hpp"
+#include "plugin/loader.hpp"
 
 namespace attnsel {
 
@@ -74,6 +75,7 @@ Registry& registry() {
   static Registry* instance = [] {
     auto* r = new Registry();  // never destroyed: selections may run during static destruction
     r->reset_locked();
+    r->resolvers.push_back(plugin::resolve_plugin_class);  // "libfoo.so:symbol" names (src/plugin)
     return r;
   }();
   return *instance;
@@ -255,7 +257,10 @@ std::vector<std::shared_ptr<const BackendClass>> registered_classes() {
   return out;
 }
 
-void register_builtin_backends() { (void)registry(); }
+void register_builtin_backends() {
+  (void)registry();
+  plugin::load_environment_plugins_once();  // ATTNSEL_PLUGINS, like vLLM's general plugins
+}
 
 void reset_registry_for_testing() {
   Registry& r = registry();

@@ -2,7 +2,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <regex>
+#include <algorithm>
 
 #include "attnsel/platform.hpp"
 #include "platforms/host_detect.hpp"
@@ -30,13 +30,24 @@ int cdna_version(std::string_view arch) {
 // vLLM derives a capability from the GCN arch: gfx9XY → (9, X), gfx1100 → (11, 0).
 // A hex minor digit (gfx90a) reads as 0.
 DeviceCapability capability_from_gfx(std::string_view spec, std::string_view arch) {
-  static const std::regex pattern("gfx([0-9]{1,2})([0-9a-f])([0-9a-f])");
-  std::cmatch m;
-  if (!std::regex_match(arch.begin(), arch.end(), m, pattern)) bad_spec(spec, "expected a gfx architecture such as gfx942");
-  const int major = std::stoi(m[1].str());
-  const char minor_digit = m[2].str()[0];
+  auto is_hex = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) || (c >= 'a' && c <= 'f'); };
+  const std::string_view digits = arch.starts_with("gfx") ? arch.substr(3) : std::string_view{};
+  const bool well_formed = (digits.size() == 3 || digits.size() == 4) &&
+                           std::all_of(digits.begin(), digits.end() - 2,
+                                       [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
+                           is_hex(digits[digits.size() - 2]) && is_hex(digits.back());
+  if (!well_formed) bad_spec(spec, "expected a gfx architecture such as gfx942");
+  int major = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size() - 2, major);
+  const char minor_digit = digits[digits.size() - 2];
   const int minor = std::isdigit(static_cast<unsigned char>(minor_digit)) ? minor_digit - '0' : 0;
   return {major, minor};
+}
+
+bool is_platform_name(std::string_view name) {
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+  });
 }
 
 RuntimeFacts facts_for(const DeviceDescription& device, const std::vector<std::string>& overrides) {
@@ -91,8 +102,7 @@ std::shared_ptr<Platform> make_platform(std::string_view spec, const std::vector
     d = {PlatformKind::cpu, std::nullopt, "cpu", "", 0};
   } else if (lower.starts_with("other:") && lower.size() > 6) {
     const std::string name(spec.substr(6));
-    static const std::regex valid("[A-Za-z0-9_.-]+");
-    if (!std::regex_match(name, valid)) bad_spec(spec, "the name may hold letters, digits, '_', '.' and '-'");
+    if (!is_platform_name(name)) bad_spec(spec, "the name may hold letters, digits, '_', '.' and '-'");
     d = {PlatformKind::other, std::nullopt, name, "", 0};
   } else {
     bad_spec(spec, "unknown platform");

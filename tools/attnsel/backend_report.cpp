@@ -133,16 +133,16 @@ std::vector<BackendReport> report_backends(const Platform& platform) {
   return out;
 }
 
-nlohmann::json to_json(const BackendReport& r) {
-  nlohmann::json j = {{"enum", std::string(enum_class_name(r.kind))},
+nlohmann::ordered_json to_json(const BackendReport& r) {
+  nlohmann::ordered_json j = {{"enum", std::string(enum_class_name(r.kind))},
                       {"name", r.name},
-                      {"class", r.class_path ? nlohmann::json(*r.class_path) : nlohmann::json(nullptr)},
+                      {"class", r.class_path ? nlohmann::ordered_json(*r.class_path) : nlohmann::ordered_json(nullptr)},
                       {"overridden", r.overridden},
-                      {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)},
+                      {"error", r.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.error)},
                       {"has_kernel", r.has_kernel}};
   if (r.capabilities) {
     const AttentionCapabilities& c = *r.capabilities;
-    nlohmann::json features = nlohmann::json::object();
+    nlohmann::ordered_json features = nlohmann::ordered_json::object();
     for (const auto& [name, on] : c.features) features[name] = on;
     j["capabilities"] = {
         {"dtypes", c.dtypes},
@@ -152,7 +152,7 @@ nlohmann::json to_json(const BackendReport& r) {
         {"attn_types", c.attn_types},
         {"compute_capability", c.compute_capability},
         {"features", features},
-        {"kv_cache_layouts", c.kv_cache_layouts ? nlohmann::json(*c.kv_cache_layouts) : nlohmann::json(nullptr)}};
+        {"kv_cache_layouts", c.kv_cache_layouts ? nlohmann::ordered_json(*c.kv_cache_layouts) : nlohmann::ordered_json(nullptr)}};
   } else {
     j["capabilities"] = nullptr;
   }
@@ -187,27 +187,27 @@ std::string render_text(const Platform& platform, const std::vector<BackendRepor
   return out;
 }
 
+// The docs must not depend on the build, so whether a kernel is built here is left out.
 std::string render_markdown(const Platform& platform, const std::vector<BackendReport>& reports) {
   std::string out = fmt::format("## `{}`\n\n", platform.spec());
   out +=
       "| Backend | Class | dtypes | KV-cache dtypes | kernel block sizes | head sizes | attention types | "
-      "compute capability | supports | KV-cache layouts | kernel in this build |\n"
-      "|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "compute capability | supports | KV-cache layouts |\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n";
   for (const BackendReport& r : reports) {
     if (r.kind != EnumKind::attention) continue;
     const std::string cls = r.class_path ? fmt::format("`{}`", *r.class_path) : "-";
     if (!r.capabilities) {
-      out += fmt::format("| {} | {} | {} |  |  |  |  |  |  |  |  |\n", r.name, cell(cls), cell(r.error));
+      out += fmt::format("| {} | {} | {} |  |  |  |  |  |  |  |\n", r.name, cell(cls), cell(r.error));
       continue;
     }
     const AttentionCapabilities& c = *r.capabilities;
-    out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name,
+    out += fmt::format("| {}{} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.name,
                        r.overridden ? " (overridden)" : "", cell(cls), join_or(c.dtypes, "none"),
                        join_or(c.kv_cache_dtypes, "any"), join_or(c.kernel_block_sizes, "any"), cell(c.head_sizes),
                        join_or(c.attn_types, "none"), c.compute_capability ? "yes" : "no",
                        join_or(supported_features(c), "-"),
-                       c.kv_cache_layouts ? join_or(*c.kv_cache_layouts, "none") : "any",
-                       yes_no(r.has_kernel));
+                       c.kv_cache_layouts ? join_or(*c.kv_cache_layouts, "none") : "any");
   }
   out += "\n| Mamba backend | Class | batch invariance |\n|---|---|---|\n";
   for (const BackendReport& r : reports) {

@@ -42,7 +42,7 @@ struct BackendReport {
 /// Every member of both enums (dynamic members included), in declaration order.
 std::vector<BackendReport> report_backends(const Platform& platform);
 
-nlohmann::json to_json(const BackendReport& r);
+nlohmann::ordered_json to_json(const BackendReport& r);
 /// The readable listing (one block per backend).
 std::string render_text(const Platform& platform, const std::vector<BackendReport>& reports);
 /// The capability tables (attention, then Mamba) for the docs.

@@ -26,9 +26,9 @@ int run_list(const ListOptions& o) {
   if (o.priorities) {
     const std::vector<PriorityReport> reports = report_priorities(*platform);
     if (o.output.json) {
-      nlohmann::json j = {{"platform", platform->spec()},
+      nlohmann::ordered_json j = {{"platform", platform->spec()},
                           {"mode", std::string(mode_name(platform->mode()))},
-                          {"configurations", nlohmann::json::array()}};
+                          {"configurations", nlohmann::ordered_json::array()}};
       for (const PriorityReport& r : reports) j["configurations"].push_back(to_json(r));
       print_json(j);
     } else {
@@ -38,9 +38,9 @@ int run_list(const ListOptions& o) {
   }
   const std::vector<BackendReport> reports = report_backends(*platform);
   if (o.output.json) {
-    nlohmann::json j = {{"platform", platform->spec()},
+    nlohmann::ordered_json j = {{"platform", platform->spec()},
                         {"mode", std::string(mode_name(platform->mode()))},
-                        {"backends", nlohmann::json::array()}};
+                        {"backends", nlohmann::ordered_json::array()}};
     for (const BackendReport& r : reports) j["backends"].push_back(to_json(r));
     print_json(j);
   } else {

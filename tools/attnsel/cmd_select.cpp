@@ -34,10 +34,10 @@ struct SelectInputs {
 
 SelectInputs build_inputs(const SelectOptions& o) {
   SelectInputs in;
-  in.platform = o.platform.make_platform();
-  o.backend.apply(in.engine.attention);
-  o.layer.apply(in.engine);
   in.layer = o.layer.make_layer();
+  o.layer.apply(in.engine);
+  o.backend.apply(in.engine.attention);
+  in.platform = o.platform.make_platform();
   in.config = as_usage([&] { return make_selector_config(in.engine, in.layer); });
   in.requested = effective_backend(in.engine, in.layer);
   return in;
@@ -83,15 +83,15 @@ void print_explanation(const SelectInputs& in, const Selection& s) {
   fmt::print("Chosen:    {} ({}{})\n", s.backend, s.class_path, priority);
 }
 
-nlohmann::json selection_json(const SelectInputs& in, const Selection& s) {
+nlohmann::ordered_json selection_json(const SelectInputs& in, const Selection& s) {
   return {{"backend", s.backend},
           {"class", s.class_path},
-          {"priority", s.priority ? nlohmann::json(*s.priority) : nlohmann::json(nullptr)},
+          {"priority", s.priority ? nlohmann::ordered_json(*s.priority) : nlohmann::ordered_json(nullptr)},
           {"platform", in.platform->spec()},
           {"mode", std::string(mode_name(in.platform->mode()))},
           {"config", to_json(in.config)},
-          {"num_heads", in.layer.num_heads ? nlohmann::json(*in.layer.num_heads) : nlohmann::json(nullptr)},
-          {"requested", in.requested ? nlohmann::json(in.requested->name()) : nlohmann::json(nullptr)},
+          {"num_heads", in.layer.num_heads ? nlohmann::ordered_json(*in.layer.num_heads) : nlohmann::ordered_json(nullptr)},
+          {"requested", in.requested ? nlohmann::ordered_json(in.requested->name()) : nlohmann::ordered_json(nullptr)},
           {"candidates", to_json(s.candidates)},
           {"warnings", s.warnings()}};
 }
@@ -100,7 +100,7 @@ int list_facts(const SelectOptions& o) {
   const std::shared_ptr<Platform> platform = o.platform.make_platform();
   const RuntimeFacts& facts = platform->env().facts;
   if (o.output.json) {
-    nlohmann::json out = {{"platform", platform->spec()}, {"facts", nlohmann::json::array()}};
+    nlohmann::ordered_json out = {{"platform", platform->spec()}, {"facts", nlohmann::ordered_json::array()}};
     for (const FactDefinition& d : fact_definitions())
       out["facts"].push_back({{"name", d.name},
                               {"type", d.type},
@@ -126,9 +126,14 @@ int list_facts(const SelectOptions& o) {
 int run_select(const SelectOptions& o) {
   if (o.list_facts) return run_command(o.output.json, [&] { return list_facts(o); });
   std::optional<SelectInputs> in;
-  auto on_failure = [&](const Failure& f) {
-    // The explanation up to the failure, so that the reasons are visible without --json.
-    if (!o.output.json && in && !f.candidates.empty()) {
+  auto on_failure = [&](Failure& f) {
+    if (!in) return;  // the command line itself was wrong
+    if (o.output.json) {
+      f.context = {{"platform", in->platform->spec()},
+                   {"mode", std::string(mode_name(in->platform->mode()))},
+                   {"config", to_json(in->config)}};
+    } else if (!f.candidates.empty()) {
+      // The explanation up to the failure, so that the reasons are visible without --json.
       print_header(*in);
       print_candidates(f.candidates);
     }

@@ -17,6 +17,7 @@ struct CommandContext {
 
 void add_select_command(CLI::App& app, CommandContext& context);
 void add_list_command(CLI::App& app, CommandContext& context);
+void add_plan_command(CLI::App& app, CommandContext& context);
 void add_run_command(CLI::App& app, CommandContext& context);
 void add_bench_command(CLI::App& app, CommandContext& context);
 

@@ -75,7 +75,7 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, st
 // --- PlatformOptions ------------------------------------------------------------------
 
 void PlatformOptions::add_to(CLI::App& app) {
-  app.add_option("--platform", platform,
+  platform_opt_ = app.add_option("--platform", platform,
                  "where to select: cuda:MAJOR.MINOR, rocm:gfxNNN, xpu, cpu or other:NAME (default: this host)");
   app.add_option("--fact", facts,
                  "set a runtime fact or platform switch, NAME=VALUE (repeatable; see `attnsel select --list-facts`)")
@@ -94,7 +94,8 @@ std::shared_ptr<Platform> PlatformOptions::make_platform() const {
   reject_conflicts(assignments, "--fact");
   const std::optional<SelectionMode> m = mode.empty() ? std::nullopt : parse_mode(mode);
   return as_usage([&] {
-    return platform.empty() ? detect_host_platform(facts, m) : attnsel::make_platform(platform, facts, m);
+    const bool host = platform_opt_ == nullptr || platform_opt_->count() == 0;
+    return host ? detect_host_platform(facts, m) : attnsel::make_platform(platform, facts, m);
   });
 }
 
@@ -129,7 +130,7 @@ void LayerOptions::add_to(CLI::App& app) {
   app.add_option("--dtype", dtype, "model (activation) dtype")
       ->check(one_of("dtype", strings(dtype_names()), [](const std::string& s) { return parse_dtype(s).has_value(); }))
       ->capture_default_str();
-  app.add_option("--kv-cache-dtype", kv_cache_dtype,
+  kv_cache_dtype_opt_ = app.add_option("--kv-cache-dtype", kv_cache_dtype,
                  fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtype_names(), ", ")));
   block_size_opt_ = app.add_option("--block-size", block_size,
                                    "KV-cache block size; giving it makes it user-specified, so the selector sees it")
@@ -150,7 +151,7 @@ LayerRequest LayerOptions::make_layer() const {
   LayerRequest layer;
   layer.head_size = head_size;
   layer.dtype = *parse_dtype(dtype);  // validated by the option's check
-  if (!kv_cache_dtype.empty()) {
+  if (kv_cache_dtype_opt_ != nullptr && kv_cache_dtype_opt_->count() > 0) {
     if (!is_known_cache_dtype(kv_cache_dtype))
       throw UsageError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", kv_cache_dtype,
                                    fmt::join(cache_dtype_names(), ", ")),
@@ -199,12 +200,16 @@ void OutputOptions::add_to(CLI::App& app) {
 
 // --- error → exit code ----------------------------------------------------------------
 
-int run_command(bool json, const std::function<int()>& body, const std::function<void(const Failure&)>& on_failure) {
+int run_command(bool json, const std::function<int()>& body, const std::function<void(Failure&)>& on_failure) {
   auto fail = [&](int code, Failure f) {
     if (on_failure) on_failure(f);
     std::fflush(stdout);
     fmt::print(stderr, "attnsel: error: {}\n", f.message);
-    if (json) print_json(failure_json(f.message, f.error_type, f.candidates));
+    if (json) {
+      nlohmann::ordered_json j = failure_json(f.message, f.error_type, f.candidates);
+      j.update(f.context);
+      print_json(j);
+    }
     return code;
   };
   try {

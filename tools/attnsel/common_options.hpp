@@ -8,6 +8,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <functional>
 #include <memory>
@@ -59,13 +60,16 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, st
 
 /// --platform, --fact (repeatable), --mode.
 struct PlatformOptions {
-  std::string platform;            ///< empty = the host
+  std::string platform;            ///< not given = the host
   std::vector<std::string> facts;  ///< "NAME=VALUE"
   std::string mode;                ///< empty = the platform's default
 
   void add_to(CLI::App& app);
   /// The simulated platform (or the host) with the facts applied.
   std::shared_ptr<Platform> make_platform() const;
+
+ private:
+  CLI::Option* platform_opt_ = nullptr;
 };
 
 /// --attention-backend, --backend-per-kind (repeatable).
@@ -83,7 +87,7 @@ struct BackendChoiceOptions {
 struct LayerOptions {
   int head_size = 128;
   std::string dtype = "bfloat16";
-  std::string kv_cache_dtype;  ///< empty = not given (None)
+  std::string kv_cache_dtype;  ///< meaningful only when --kv-cache-dtype was given (else None)
   int block_size = 0;          ///< meaningful only when --block-size was given
   std::string attn_type = "decoder";
   int num_heads = 0;           ///< meaningful only when --num-heads was given
@@ -101,6 +105,7 @@ struct LayerOptions {
   void apply(EngineConfig& engine) const;
 
  private:
+  CLI::Option* kv_cache_dtype_opt_ = nullptr;
   CLI::Option* block_size_opt_ = nullptr;
   CLI::Option* num_heads_opt_ = nullptr;
 };
@@ -116,14 +121,14 @@ struct Failure {
   std::string message;
   std::string error_type;
   std::vector<Candidate> candidates;
+  nlohmann::ordered_json context = nlohmann::ordered_json::object();  ///< extra fields for the JSON object
 };
 
 /// Runs a command body and maps what it throws to an exit code: UsageError → 2,
 /// SelectionError and other attnsel::Error → 3, anything else → 4. The message goes to
 /// stderr; with `json` the failure object is also printed to stdout. `on_failure` (optional)
-/// prints extra context (e.g. the candidates) before the JSON is written.
-int run_command(bool json, const std::function<int()>& body,
-                const std::function<void(const Failure&)>& on_failure = {});
+/// runs first: it may print context (e.g. the candidates) or add fields to `context`.
+int run_command(bool json, const std::function<int()>& body, const std::function<void(Failure&)>& on_failure = {});
 
 struct CommandContext;
 /// Parses the command line and runs the chosen subcommand. CLI11's parse errors (unknown

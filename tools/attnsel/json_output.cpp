@@ -4,12 +4,12 @@
 
 namespace attnsel::cli {
 
-nlohmann::json to_json(const AttentionSelectorConfig& c) {
-  nlohmann::json j = nlohmann::json::object();
+nlohmann::ordered_json to_json(const AttentionSelectorConfig& c) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["head_size"] = c.head_size;
   j["dtype"] = std::string(dtype_name(c.dtype));
-  j["kv_cache_dtype"] = c.kv_cache_dtype ? nlohmann::json(*c.kv_cache_dtype) : nlohmann::json(nullptr);
-  j["block_size"] = c.block_size ? nlohmann::json(*c.block_size) : nlohmann::json(nullptr);
+  j["kv_cache_dtype"] = c.kv_cache_dtype ? nlohmann::ordered_json(*c.kv_cache_dtype) : nlohmann::ordered_json(nullptr);
+  j["block_size"] = c.block_size ? nlohmann::ordered_json(*c.block_size) : nlohmann::ordered_json(nullptr);
   j["use_mla"] = c.use_mla;
   j["has_sink"] = c.has_sink;
   j["use_sparse"] = c.use_sparse;
@@ -27,21 +27,21 @@ nlohmann::json to_json(const AttentionSelectorConfig& c) {
   return j;
 }
 
-nlohmann::json to_json(const std::vector<Candidate>& candidates) {
-  nlohmann::json out = nlohmann::json::array();
+nlohmann::ordered_json to_json(const std::vector<Candidate>& candidates) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::array();
   for (const Candidate& c : candidates)
     out.push_back({{"backend", c.backend}, {"priority", c.priority}, {"valid", c.valid}, {"reasons", c.reasons}});
   return out;
 }
 
-nlohmann::json failure_json(const std::string& message, const std::string& error_type,
+nlohmann::ordered_json failure_json(const std::string& message, const std::string& error_type,
                             const std::vector<Candidate>& candidates) {
   return {{"error", message}, {"error_type", error_type}, {"candidates", to_json(candidates)}};
 }
 
-void print_json(const nlohmann::json& j) {
+void print_json(const nlohmann::ordered_json& j) {
   // Replace rather than throw on invalid UTF-8: a plugin's name must never crash the CLI.
-  const std::string text = j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace);
+  const std::string text = j.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
 }

@@ -12,14 +12,14 @@
 namespace attnsel::cli {
 
 /// {field: value} with vLLM's field names; None → null, dtype → "bfloat16".
-nlohmann::json to_json(const AttentionSelectorConfig& config);
+nlohmann::ordered_json to_json(const AttentionSelectorConfig& config);
 /// [{"backend", "priority", "valid", "reasons"}] in the given order.
-nlohmann::json to_json(const std::vector<Candidate>& candidates);
+nlohmann::ordered_json to_json(const std::vector<Candidate>& candidates);
 /// {"error", "error_type", "candidates"}.
-nlohmann::json failure_json(const std::string& message, const std::string& error_type,
+nlohmann::ordered_json failure_json(const std::string& message, const std::string& error_type,
                             const std::vector<Candidate>& candidates);
 
 /// Prints `j` on stdout, indented, followed by a newline. UTF-8 is kept as is.
-void print_json(const nlohmann::json& j);
+void print_json(const nlohmann::ordered_json& j);
 
 }  // namespace attnsel::cli

@@ -3,6 +3,7 @@
 
 #include "commands.hpp"
 #include "common_options.hpp"
+#include "plugin_option.hpp"
 
 int main(int argc, char** argv) {
   using namespace attnsel::cli;
@@ -12,6 +13,8 @@ int main(int argc, char** argv) {
 
   add_select_command(app, context);
   add_list_command(app, context);
+  add_plan_command(app, context);
+  add_plugin_option(app);
   add_run_command(app, context);
   add_bench_command(app, context);
 

@@ -70,13 +70,13 @@ std::vector<PriorityReport> report_priorities(const Platform& platform) {
   return out;
 }
 
-nlohmann::json to_json(const PriorityReport& r) {
+nlohmann::ordered_json to_json(const PriorityReport& r) {
   return {{"configuration", r.label},
           {"config", to_json(r.config)},
-          {"num_heads", r.num_heads ? nlohmann::json(*r.num_heads) : nlohmann::json(nullptr)},
+          {"num_heads", r.num_heads ? nlohmann::ordered_json(*r.num_heads) : nlohmann::ordered_json(nullptr)},
           {"priorities", r.priorities},
-          {"chosen", r.chosen.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.chosen)},
-          {"error", r.error.empty() ? nlohmann::json(nullptr) : nlohmann::json(r.error)}};
+          {"chosen", r.chosen.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.chosen)},
+          {"error", r.error.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(r.error)}};
 }
 
 namespace {

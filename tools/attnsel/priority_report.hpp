@@ -24,7 +24,7 @@ struct PriorityReport {
 /// One report per main configuration, in a fixed order.
 std::vector<PriorityReport> report_priorities(const Platform& platform);
 
-nlohmann::json to_json(const PriorityReport& r);
+nlohmann::ordered_json to_json(const PriorityReport& r);
 std::string render_text(const Platform& platform, const std::vector<PriorityReport>& reports);
 std::string render_markdown(const Platform& platform, const std::vector<PriorityReport>& reports);
 
