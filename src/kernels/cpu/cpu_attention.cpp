@@ -243,7 +243,9 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
       }
     }
   };
-#pragma omp parallel for schedule(static) num_threads(threads()) if (tokens > 64)
+  // Writing is a copy: a team only pays off for large batches (~1 MB of cache).
+  const bool parallel = static_cast<std::int64_t>(tokens) * p.num_kv_heads * D >= (std::int64_t{1} << 18);
+#pragma omp parallel for schedule(static) num_threads(threads()) if (parallel)
   for (int i = 0; i < tokens; ++i) {
     const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
