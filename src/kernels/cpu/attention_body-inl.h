@@ -892,7 +892,9 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, 
     if (nv <= 8) return RunItem<K, 8>(c, it, part, scratch);
   if constexpr (kMaxNV >= 16)
     if (nv <= 16) return RunItem<K, 16>(c, it, part, scratch);
-  if constexpr (kMaxNV >= 32) RunItem<K, 32>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 32)
+    if (nv <= 32) return RunItem<K, 32>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 64) RunItem<K, 64>(c, it, part, scratch);
 }
 
 HWY_NOINLINE void RunItemAnyKv(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
