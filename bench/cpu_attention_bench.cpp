@@ -142,6 +142,15 @@ void BM_DecodeOne32k(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeOne32k)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// K/V (8 MiB) stay in L3: the kernel's compute rate, apart from memory.
+void BM_DecodeInCache(benchmark::State& state) {
+  Shape s;
+  s.batch = 1;
+  s.context = 2048;
+  run_decode(state, "decodeincache", s, 0);
+}
+BENCHMARK(BM_DecodeInCache)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 void BM_DecodeFp8Batch8x8192(benchmark::State& state) {
   Shape s;
   s.batch = 8;

@@ -28,7 +28,7 @@ struct BenchResult {
   double figure = 0.0;       ///< GB/s (decode) or GFLOP/s (prefill)
   double ceiling = 0.0;      ///< the same unit
   std::string ceiling_name;  ///< "read bandwidth", "bf16 dot-product peak", ...
-  double pct = 0.0;          ///< figure / ceiling, percent
+  double pct = 0.0;          ///< median over passes of figure / ceiling probed around that pass, percent
   double target_pct = 0.0;
   bool check_passed = true;  ///< a sample of the outputs against the reference
 };
@@ -39,9 +39,11 @@ struct BenchResult {
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                             CacheLayout layout, double scale = 1.0);
 
-/// Times `repeats` forward passes of `c` (after one warm-up), checks a sample against
-/// the reference, and relates the median to `ceilings`. `isa` names the instruction set
-/// the kernel uses (a "BF16" in it selects the bf16 peak for prefill).
+/// Times `repeats` forward passes of `c` (after one warm-up) and checks a sample against
+/// the reference. Each pass is paired with a ceiling probe just before and just after it
+/// (a read pass for decode, a compute burst for prefill): on a machine shared with other
+/// work the ratio of the pair is what stays meaningful. `ceilings` gives the probe's
+/// thread count; `isa` names the kernel's instruction set ("BF16" selects the bf16 peak).
 BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
                            const std::string& isa, int repeats = 5);
 

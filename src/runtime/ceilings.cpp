@@ -32,8 +32,6 @@ HWY_NOINLINE float DotLoop(std::size_t iters, float seed) {
   for (std::size_t it = 0; it < iters; ++it) {
     for (int i = 0; i < 12; ++i)
       acc[i] = _mm512_dpbf16_ps(acc[i], reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
-    // Keeps the compiler from proving the chains constant and hoisting them.
-    __asm__ volatile("" : "+v"(acc[0]), "+v"(acc[1]), "+v"(acc[2]), "+v"(acc[3]), "+v"(acc[4]), "+v"(acc[5]));
   }
   __m512 sum = acc[0];
   for (int i = 1; i < 12; ++i) sum = _mm512_add_ps(sum, acc[i]);
@@ -150,31 +148,43 @@ double compute_peak(int threads, int repeats, double flops_per_iter, Loop loop) 
 
 }  // namespace
 
-double measure_read_bandwidth(std::size_t bytes, int threads, int repeats) {
-  const int n = resolve_threads(threads);
-  const std::size_t count = bytes / sizeof(float);
-  auto* buf = static_cast<float*>(::operator new(count * sizeof(float), std::align_val_t{64}));
+ReadBandwidthProbe::ReadBandwidthProbe(std::size_t bytes, int threads)
+    : buf_(nullptr), count_(bytes / sizeof(float)), threads_(resolve_threads(threads)) {
+  buf_ = static_cast<float*>(::operator new(count_ * sizeof(float), std::align_val_t{64}));
+  const std::size_t count = count_;
+  float* buf = buf_;
   // First touch in parallel, so pages land where the readers are.
-#pragma omp parallel for num_threads(n) schedule(static)
+#pragma omp parallel for num_threads(threads_) schedule(static)
   for (std::size_t i = 0; i < count; ++i) buf[i] = 1.0f;
-  std::vector<double> rates;
-  for (int r = 0; r < repeats + 1; ++r) {
-    float sink_all = 0.0f;
-    const auto t0 = Clock::now();
+}
+
+ReadBandwidthProbe::~ReadBandwidthProbe() { ::operator delete(buf_, std::align_val_t{64}); }
+
+double ReadBandwidthProbe::pass() {
+  float sink_all = 0.0f;
+  const std::size_t count = count_;
+  const int n = threads_;
+  const float* buf = buf_;
+  const auto t0 = Clock::now();
 #pragma omp parallel num_threads(n) reduction(+ : sink_all)
-    {
-      const int t = omp_get_thread_num();
-      const std::size_t chunk = (count / static_cast<std::size_t>(n) + 63) / 64 * 64;
-      const std::size_t begin = std::min(count, chunk * static_cast<std::size_t>(t));
-      const std::size_t end = std::min(count, begin + chunk);
-      sink_all += HWY_DYNAMIC_DISPATCH(ReadPass)(buf + begin, end - begin);
-    }
-    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
-    volatile float keep = sink_all;
-    (void)keep;
-    if (r > 0) rates.push_back(static_cast<double>(count * sizeof(float)) / s / 1e9);  // the first pass warms up
+  {
+    const int t = omp_get_thread_num();
+    const std::size_t chunk = (count / static_cast<std::size_t>(n) + 63) / 64 * 64;
+    const std::size_t begin = std::min(count, chunk * static_cast<std::size_t>(t));
+    const std::size_t end = std::min(count, begin + chunk);
+    sink_all += HWY_DYNAMIC_DISPATCH(ReadPass)(buf + begin, end - begin);
   }
-  ::operator delete(buf, std::align_val_t{64});
+  const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+  volatile float keep = sink_all;
+  (void)keep;
+  return static_cast<double>(count * sizeof(float)) / s / 1e9;
+}
+
+double measure_read_bandwidth(std::size_t bytes, int threads, int repeats) {
+  ReadBandwidthProbe probe(bytes, threads);
+  probe.pass();  // warm-up
+  std::vector<double> rates;
+  for (int r = 0; r < repeats; ++r) rates.push_back(probe.pass());
   return median(rates);
 }
 

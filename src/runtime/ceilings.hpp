@@ -19,6 +19,23 @@ struct Ceilings {
   std::string isa;            ///< the SIMD target the probes ran on
 };
 
+/// A read-only pass over a buffer far larger than the last-level cache, kept allocated so
+/// that passes can be interleaved with the work they measure.
+class ReadBandwidthProbe {
+ public:
+  explicit ReadBandwidthProbe(std::size_t bytes = std::size_t{512} << 20, int threads = 0);
+  ~ReadBandwidthProbe();
+  ReadBandwidthProbe(const ReadBandwidthProbe&) = delete;
+  ReadBandwidthProbe& operator=(const ReadBandwidthProbe&) = delete;
+  /// GB/s of one pass with all threads.
+  double pass();
+
+ private:
+  float* buf_;
+  std::size_t count_;
+  int threads_;
+};
+
 /// Median of `repeats` read-only passes over `bytes` (all threads sharing the buffer).
 double measure_read_bandwidth(std::size_t bytes = std::size_t{1} << 30, int threads = 0, int repeats = 5);
 /// Peak fp32 FMA throughput with `threads` threads (0: all), median of `repeats`.

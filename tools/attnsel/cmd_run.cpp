@@ -70,7 +70,8 @@ nlohmann::json check_json(const runtime::CheckResult& c) {
           {"max_abs_error", c.comparison.max_abs_error}};
 }
 
-int run_run(const RunOptions& o) {
+int run_run(RunOptions o) {
+  const std::string model_line = o.model.apply_model();
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, o.model); });
   runtime::RunSpec spec;
   spec.model = {o.model.num_heads, o.model.num_kv_heads, o.model.head_size, o.model.num_layers};
@@ -91,6 +92,7 @@ int run_run(const RunOptions& o) {
     fmt::print("Platform:  {}\n", chosen.platform->describe());
     fmt::print("Backend:   {} ({}){}  kernel: {}\n", s.backend, s.class_path,
                s.priority ? fmt::format(", priority {}", *s.priority) : std::string(), chosen.isa);
+    if (!model_line.empty()) fmt::print("Config:    {}\n", model_line);
     fmt::print("Model:     {} query / {} KV heads, head size {}, {} layers; {}, kv-cache {}, block {}, {} layout\n",
                spec.model.num_heads, spec.model.num_kv_heads, spec.model.head_size, spec.model.num_layers,
                o.model.dtype, spec.kv_cache_dtype, spec.block_size, layout_label(spec.layout));

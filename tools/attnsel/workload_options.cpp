@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnsel/kv_cache_layout.hpp"
+#include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
 #include "kernels/cpu/cpu_attention.hpp"
 
@@ -35,21 +36,54 @@ runtime::CacheLayout cache_layout_of(KVCacheLayout l) {
 const char* layout_label(runtime::CacheLayout l) { return l == runtime::CacheLayout::nhd ? "NHD" : "HND"; }
 
 void ModelOptions::add_to(CLI::App& app, bool with_layers) {
-  app.add_option("--num-heads", num_heads, "query heads of the model")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--num-kv-heads", num_kv_heads, "KV heads of the model")->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--head-size", head_size, "head size")->capture_default_str()->check(CLI::PositiveNumber);
+  app.add_option("--model", model,
+                 "a Hugging Face config.json (or a folder holding one): the shape of its decoder attention layers");
+  shape_opts_.push_back(app.add_option("--num-heads", num_heads, "query heads of the model")
+                            ->capture_default_str()
+                            ->check(CLI::PositiveNumber));
+  shape_opts_.push_back(app.add_option("--num-kv-heads", num_kv_heads, "KV heads of the model")
+                            ->capture_default_str()
+                            ->check(CLI::PositiveNumber));
+  shape_opts_.push_back(app.add_option("--head-size", head_size, "head size")->capture_default_str()->check(CLI::PositiveNumber));
   if (with_layers)
-    app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
-        ->capture_default_str()
-        ->check(CLI::PositiveNumber);
-  app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
+    shape_opts_.push_back(app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
+                              ->capture_default_str()
+                              ->check(CLI::PositiveNumber));
+  dtype_opt_ = app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
       ->capture_default_str();
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
       ->check(CLI::PositiveNumber);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
+}
+
+std::string ModelOptions::apply_model() {
+  if (model.empty()) return {};
+  for (const CLI::Option* o : shape_opts_)
+    if (o->count() > 0)
+      throw UsageError(fmt::format("{} and --model are exclusive: the model gives the shape", o->get_name()));
+  const ModelSpec spec = as_usage([&] { return load_model_config(model); });
+  const AttentionLayerSpec* first = nullptr;
+  int layers = 0;
+  for (const LayerSpec& l : spec.layers) {
+    if (l.mixer != MixerKind::attention || !l.attention || l.role != "self_attn" || l.stack == "encoder") continue;
+    if (l.attention->use_mla)
+      throw UsageError(fmt::format("{} has MLA attention layers; attnsel run covers standard (non-MLA) attention",
+                                   spec.source));
+    if (!first) first = &*l.attention;
+    ++layers;
+  }
+  if (!first) throw UsageError(fmt::format("{} has no decoder self-attention layer to run", spec.source));
+  num_heads = first->num_heads;
+  num_kv_heads = first->num_kv_heads;
+  head_size = first->head_size;
+  num_layers = layers;
+  if (dtype_opt_ == nullptr || dtype_opt_->count() == 0)
+    dtype = std::string(dtype_name(as_usage([&] { return resolve_model_dtype(spec, "auto"); })));
+  return fmt::format("{} ({}{}), {} decoder self-attention layers", spec.source, spec.model_type,
+                     spec.architecture.empty() ? "" : ", " + spec.architecture, layers);
 }
 
 ChosenBackend choose_backend(const PlatformOptions& platform_opts, const BackendChoiceOptions& backend_opts,

@@ -8,6 +8,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "attnsel/platform.hpp"
 #include "common_options.hpp"
@@ -26,8 +27,18 @@ struct ModelOptions {
   std::string kv_cache_dtype = "auto";
   int block_size = 0;      ///< 0: the platform's default block size (16 where it has none)
   std::string layout;      ///< empty: the backend's first declared layout, else vLLM's default (NHD)
+  std::string model;       ///< a config.json (or its folder): the shape comes from there
 
   void add_to(CLI::App& app, bool with_layers);
+  /// With --model: replaces the shape (and, unless --dtype was given, the dtype) by the
+  /// model's decoder self-attention layers; returns a one-line description of the model
+  /// (empty without --model). UsageError when the model has no such layer or the shape
+  /// flags were given too.
+  std::string apply_model();
+
+ private:
+  std::vector<CLI::Option*> shape_opts_;
+  CLI::Option* dtype_opt_ = nullptr;
 };
 
 /// What a run needs once the backend is chosen.

@@ -340,15 +340,82 @@ HWY_INLINE __m512 ReduceAdd16(const __m512* v) {
   return _mm512_permutexvar_ps(perm, z);
 }
 
-// Stores lane k*R + r of z (key kg+k, row r) to S^T[kg + k][r].
+// Few-row logits stay in the reduction's layout: lane k*R + r of vector kg/KB holds key
+// kg + k of row r, i.e. S[key][row] with row stride R, all 16 lanes useful.
 template <int R>
 HWY_INLINE void StoreFewRowLogits(__m512 z, int kg, Scratch& s) {
-  constexpr int KB = 16 / R;
-  constexpr std::size_t RP = 16;
-  for (int k = 0; k < KB && kg + k < kTileKeys; ++k) {
-    const auto mask = static_cast<__mmask16>(((1u << R) - 1u) << (k * R));
-    _mm512_mask_storeu_ps(s.s + static_cast<std::size_t>(kg + k) * RP - static_cast<std::size_t>(k * R), mask, z);
+  _mm512_store_ps(s.s + static_cast<std::size_t>(kg) * R, z);
+}
+
+// op over the lanes of each row (lanes r, r+R, r+2R, ...), the result in all of them.
+template <int R, class Op>
+HWY_INLINE __m512 RowReduce(__m512 v, Op op) {
+  for (int sh = R; sh < 16; sh *= 2) {
+    const __m512i rot = _mm512_and_si512(_mm512_add_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3,
+                                                                            2, 1, 0),
+                                                          _mm512_set1_epi32(sh)),
+                                         _mm512_set1_epi32(15));
+    v = op(v, _mm512_permutexvar_ps(rot, v));
   }
+  return v;
+}
+
+// The online softmax of one tile in the few-row layout: S (scratch s) becomes P (scratch
+// p, same layout), and m, l, alpha of rows 0..R-1 are updated. Lanes replicate each row's
+// state R apart, so exp runs on 16 useful lanes.
+template <int R>
+HWY_INLINE void SoftmaxFewRows(const LayerCtx& c, const KeyTile& t, const float* row_pos, const float* row_slope,
+                               bool need_mask, Scratch& s) {
+  constexpr int KB = 16 / R;
+  constexpr int NZ = kTileKeys / KB;
+  const DF df;
+  const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i row_idx = _mm512_and_si512(lane, _mm512_set1_epi32(R - 1));
+  const __m512 key_in_vec = _mm512_cvtepi32_ps(_mm512_srli_epi32(lane, __builtin_ctz(R)));
+  const __m512 qpos = _mm512_permutexvar_ps(row_idx, _mm512_loadu_ps(row_pos));
+  const __m512 slope = _mm512_permutexvar_ps(row_idx, _mm512_loadu_ps(row_slope));
+  const __m512 neg_inf = _mm512_set1_ps(-HUGE_VALF);
+  const __m512 win = _mm512_set1_ps(static_cast<float>(c.window));
+  const bool cap = c.soft_cap > 0.0f;
+  __m512 tile_max = neg_inf;
+  for (int i = 0; i < NZ; ++i) {
+    __m512 x = _mm512_load_ps(s.s + i * 16);
+    const __m512 local = _mm512_add_ps(key_in_vec, _mm512_set1_ps(static_cast<float>(i * KB)));
+    const __m512 kp = _mm512_add_ps(local, _mm512_set1_ps(static_cast<float>(t.key0)));
+    if (cap) {
+      const VF xv{x};
+      x = hn::Mul(hn::Set(df, c.soft_cap), hn::Tanh(df, hn::Mul(xv, hn::Set(df, 1.0f / c.soft_cap)))).raw;
+    }
+    if (c.alibi) x = _mm512_fmadd_ps(slope, _mm512_sub_ps(kp, qpos), x);
+    if (need_mask) {
+      __mmask16 ok = _mm512_cmp_ps_mask(local, _mm512_set1_ps(static_cast<float>(t.nk)), _CMP_LT_OQ);
+      if (c.causal) ok &= _mm512_cmp_ps_mask(kp, qpos, _CMP_LE_OQ);
+      if (c.window >= 0) {
+        ok &= _mm512_cmp_ps_mask(_mm512_sub_ps(qpos, kp), win, _CMP_LE_OQ);
+        if (!c.causal) ok &= _mm512_cmp_ps_mask(_mm512_sub_ps(kp, qpos), win, _CMP_LE_OQ);
+      }
+      x = _mm512_mask_blend_ps(ok, neg_inf, x);
+    }
+    _mm512_store_ps(s.s + i * 16, x);
+    tile_max = _mm512_max_ps(tile_max, x);
+  }
+  tile_max = RowReduce<R>(tile_max, [](__m512 a, __m512 b) { return _mm512_max_ps(a, b); });
+  const __m512 m_old = _mm512_permutexvar_ps(row_idx, _mm512_loadu_ps(s.m));
+  const __m512 m_new = _mm512_max_ps(m_old, tile_max);
+  const __m512 m_use = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), m_new, _mm512_setzero_ps());
+  const __m512 alpha = ExpNonPositive(df, VF{_mm512_sub_ps(m_old, m_use)}).raw;
+  __m512 lsum = _mm512_setzero_ps();
+  for (int i = 0; i < NZ; ++i) {
+    const __m512 p = ExpNonPositive(df, VF{_mm512_sub_ps(_mm512_load_ps(s.s + i * 16), m_use)}).raw;
+    _mm512_store_ps(s.p + i * 16, p);
+    lsum = _mm512_add_ps(lsum, p);
+  }
+  lsum = RowReduce<R>(lsum, [](__m512 a, __m512 b) { return _mm512_add_ps(a, b); });
+  const __m512 l_new = _mm512_fmadd_ps(_mm512_permutexvar_ps(row_idx, _mm512_loadu_ps(s.l)), alpha, lsum);
+  const auto rows = static_cast<__mmask16>((1u << R) - 1u);  // lane r < R is row r
+  _mm512_mask_storeu_ps(s.alpha, rows, alpha);
+  _mm512_mask_storeu_ps(s.m, rows, m_new);
+  _mm512_mask_storeu_ps(s.l, rows, l_new);
 }
 #endif
 
@@ -436,13 +503,13 @@ HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
 }
 #endif
 
-// O[rb..rb+4)[chunks cb..cb+NC) = alpha * O + P^T · V for one block of accumulators.
-template <int NC>
+// O[rb..rb+NR)[chunks cb..cb+NC) = alpha * O + P^T · V for one block of accumulators.
+template <int NC, int NR = 4>
 HWY_INLINE void PvBlockF32(const DF df, int rb, int cb, int nk, std::size_t RP, int D, const float* const* vrow,
                            Scratch& s) {
   const std::size_t L = hn::Lanes(df);
-  VF acc[4][NC];
-  for (int r = 0; r < 4; ++r) {
+  VF acc[NR][NC];
+  for (int r = 0; r < NR; ++r) {
     const VF a = hn::Set(df, s.alpha[rb + r]);
     for (int j = 0; j < NC; ++j)
       acc[r][j] = hn::Mul(a, hn::Load(df, s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * L));
@@ -451,24 +518,26 @@ HWY_INLINE void PvBlockF32(const DF df, int rb, int cb, int nk, std::size_t RP, 
     VF vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = hn::LoadU(df, vrow[n] + (cb + j) * L);
     const float* prow = s.p + static_cast<std::size_t>(n) * RP + rb;
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < NR; ++r) {
       const VF pb = hn::Set(df, prow[r]);
       for (int j = 0; j < NC; ++j) acc[r][j] = hn::MulAdd(pb, vv[j], acc[r][j]);
     }
   }
-  for (int r = 0; r < 4; ++r)
+  for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NC; ++j) hn::Store(acc[r][j], df, s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * L);
 }
 
-HWY_INLINE void PvF32(const ItemGeometry& g, int D, int nk, const float* const* vrow, Scratch& s) {
+// rp: the row stride of P (padded rows for the wide layout, R for the few-row layout).
+template <int NR = 4>
+HWY_INLINE void PvF32(const ItemGeometry& g, int D, int nk, std::size_t rp, const float* const* vrow, Scratch& s) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
   const int chunks = D / L;
-  const int rows4 = (g.rows + 3) / 4 * 4;
-  for (int rb = 0; rb < rows4; rb += 4) {
+  const int rows = (g.rows + NR - 1) / NR * NR;
+  for (int rb = 0; rb < rows; rb += NR) {
     int cb = 0;
-    for (; cb + 4 <= chunks; cb += 4) PvBlockF32<4>(df, rb, cb, nk, static_cast<std::size_t>(g.rp), D, vrow, s);
-    for (; cb < chunks; ++cb) PvBlockF32<1>(df, rb, cb, nk, static_cast<std::size_t>(g.rp), D, vrow, s);
+    for (; cb + 4 <= chunks; cb += 4) PvBlockF32<4, NR>(df, rb, cb, nk, rp, D, vrow, s);
+    for (; cb < chunks; ++cb) PvBlockF32<1, NR>(df, rb, cb, nk, rp, D, vrow, s);
   }
 }
 
@@ -579,9 +648,17 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
   for (int kg = 0; kg < t.nk; kg += KB) {
     __m512 acc[16];
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    for (int d = 0; d < D; d += 32) {
-      // Head sizes are multiples of 16: the last chunk may be half a vector.
-      const __mmask32 m = D - d >= 32 ? ~__mmask32{0} : static_cast<__mmask32>(0xFFFFu);
+    int d = 0;
+    for (; d + 32 <= D; d += 32) {
+      __m512i kv[KB];
+      for (int k = 0; k < KB; ++k) kv[k] = _mm512_loadu_si512(krow[kg + k] + d);
+      for (int r = 0; r < R; ++r) {
+        const __m512i qv = _mm512_loadu_si512(q + static_cast<std::size_t>(r) * D + d);
+        for (int k = 0; k < KB; ++k) acc[k * R + r] = Dot(acc[k * R + r], qv, kv[k]);
+      }
+    }
+    if (d < D) {  // head sizes are multiples of 16: a half-vector tail
+      const __mmask32 m = 0xFFFFu;
       __m512i kv[KB];
       for (int k = 0; k < KB; ++k) kv[k] = _mm512_maskz_loadu_epi16(m, krow[kg + k] + d);
       for (int r = 0; r < R; ++r) {
@@ -609,11 +686,28 @@ HWY_INLINE void PackProbabilitiesBf16(int nk, Scratch& s) {
     }
 }
 
-template <int NC>
+// Few-row P (S[key][row] layout) -> bf16 pairs pp[pair][row] (row stride R): one convert
+// and one word permutation per vector of KB keys × R rows.
+template <int R>
+HWY_INLINE void PackProbabilitiesFewRows(int nk, Scratch& s) {
+  constexpr int KB = 16 / R;
+  HWY_ALIGN std::uint16_t idx_words[16];
+  for (int w = 0; w < 16; ++w) {
+    const int j = w / (2 * R), r = (w / 2) % R, which = w % 2;
+    idx_words[w] = static_cast<std::uint16_t>((2 * j + which) * R + r);
+  }
+  const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx_words));
+  for (int i = 0; i * KB < nk; ++i) {
+    const __m256i b = reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_load_ps(s.p + i * 16)));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(s.pp + i * 8), _mm256_permutexvar_epi16(idx, b));
+  }
+}
+
+template <int NC, int NR = 4>
 HWY_INLINE void PvBlockBf16(int rb, int cb, int pairs, std::size_t RP, int D, Scratch& s) {
   const auto* vp = reinterpret_cast<const std::uint32_t*>(s.vf);
-  __m512 acc[4][NC];
-  for (int r = 0; r < 4; ++r) {
+  __m512 acc[NR][NC];
+  for (int r = 0; r < NR; ++r) {
     const __m512 a = _mm512_set1_ps(s.alpha[rb + r]);
     for (int j = 0; j < NC; ++j)
       acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16));
@@ -622,23 +716,26 @@ HWY_INLINE void PvBlockBf16(int rb, int cb, int pairs, std::size_t RP, int D, Sc
     __m512i vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = _mm512_load_si512(vp + static_cast<std::size_t>(pr) * D + (cb + j) * 16);
     const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * RP + rb;
-    for (int r = 0; r < 4; ++r) {
+    for (int r = 0; r < NR; ++r) {
       const __m512i pb = _mm512_set1_epi32(static_cast<int>(prow[r]));
       for (int j = 0; j < NC; ++j) acc[r][j] = Dot(acc[r][j], pb, vv[j]);
     }
   }
-  for (int r = 0; r < 4; ++r)
+  for (int r = 0; r < NR; ++r)
     for (int j = 0; j < NC; ++j) _mm512_store_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16, acc[r][j]);
 }
 
-HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, Scratch& s) {
+// NR: rows per accumulator block (fewer than 4 only for items with fewer rows); rp: the
+// row stride of the probability pairs.
+template <int NR = 4>
+HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, std::size_t rp, Scratch& s) {
   const int chunks = D / 16;
   const int pairs = (nk + 1) / 2;
-  const int rows4 = (g.rows + 3) / 4 * 4;
-  for (int rb = 0; rb < rows4; rb += 4) {
+  const int rows = (g.rows + NR - 1) / NR * NR;
+  for (int rb = 0; rb < rows; rb += NR) {
     int cb = 0;
-    for (; cb + 4 <= chunks; cb += 4) PvBlockBf16<4>(rb, cb, pairs, static_cast<std::size_t>(g.rp), D, s);
-    for (; cb < chunks; ++cb) PvBlockBf16<1>(rb, cb, pairs, static_cast<std::size_t>(g.rp), D, s);
+    for (; cb + 4 <= chunks; cb += 4) PvBlockBf16<4, NR>(rb, cb, pairs, rp, D, s);
+    for (; cb < chunks; ++cb) PvBlockBf16<1, NR>(rb, cb, pairs, rp, D, s);
   }
 }
 
@@ -666,6 +763,8 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   Scratch hs[kMaxItemKvHeads];
   WorkItem sub[kMaxItemKvHeads];
   VF qpos[NV], slope[kMaxItemKvHeads][NV];
+  HWY_ALIGN float pos_rows[kMaxRows];
+  HWY_ALIGN float slope_rows[kMaxItemKvHeads][kMaxRows];
   for (int v = 0; v < NV; ++v) {
     qpos[v] = hn::Zero(df);
     for (int j = 0; j < kMaxItemKvHeads; ++j) slope[j][v] = hn::Zero(df);
@@ -683,14 +782,14 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
 #endif
     }
     // Per-row constants (padded rows repeat the last real row).
-    HWY_ALIGN float pos_tmp[kMaxRows], slope_tmp[kMaxRows];
-    for (int r = 0; r < g.rp; ++r) {
+    float* slope_tmp = slope_rows[j];
+    for (int r = 0; r < kMaxRows; ++r) {
       const int rr = std::min(r, g.rows - 1);
-      pos_tmp[r] = static_cast<float>(it.pos_begin + rr / g.heads);
+      pos_rows[r] = static_cast<float>(it.pos_begin + rr / g.heads);
       slope_tmp[r] = c.alibi ? c.alibi[sub[j].head_begin + rr % g.heads] : 0.0f;
     }
     for (int v = 0; v < NV; ++v) {
-      qpos[v] = hn::Load(df, pos_tmp + v * L);
+      qpos[v] = hn::Load(df, pos_rows + v * L);
       slope[j][v] = hn::Load(df, slope_tmp + v * L);
     }
     for (int r = 0; r < kMaxRows; ++r) {
@@ -701,21 +800,20 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   }
 
   const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
-  constexpr int kAhead = 2;  // tiles prefetched ahead of use
+  // The walk is (tile, KV head) steps; each step prefetches the rows of the step two ahead,
+  // so prefetches are spread between the computations instead of issued in bursts.
+  constexpr std::int64_t kAhead = 2;
   const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
+  const std::int64_t num_steps = num_tiles * H;
   KeyTile t;
-  for (std::int64_t i = 0; i < std::min<std::int64_t>(kAhead, num_tiles); ++i)
-    for (int j = 0; j < H; ++j) {
-      LocateTile(c, sub[j], it.key_begin + i * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
-      PrefetchTile(t, row_bytes);
-    }
+  auto prefetch_step = [&](std::int64_t step) {
+    if (step >= num_steps) return;
+    LocateTile(c, sub[step % H], it.key_begin + (step / H) * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
+    PrefetchTile(t, row_bytes);
+  };
+  for (std::int64_t step = 0; step < kAhead; ++step) prefetch_step(step);
   for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
     const std::int64_t key0 = it.key_begin + ti * kTileKeys;
-    if (ti + kAhead < num_tiles)
-      for (int j = 0; j < H; ++j) {
-        LocateTile(c, sub[j], key0 + kAhead * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
-        PrefetchTile(t, row_bytes);
-      }
     const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
     bool need_mask = last - key0 + 1 < kTileKeys;
     if (c.causal && last > g.min_pos) need_mask = true;
@@ -725,36 +823,41 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     }
     for (int j = 0; j < H; ++j) {
       Scratch& s = hs[j];
+      prefetch_step(ti * H + j + kAhead);
       LocateTile(c, sub[j], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
 #if ATTNSEL_BF16_VARIANT
       const std::uint16_t* krow[kTileKeys];
       ConvertKeysBf16<K>(t, D, krow, s);
-      if constexpr (FR > 0)
+      if constexpr (FR > 0) {
         QkBf16FewRows<FR>(c, t, krow, s);
-      else
+        SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
+        PackProbabilitiesFewRows<FR>(t.nk, s);
+        PackValuesBf16<K>(t, D, s);
+        PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
+      } else {
         QkBf16<NV>(c, t, krow, s);
-      SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
-      PackProbabilitiesBf16<NV>(t.nk, s);
-      PackValuesBf16<K>(t, D, s);
-      PvBf16(g, D, t.nk, s);
+        SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
+        PackProbabilitiesBf16<NV>(t.nk, s);
+        PackValuesBf16<K>(t, D, s);
+        PvBf16(g, D, t.nk, static_cast<std::size_t>(g.rp), s);
+      }
 #else
       const float* vrow[kTileKeys];
 #if HWY_TARGET == HWY_AVX3
       if constexpr (FR > 0) {
         QkF32FewRows<K, FR>(c, t, s);
-      } else {
-        const float* krow[kTileKeys];
-        ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
-        QkF32<NV>(c, t, krow, s);
+        SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
+        ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
+        PvF32<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, vrow, s);
+        continue;
       }
-#else
+#endif
       const float* krow[kTileKeys];
       ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
       QkF32<NV>(c, t, krow, s);
-#endif
       SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
       ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
-      PvF32(g, D, t.nk, vrow, s);
+      PvF32(g, D, t.nk, static_cast<std::size_t>(g.rp), vrow, s);
 #endif
     }
   }
@@ -789,7 +892,9 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, 
     if (nv <= 8) return RunItem<K, 8>(c, it, part, scratch);
   if constexpr (kMaxNV >= 16)
     if (nv <= 16) return RunItem<K, 16>(c, it, part, scratch);
-  if constexpr (kMaxNV >= 32) RunItem<K, 32>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 32)
+    if (nv <= 32) return RunItem<K, 32>(c, it, part, scratch);
+  if constexpr (kMaxNV >= 64) RunItem<K, 64>(c, it, part, scratch);
 }
 
 HWY_NOINLINE void RunItemAnyKv(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {

@@ -97,7 +97,7 @@ class CpuAttentionImpl final : public AttentionImpl {
 
  private:
   int threads() const { return options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads(); }
-  void merge_splits(const LayerCtx& c, const WorkPlan& plan, const std::vector<float>& partials) const;
+  void merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials) const;
 
   CpuAttentionOptions options_;
 };
@@ -150,7 +150,8 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   const int nthreads = threads();
   const WorkPlan plan = plan_work(p, md, mask, nthreads);
   const std::size_t slot_floats = partial_slot_floats(p.head_size);
-  std::vector<float> partials(static_cast<std::size_t>(plan.num_partial_slots) * slot_floats);
+  // Every row a merge reads is written first: no need to clear the slots.
+  const std::unique_ptr<float[]> partials(new float[static_cast<std::size_t>(plan.num_partial_slots) * slot_floats]);
   const std::size_t scratch = scratch_bytes(p.head_size);
   const auto n_items = static_cast<std::int64_t>(plan.items.size());
   // Waking a team costs tens of microseconds (and spinning workers steal the core on a
@@ -165,19 +166,19 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < n_items; ++i) {
       const WorkItem& it = plan.items[static_cast<std::size_t>(i)];
-      float* slot = it.partial >= 0 ? partials.data() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
+      float* slot = it.partial >= 0 ? partials.get() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
       process_item(c, it, slot, buffer.ptr);
     }
   }
-  if (!plan.splits.empty()) merge_splits(c, plan, partials);
+  if (!plan.splits.empty()) merge_splits(c, plan, partials.get());
 }
 
 // out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max.
-void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, const std::vector<float>& partials) const {
+void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials) const {
   const int D = params_.head_size;
   const std::size_t slot_floats = partial_slot_floats(D);
   std::vector<float> acc(static_cast<std::size_t>(D));
-  auto* base = const_cast<float*>(partials.data());  // partial_for hands out mutable views; only read here
+  float* base = partials;
   for (const SplitGroup& g : plan.splits)
     for (int j = 0; j < g.rows.kv_heads; ++j) {
       const WorkItem rows = g.rows.head(j, c.group);
@@ -243,7 +244,9 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
       }
     }
   };
-#pragma omp parallel for schedule(static) num_threads(threads()) if (tokens > 64)
+  // Writing is a copy: a team only pays off for large batches (~1 MB of cache).
+  const bool parallel = static_cast<std::int64_t>(tokens) * p.num_kv_heads * D >= (std::int64_t{1} << 18);
+#pragma omp parallel for schedule(static) num_threads(threads()) if (parallel)
   for (int i = 0; i < tokens; ++i) {
     const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;

@@ -11,7 +11,7 @@
 
 namespace attnsel::kernel::cpu {
 
-inline constexpr int kMaxRows = 32;      ///< query rows (token × head) per work item
+inline constexpr int kMaxRows = 64;      ///< query rows (token × head) per work item
 inline constexpr int kTileKeys = 32;     ///< keys per online-softmax step
 inline constexpr int kMaxHeadSize = 512;
 inline constexpr int kFewRows = 8;         ///< rows per KV head up to which an item is "decode-like"
