@@ -5,7 +5,7 @@
 
 namespace attnsel::kernel::cuda {
 namespace {
-constexpr const char* kReason = "attnsel was built without CUDA (nvcc not found)";
+constexpr const char* kReason = "attnsel was built without CUDA (nvcc not found, or ATTNSEL_CUDA=OFF)";
 [[noreturn]] void unavailable() { throw NotImplementedError(kReason); }
 }  // namespace
 
