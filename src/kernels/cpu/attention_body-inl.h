@@ -806,12 +806,32 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
   const std::int64_t num_steps = num_tiles * H;
   KeyTile t;
+  // An item that covers every KV head consumes whole blocks: prefetch them as contiguous
+  // regions in address order (what the hardware prefetchers continue best), a 1/H share
+  // of the tile's blocks per step.
+  const bool whole_blocks = c.block_bytes > 0 && H == c.num_kv_heads;
+  const std::int32_t* table = c.block_table + static_cast<std::int64_t>(it.seq) * c.max_blocks_per_seq;
   auto prefetch_step = [&](std::int64_t step) {
     if (step >= num_steps) return;
-    LocateTile(c, sub[step % H], it.key_begin + (step / H) * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
-    PrefetchTile(t, row_bytes);
+    const std::int64_t key0 = it.key_begin + (step / H) * kTileKeys;
+    if (!whole_blocks) {
+      LocateTile(c, sub[step % H], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
+      PrefetchTile(t, row_bytes);
+      return;
+    }
+    const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
+    const std::int64_t first_block = key0 / c.block_size, last_block = last / c.block_size;
+    const std::int64_t lines = (last_block - first_block + 1) * (c.block_bytes / 64);
+    const std::int64_t part = step % H;
+    for (std::int64_t l = lines * part / H; l < lines * (part + 1) / H; ++l) {
+      const std::int64_t blk = first_block + l / (c.block_bytes / 64);
+      const std::int64_t off = table[blk] * c.block_bytes + (l % (c.block_bytes / 64)) * 64;
+      __builtin_prefetch(c.key_cache + off, 0, 3);
+      __builtin_prefetch(c.value_cache + off, 0, 3);
+    }
   };
-  for (std::int64_t step = 0; step < kAhead; ++step) prefetch_step(step);
+  const std::int64_t ahead = whole_blocks ? H : kAhead;  // whole blocks: one tile ahead
+  for (std::int64_t step = 0; step < ahead; ++step) prefetch_step(step);
   for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
     const std::int64_t key0 = it.key_begin + ti * kTileKeys;
     const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
@@ -823,7 +843,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     }
     for (int j = 0; j < H; ++j) {
       Scratch& s = hs[j];
-      prefetch_step(ti * H + j + kAhead);
+      prefetch_step(ti * H + j + ahead);
       LocateTile(c, sub[j], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
 #if ATTNSEL_BF16_VARIANT
       const std::uint16_t* krow[kTileKeys];
