@@ -113,7 +113,10 @@ int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_th
 // same number of threads; rates count the threads that actually ran.
 class DynamicTeams {
  public:
-  DynamicTeams() : previous_(omp_get_dynamic()) { omp_set_dynamic(1); }
+  // An explicit OMP_DYNAMIC in the environment is the user's choice and is left alone.
+  DynamicTeams() : previous_(omp_get_dynamic()) {
+    if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);
+  }
   ~DynamicTeams() { omp_set_dynamic(previous_); }
   DynamicTeams(const DynamicTeams&) = delete;
   DynamicTeams& operator=(const DynamicTeams&) = delete;

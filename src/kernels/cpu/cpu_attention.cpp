@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -103,7 +104,10 @@ constexpr int kScratchTag = 0, kPartialTag = 1;
 // machine nothing changes. The caller's setting is restored.
 class DynamicTeams {
  public:
-  DynamicTeams() : previous_(omp_get_dynamic()) { omp_set_dynamic(1); }
+  // An explicit OMP_DYNAMIC in the environment is the user's choice and is left alone.
+  DynamicTeams() : previous_(omp_get_dynamic()) {
+    if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);
+  }
   ~DynamicTeams() { omp_set_dynamic(previous_); }
   DynamicTeams(const DynamicTeams&) = delete;
   DynamicTeams& operator=(const DynamicTeams&) = delete;
