@@ -13,7 +13,7 @@
 namespace {
 
 std::string example_text(const std::string& name) {
-  const auto path = std::filesystem::path(__FILE__).parent_path().parent_path() / "examples" / "models" / (name + ".json");
+  const auto path = std::filesystem::path(ATTNSEL_SOURCE_DIR) / "examples" / "models" / (name + ".json");
   std::ifstream in(path);
   std::ostringstream s;
   s << in.rdbuf();

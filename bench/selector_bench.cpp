@@ -8,6 +8,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
@@ -112,17 +113,29 @@ int spawn_and_wait(const std::vector<std::string>& args) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-void BM_SelectProcess(benchmark::State& state) {
+// The binary under test: $ATTNSEL_CLI when set (a copied or installed build), else the one
+// built next to this benchmark.
+std::string attnsel_binary() {
+  if (const char* env = std::getenv("ATTNSEL_CLI"); env != nullptr && *env != '\0') return env;
 #ifdef ATTNSEL_CLI_PATH
-  const std::vector<std::string> args{ATTNSEL_CLI_PATH, "select", "--platform", "cuda:9.0", "--head-size", "128"};
+  return ATTNSEL_CLI_PATH;
+#else
+  return {};
+#endif
+}
+
+void BM_SelectProcess(benchmark::State& state) {
+  const std::string binary = attnsel_binary();
+  if (binary.empty()) {
+    state.SkipWithError("the attnsel command is not built");
+    return;
+  }
+  const std::vector<std::string> args{binary, "select", "--platform", "cuda:9.0", "--head-size", "128"};
   if (const int rc = spawn_and_wait(args); rc != 0) {
     state.SkipWithError(("attnsel select exited " + std::to_string(rc)).c_str());
     return;
   }
   for (auto _ : state) benchmark::DoNotOptimize(spawn_and_wait(args));
-#else
-  state.SkipWithError("the attnsel command is not built");
-#endif
 }
 BENCHMARK(BM_SelectProcess)->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -10,12 +10,14 @@
 #include <string>
 #include <string_view>
 
+#include "attnsel/export.hpp"
 #include "attnsel/selector.hpp"
 
 namespace attnsel {
 
 /// vLLM's KVTransferConfig, the fields selection and layout resolution depend on.
-struct KVTransferConfig {
+/// Thread-safety: a plain value.
+struct ATTNSEL_API KVTransferConfig {
   std::optional<std::string> kv_connector;  ///< e.g. "NixlConnector"
   std::optional<std::string> kv_role;       ///< "kv_producer", "kv_consumer" or "kv_both"
 
@@ -24,8 +26,8 @@ struct KVTransferConfig {
 };
 
 /// The options as given on vLLM's command line (text, before validation). An empty string
-/// means the option was not given.
-struct EngineArgs {
+/// means the option was not given. Thread-safety: a plain value.
+struct ATTNSEL_API EngineArgs {
   std::string attention_backend;                  ///< --attention-backend NAME ("auto" = automatic)
   std::string attention_config;                   ///< --attention-config JSON
   std::string kv_cache_dtype = "auto";            ///< --kv-cache-dtype
@@ -39,8 +41,8 @@ struct EngineArgs {
   bool batch_invariant = false;                   ///< VLLM_BATCH_INVARIANT
 };
 
-/// Validated engine options.
-struct EngineOptions {
+/// Validated engine options. Thread-safety: a plain value.
+struct ATTNSEL_API EngineOptions {
   EngineConfig engine;                         ///< everything get_attn_backend reads
   int tensor_parallel_size = 1;
   std::string dtype = "auto";                  ///< validated --dtype (resolved against the model later)
@@ -53,18 +55,18 @@ struct EngineOptions {
 /// --attention-config's backend ("attention_backend and attention_config.backend are
 /// mutually exclusive"), malformed JSON or a mistyped or unknown field, an unknown
 /// kv-cache dtype, dtype or layout, a non-positive size.
-EngineOptions parse_engine_args(const EngineArgs& args);
+ATTNSEL_API EngineOptions parse_engine_args(const EngineArgs& args);
 
 /// vLLM's AttentionConfig from JSON: "backend", "backend_per_kind", "use_non_causal",
 /// "flash_attn_version", "use_trtllm_attention", "minimax_m3_msa_decode_backend" go through
 /// vLLM's validators; the kernel-tuning fields are type-checked and otherwise ignored.
-AttentionConfig parse_attention_config(std::string_view json_text);
+ATTNSEL_API AttentionConfig parse_attention_config(std::string_view json_text);
 
 /// vLLM's KVTransferConfig from JSON, with its kv_role validation.
-KVTransferConfig parse_kv_transfer_config(std::string_view json_text);
+ATTNSEL_API KVTransferConfig parse_kv_transfer_config(std::string_view json_text);
 
 /// The layout the configured KV connector asks for (vLLM's get_kv_connector_cache_layout):
 /// NixlConnector wants "HND" unless the model uses MLA; other connectors state none.
-std::optional<std::string> kv_connector_cache_layout(const KVTransferConfig& config, bool model_uses_mla);
+ATTNSEL_API std::optional<std::string> kv_connector_cache_layout(const KVTransferConfig& config, bool model_uses_mla);
 
 }  // namespace attnsel

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/backend.hpp"
 #include "attnsel/kv_cache_layout.hpp"
 #include "attnsel/platform.hpp"
@@ -22,34 +23,35 @@ namespace attnsel {
 
 /// vLLM's _layout_from_name: a member name or the legacy "NHD" (LBNHC) / "HND" (LBHNC);
 /// ValueError "Unknown KV cache layout 'X'. Valid layouts: ['LBHNC', 'LBNHC', ...]" otherwise.
-KVCacheLayout layout_from_name(std::string_view name);
+ATTNSEL_API KVCacheLayout layout_from_name(std::string_view name);
 /// Python's repr of a list of layout names, as vLLM's messages print it: "['LBNHC', 'LBHNC']".
-std::string layout_names_repr(std::span<const KVCacheLayout> layouts);
+ATTNSEL_API std::string layout_names_repr(std::span<const KVCacheLayout> layouts);
 
 /// vLLM's get_supported_kv_cache_layouts (§9.2): the layouts every backend of one worker
 /// supports, most preferred first. Backends that declare none take no part; with no
 /// declaration at all, the default preference. ValueError "No KV cache layout satisfies
 /// every supported set: [...]." when the declarations are disjoint.
-std::vector<KVCacheLayout> get_supported_kv_cache_layouts(std::span<const AttentionBackend* const> backends,
-                                                          const RuntimeEnv& env);
+ATTNSEL_API std::vector<KVCacheLayout> get_supported_kv_cache_layouts(std::span<const AttentionBackend* const> backends,
+                                                                      const RuntimeEnv& env);
 
 /// A KV-cache spec's shape as the layout rule compares it: vLLM's
-/// (num_heads, num_states, page_size_bytes).
-struct KVCacheShape {
+/// (num_heads, num_states, page_size_bytes). Thread-safety: a plain value.
+struct ATTNSEL_API KVCacheShape {
   int num_heads = 0;
   int num_states = 0;
   std::int64_t page_size_bytes = 0;
   auto operator<=>(const KVCacheShape&) const = default;
 };
 
-/// The engine-level inputs of the resolution.
-struct LayoutInputs {
+/// The engine-level inputs of the resolution. Thread-safety: a plain value.
+struct ATTNSEL_API LayoutInputs {
   std::optional<std::string> recorded;          ///< cache_config.kv_cache_layout, already resolved: wins outright
   std::optional<std::string> requested;         ///< VLLM_KV_CACHE_LAYOUT (--kv-cache-layout): a hard constraint
   std::optional<std::string> connector_layout;  ///< the KV connector's preference: a soft one
 };
 
-struct ResolvedLayout {
+/// The resolved layout and how it was decided. Thread-safety: a plain value.
+struct ATTNSEL_API ResolvedLayout {
   KVCacheLayout layout = KVCacheLayout::LBNHC;
   std::vector<KVCacheLayout> candidates;  ///< worker 0's list after the mixed-shape filter
   bool mixed_hnc_shapes = false;          ///< the specs differ in (heads, states, page bytes)
@@ -63,8 +65,8 @@ struct ResolvedLayout {
 /// shapes need a block-compact layout, but none is in every supported set: ...",
 /// "VLLM_KV_CACHE_LAYOUT=X does not satisfy every supported set; valid layouts: [...]."
 /// (all ValueError).
-ResolvedLayout resolve_kv_cache_layout(const LayoutInputs& inputs,
-                                       const std::vector<std::vector<std::string>>& supported_layouts,
-                                       std::span<const KVCacheShape> specs);
+ATTNSEL_API ResolvedLayout resolve_kv_cache_layout(const LayoutInputs& inputs,
+                                                   const std::vector<std::vector<std::string>>& supported_layouts,
+                                                   std::span<const KVCacheShape> specs);
 
 }  // namespace attnsel

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel {
@@ -22,10 +23,11 @@ enum class MixerKind : std::uint8_t {
   mamba,      ///< a Mamba-like layer (Mamba1/2, GDN, linear attention, short conv): get_mamba_attn_backend
   indexer,    ///< DeepSeek-V3.2's sparse-attention indexer cache: a backend fixed by the model
 };
-std::string_view mixer_kind_name(MixerKind k);  ///< "attention", "mamba", "indexer"
+ATTNSEL_API std::string_view mixer_kind_name(MixerKind k);  ///< "attention", "mamba", "indexer"
 
 /// An attention layer's shape and flags, before tensor parallelism (total heads).
-struct AttentionLayerSpec {
+/// Thread-safety: a plain value.
+struct ATTNSEL_API AttentionLayerSpec {
   int num_heads = 0;     ///< query heads
   int num_kv_heads = 0;  ///< KV heads (MLA keeps one latent head)
   int head_size = 0;     ///< K head size; MLA: kv_lora_rank + qk_rope_head_dim
@@ -45,7 +47,8 @@ struct AttentionLayerSpec {
 
 /// A Mamba-like layer: its MambaAttentionBackendEnum member and the sizes of its
 /// per-sequence state (all totals, before tensor parallelism; 0 = not used by this kind).
-struct MambaLayerSpec {
+/// Thread-safety: a plain value.
+struct ATTNSEL_API MambaLayerSpec {
   std::string backend;  ///< "MAMBA1", "MAMBA2", "GDN_ATTN", "LINEAR", "SHORT_CONV"
   std::int64_t intermediate_size = 0;  ///< Mamba1/2 inner width, short-conv hidden size
   std::int64_t num_heads = 0;          ///< Mamba2 / linear-attention heads; GDN value heads
@@ -61,8 +64,8 @@ struct MambaLayerSpec {
   std::optional<DType> ssm_state_dtype;
 };
 
-/// One layer with a cache (or at least an attention backend).
-struct LayerSpec {
+/// One layer with a cache (or at least an attention backend). Thread-safety: a plain value.
+struct ATTNSEL_API LayerSpec {
   std::string stack;  ///< "" for decoder-only models; "encoder" / "decoder" for encoder–decoder models
   int index = 0;      ///< index within its stack
   std::string role;   ///< "self_attn", "cross_attn", "mamba", "indexer"
@@ -71,8 +74,8 @@ struct LayerSpec {
   std::optional<MambaLayerSpec> mamba;          ///< set for Mamba-like layers
 };
 
-/// A model as read from its config.json.
-struct ModelSpec {
+/// A model as read from its config.json. Thread-safety: a plain value.
+struct ATTNSEL_API ModelSpec {
   std::string source;      ///< the file read, or "<built-in default>"
   std::string model_type;  ///< config.json's model_type
   std::string architecture;  ///< the first entry of `architectures`, when present
@@ -88,22 +91,22 @@ struct ModelSpec {
 /// Reads `path` (a config.json, or a folder holding one). Throws ValueError naming the file,
 /// the field and what was expected (missing file, malformed JSON, missing or mistyped
 /// field, unknown model_type, inconsistent heads).
-ModelSpec load_model_config(const std::filesystem::path& path);
+ATTNSEL_API ModelSpec load_model_config(const std::filesystem::path& path);
 /// Parses config.json text; `source` names it in error messages.
-ModelSpec parse_model_config(std::string_view json_text, std::string_view source);
+ATTNSEL_API ModelSpec parse_model_config(std::string_view json_text, std::string_view source);
 /// The model planned when none is given: a Llama-3-8B-like shape (32 layers, 32 query and
 /// 8 KV heads of 128, bfloat16).
-ModelSpec default_model();
+ATTNSEL_API ModelSpec default_model();
 /// Every model_type the reader understands, sorted.
-std::span<const std::string_view> supported_model_types();
+ATTNSEL_API std::span<const std::string_view> supported_model_types();
 
 /// vLLM's model dtype: `override` ("auto", "half", "bfloat16", "float32", ...; empty or
 /// "auto" = from the config). "auto" keeps the config's dtype, except that a float32 (or
 /// absent) config dtype becomes bfloat16 — float16 for pooling models — as vLLM's
 /// _resolve_auto_dtype does on GPUs. ValueError for an unknown name.
-DType resolve_model_dtype(const ModelSpec& model, std::string_view override_text);
+ATTNSEL_API DType resolve_model_dtype(const ModelSpec& model, std::string_view override_text);
 
 /// "0-31", "0-40 (every 2nd)", "0-4,6-10,12" — a compact, readable form of layer indices.
-std::string format_layer_indices(std::span<const int> sorted_indices);
+ATTNSEL_API std::string format_layer_indices(std::span<const int> sorted_indices);
 
 }  // namespace attnsel

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "attnsel/export.hpp"
 #include "attnsel/engine_args.hpp"
 #include "attnsel/kv_layout_resolution.hpp"
 #include "attnsel/model.hpp"
@@ -25,31 +26,32 @@ namespace attnsel {
 /// ModelConfig and parallel layers do. ValueError naming the file and the field when a
 /// count does not divide: "Total number of attention heads (32) must be divisible by tensor
 /// parallel size (3)." KV heads fewer than the TP size are replicated (one per rank).
-ModelSpec shard_model(const ModelSpec& model, int tensor_parallel_size);
+ATTNSEL_API ModelSpec shard_model(const ModelSpec& model, int tensor_parallel_size);
 
 /// The runtime facts a plan takes from the model and the engine options (model.head_size,
 /// model.num_attention_heads, flash_attn_version, parallel.decode_context_parallel_size, ...)
 /// as "name=value" overrides for make_platform. Put the user's --fact values after them so
 /// that they win.
-std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions& options);
+ATTNSEL_API std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions& options);
 
 /// Builds the platform a plan runs on: `platform_spec` ("cuda:9.0", ...; empty = the host)
 /// with plan_facts() and then `user_facts` applied.
-std::shared_ptr<Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
-                                             std::string_view platform_spec,
-                                             const std::vector<std::string>& user_facts = {},
-                                             std::optional<SelectionMode> mode = std::nullopt);
+ATTNSEL_API std::shared_ptr<Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
+                                                         std::string_view platform_spec,
+                                                         const std::vector<std::string>& user_facts = {},
+                                                         std::optional<SelectionMode> mode = std::nullopt);
 
 /// One layer of a group: its stack ("" / "encoder" / "decoder"), index and role.
-struct LayerRef {
+/// Thread-safety: a plain value.
+struct ATTNSEL_API LayerRef {
   std::string stack;
   int index = 0;
   std::string role;
 };
 
 /// Layers that share a KV-cache kind, a selector configuration and a cache shape, and so
-/// one backend.
-struct PlanGroup {
+/// one backend. Thread-safety: a plain value (the selection it holds is immutable).
+struct ATTNSEL_API PlanGroup {
   std::vector<LayerRef> layers;
   std::string layers_text;  ///< "decoder 0-31 (cross_attn)", "0-40 (every 2nd)"
   MixerKind mixer = MixerKind::attention;
@@ -81,14 +83,15 @@ struct PlanGroup {
   std::vector<std::string> notes;
 };
 
-/// How the block size was chosen.
-struct BlockSizeChoice {
+/// How the block size was chosen. Thread-safety: a plain value.
+struct ATTNSEL_API BlockSizeChoice {
   int block_size = 16;
   bool user_specified = false;
   std::string source;  ///< "--block-size", "FLASH_ATTN.get_preferred_block_size(16)", ...; empty = not chosen yet
 };
 
-struct ModelPlan {
+/// A whole model's plan. Thread-safety: a plain value.
+struct ATTNSEL_API ModelPlan {
   std::string model_source;
   std::string model_type;
   std::string platform;  ///< the platform's spec
@@ -111,7 +114,8 @@ struct ModelPlan {
 
 /// A plan that could not be completed: vLLM's error (the first failure, with its exact
 /// message; our message adds every other failing group), and the partial plan.
-class PlanError : public Error {
+/// Thread-safety: immutable after construction.
+class ATTNSEL_API PlanError : public Error {
  public:
   PlanError(ErrorKind kind, const std::string& message, std::shared_ptr<const ModelPlan> partial)
       : Error(kind, message), partial_(std::move(partial)) {}
@@ -124,12 +128,12 @@ class PlanError : public Error {
 /// vLLM's select_common_block_size for one KV-cache group: `kv_manager_block_size` when
 /// every backend's kernel supports it, else the largest exact kernel size that divides it and
 /// every backend supports; ValueError "No common block size for N. " otherwise.
-int select_common_block_size(int kv_manager_block_size, std::span<const AttentionBackend* const> backends,
-                             const RuntimeEnv& env);
+ATTNSEL_API int select_common_block_size(int kv_manager_block_size, std::span<const AttentionBackend* const> backends,
+                                         const RuntimeEnv& env);
 
 /// Plans `model` (unsharded; shard_model is applied) with `options` on the selector's
 /// platform. Throws ValueError for inconsistent input (see shard_model) and PlanError when a
 /// group has no valid backend, a KV-cache group cannot use the block size, or no layout fits.
-ModelPlan make_plan(const ModelSpec& model, const EngineOptions& options, Selector& selector);
+ATTNSEL_API ModelPlan make_plan(const ModelSpec& model, const EngineOptions& options, Selector& selector);
 
 }  // namespace attnsel

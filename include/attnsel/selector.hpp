@@ -3,6 +3,8 @@
 // explicitly as an EngineConfig.
 #pragma once
 
+#include <atomic>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -74,7 +76,9 @@ ATTNSEL_API std::optional<BackendMember> effective_backend(const EngineConfig& e
 
 /// A platform plus its memoised selections (vLLM's _cached_get_attn_backend). The cache is
 /// keyed on (backend, config, num_heads, run cache dtype) and dropped whenever the
-/// registry's generation changes, unlike vLLM's, so a registration is never masked.
+/// registry's generation changes, unlike vLLM's, so a registration is never masked. Each
+/// thread also keeps a small memo of its recent hits (no lock, no shared writes), checked
+/// against the registry generation and clear(), so a cached call costs a few loads.
 /// Thread-safety: all methods may be called concurrently.
 class ATTNSEL_API Selector {
  public:
@@ -105,10 +109,21 @@ class ATTNSEL_API Selector {
   struct KeyHash {
     std::size_t operator()(const Key& k) const noexcept;
   };
+  struct MemoEntry;  // one slot of the per-thread memo in front of cache_ (selector.cpp)
+  /// The memoised selection, through the calling thread's memo; valid until this thread's
+  /// next call on any Selector.
+  const std::shared_ptr<const Selection>& lookup(const std::optional<BackendMember>& backend,
+                                                 const AttentionSelectorConfig& config, std::optional<int> num_heads,
+                                                 std::string_view run_cache_dtype);
+  /// The shared cache, filled on a miss by the platform's selection.
+  std::shared_ptr<const Selection> lookup_shared(Key key, std::uint64_t generation);
+
   std::shared_ptr<const Platform> platform_;
   mutable std::shared_mutex mutex_;
   std::uint64_t generation_ = 0;
   std::unordered_map<Key, std::shared_ptr<const Selection>, KeyHash> cache_;
+  const std::uint64_t id_;                ///< unique per Selector: names its per-thread memo entries
+  std::atomic<std::uint64_t> epoch_{0};  ///< bumped by clear(): invalidates every thread's memo
 };
 
 /// vLLM's get_mamba_attn_backend: the member's class; RuntimeError

@@ -31,6 +31,12 @@ class FlashAttentionBackend : public AttentionBackend {
   bool supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv& env) const override;
   std::optional<std::string> supports_combination(const CombinationArgs& args, const RuntimeEnv& env) const override;
 
+  // The kernel: attnsel's own CUDA kernels (src/kernels/cuda), in flash_attn_kernel.cpp.
+  bool has_kernel() const override;
+  std::string missing_kernel_reason() const override;
+  std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const override;
+  std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
+
  protected:
   /// vLLM's class attribute head_size_v: None for FLASH_ATTN, the V head size for DiffKV.
   virtual std::optional<int> head_size_v() const { return std::nullopt; }

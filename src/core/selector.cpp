@@ -1,5 +1,6 @@
 #include "attnsel/selector.hpp"
 
+#include <array>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <mutex>
@@ -88,16 +89,52 @@ std::size_t Selector::KeyHash::operator()(const Key& k) const noexcept {
   return h;
 }
 
-Selector::Selector(std::shared_ptr<const Platform> platform) : platform_(std::move(platform)) {
+namespace {
+std::atomic<std::uint64_t> next_selector_id{1};
+}  // namespace
+
+Selector::Selector(std::shared_ptr<const Platform> platform)
+    : platform_(std::move(platform)), id_(next_selector_id.fetch_add(1, std::memory_order_relaxed)) {
   if (!platform_) throw ValueError("Selector needs a platform");
 }
 
-std::shared_ptr<const Selection> Selector::cached_select(const std::optional<BackendMember>& backend,
+// A per-thread memo slot. A hit is valid while the selector, its epoch (clear()) and the
+// registry generation are those it was filled under; otherwise the shared cache decides.
+struct Selector::MemoEntry {
+  std::uint64_t selector_id = 0;  // 0: empty (ids start at 1)
+  std::uint64_t epoch = 0;
+  std::uint64_t generation = 0;
+  Key key;
+  std::shared_ptr<const Selection> selection;
+};
+
+const std::shared_ptr<const Selection>& Selector::lookup(const std::optional<BackendMember>& backend,
                                                          const AttentionSelectorConfig& config,
                                                          std::optional<int> num_heads,
                                                          std::string_view run_cache_dtype) {
-  Key key{backend, config, num_heads, std::string(run_cache_dtype)};
+  // The shared cache costs a reader lock and reference-count traffic on shared cache lines
+  // (~40-80 ns); a model asks for the same few selections over and over, so each thread
+  // remembers its last few in a direct-mapped table.
+  constexpr std::size_t kSlots = 16;
+  thread_local std::array<MemoEntry, kSlots> memo;
+  // Read both counters before looking anything up: an entry filled after a concurrent
+  // clear() or registration then carries the old value and is never trusted.
   const std::uint64_t generation = registry_generation();
+  const std::uint64_t epoch = epoch_.load(std::memory_order_acquire);
+  std::size_t h = config.hash() ^ (id_ * 0x9e3779b97f4a7c15ULL);
+  if (backend) h ^= (static_cast<std::size_t>(backend->index()) + 1) * 0xff51afd7ed558ccdULL;
+  if (num_heads) h ^= static_cast<std::size_t>(*num_heads) * 0xc4ceb9fe1a85ec53ULL;
+  MemoEntry& slot = memo[(h ^ (h >> 29)) % kSlots];
+  if (slot.selector_id == id_ && slot.epoch == epoch && slot.generation == generation && slot.key.backend == backend &&
+      slot.key.num_heads == num_heads && slot.key.run_cache_dtype == run_cache_dtype && slot.key.config == config)
+    return slot.selection;
+  Key key{backend, config, num_heads, std::string(run_cache_dtype)};
+  std::shared_ptr<const Selection> selection = lookup_shared(key, generation);  // throws on failure: not memoised
+  slot = MemoEntry{id_, epoch, generation, std::move(key), std::move(selection)};
+  return slot.selection;
+}
+
+std::shared_ptr<const Selection> Selector::lookup_shared(Key key, std::uint64_t generation) {
   {
     std::shared_lock lock(mutex_);
     if (generation_ == generation) {
@@ -106,7 +143,7 @@ std::shared_ptr<const Selection> Selector::cached_select(const std::optional<Bac
     }
   }
   auto selection = std::make_shared<const Selection>(
-      platform_->get_attn_backend_cls(backend, config, num_heads, run_cache_dtype));
+      platform_->get_attn_backend_cls(key.backend, key.config, key.num_heads, key.run_cache_dtype));
   std::unique_lock lock(mutex_);
   if (generation_ < generation) {
     cache_.clear();
@@ -116,19 +153,30 @@ std::shared_ptr<const Selection> Selector::cached_select(const std::optional<Bac
   return selection;
 }
 
+std::shared_ptr<const Selection> Selector::cached_select(const std::optional<BackendMember>& backend,
+                                                         const AttentionSelectorConfig& config,
+                                                         std::optional<int> num_heads,
+                                                         std::string_view run_cache_dtype) {
+  return lookup(backend, config, num_heads, run_cache_dtype);
+}
+
 std::shared_ptr<const Selection> Selector::select(const EngineConfig& engine, const LayerRequest& layer) {
-  return cached_select(effective_backend(engine, layer), make_selector_config(engine, layer), layer.num_heads,
-                       engine.cache.cache_dtype);
+  return lookup(effective_backend(engine, layer), make_selector_config(engine, layer), layer.num_heads,
+                engine.cache.cache_dtype);
 }
 
 std::shared_ptr<const AttentionBackend> Selector::get_attn_backend(const EngineConfig& engine,
                                                                    const LayerRequest& layer) {
-  return select(engine, layer)->backend_class;
+  // Copies only the class pointer: the Selection stays owned by the memo.
+  return lookup(effective_backend(engine, layer), make_selector_config(engine, layer), layer.num_heads,
+                engine.cache.cache_dtype)
+      ->backend_class;
 }
 
 void Selector::clear() {
   std::unique_lock lock(mutex_);
   cache_.clear();
+  epoch_.fetch_add(1, std::memory_order_release);
 }
 
 std::size_t Selector::cache_size() const {

@@ -1,5 +1,6 @@
 #include "model/config_reader.hpp"
 
+#include <cmath>
 #include <cstdint>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -61,7 +62,11 @@ std::string describe_json(const nlohmann::json& value) {
     case nlohmann::json::value_t::boolean: return value.get<bool>() ? "true" : "false";
     case nlohmann::json::value_t::number_integer: return fmt::format("{}", value.get<std::int64_t>());
     case nlohmann::json::value_t::number_unsigned: return fmt::format("{}", value.get<std::uint64_t>());
-    case nlohmann::json::value_t::number_float: return fmt::format("{}", value.get<double>());
+    case nlohmann::json::value_t::number_float: {
+      // Keep the decimal point, so "expected an integer, got 3.0" reads right.
+      const double d = value.get<double>();
+      return std::abs(d) < 1e15 && std::trunc(d) == d ? fmt::format("{:.1f}", d) : fmt::format("{}", d);
+    }
     case nlohmann::json::value_t::string:
       return fmt::format("string \"{}\"", printable(value.get_ref<const std::string&>(), 40));
     case nlohmann::json::value_t::array: return fmt::format("an array of {} elements", value.size());

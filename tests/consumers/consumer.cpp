@@ -5,12 +5,14 @@
 //
 //   consumer [PLUGIN]   exit status 0 when every check passed
 #include <attnsel/errors.hpp>
+#include <attnsel/kernel.hpp>
 #include <attnsel/platform.hpp>
 #include <attnsel/plugin_loader.hpp>
 #include <attnsel/registry.hpp>
 #include <attnsel/selector.hpp>
 #include <attnsel/version.h>
 
+#include <cmath>
 #include <cstdio>
 #include <string>
 
@@ -31,6 +33,45 @@ class ConsumerBackend : public attnsel::AttentionBackend {
   std::string qualname() const override { return "consumer::ConsumerBackend"; }
   std::vector<int> get_supported_head_sizes(const attnsel::RuntimeEnv&) const override { return {128}; }
 };
+
+// One prefill of 3 tokens (2 query heads sharing 1 KV head, head size 32) through a
+// backend's kernel: its cache writer, then its forward. Returns the output.
+std::vector<float> run_kernel(const attnsel::AttentionBackend& backend) {
+  using namespace attnsel::kernel;
+  constexpr int kTokens = 3, kHeads = 2, kKvHeads = 1, kDim = 32, kBlock = 16, kBlocks = 2;
+  std::vector<float> q(kTokens * kHeads * kDim), k(kTokens * kKvHeads * kDim), v(k.size()), out(q.size());
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37f * static_cast<float>(i));
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k[i] = std::cos(0.23f * static_cast<float>(i));
+    v[i] = std::sin(0.11f * static_cast<float>(i) + 1.0f);
+  }
+  std::vector<float> key_cache(kBlocks * kBlock * kKvHeads * kDim), value_cache(key_cache.size());
+  const std::vector<std::int32_t> query_start_loc{0, kTokens}, seq_lens{kTokens}, block_table{1};
+  const std::vector<std::int64_t> slots{kBlock, kBlock + 1, kBlock + 2};  // block 1
+  AttentionMetadata md;
+  md.num_seqs = 1;
+  md.num_actual_tokens = kTokens;
+  md.query_start_loc = query_start_loc;
+  md.seq_lens = seq_lens;
+  md.block_table = block_table;
+  md.max_blocks_per_seq = 1;
+  md.slot_mapping = slots;
+  md.max_query_len = kTokens;
+  md.max_seq_len = kTokens;
+  LayerParams p;
+  p.num_heads = kHeads;
+  p.num_kv_heads = kKvHeads;
+  p.head_size = kDim;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(kDim));
+  KVCacheView cache{TensorView::contiguous(key_cache.data(), ScalarType::f32, {kBlocks, kBlock, kKvHeads, kDim}),
+                    TensorView::contiguous(value_cache.data(), ScalarType::f32, {kBlocks, kBlock, kKvHeads, kDim})};
+  auto impl = backend.make_impl(p);
+  impl->write_kv_cache(TensorView::contiguous(k.data(), ScalarType::f32, {kTokens, kKvHeads, kDim}),
+                       TensorView::contiguous(v.data(), ScalarType::f32, {kTokens, kKvHeads, kDim}), cache, md);
+  impl->forward(TensorView::contiguous(q.data(), ScalarType::f32, {kTokens, kHeads, kDim}), cache, md,
+                TensorView::contiguous(out.data(), ScalarType::f32, {kTokens, kHeads, kDim}));
+  return out;
+}
 
 }  // namespace
 
@@ -85,6 +126,18 @@ int main(int argc, char** argv) {
     register_backend(AttentionBackendEnum["CUSTOM"], plugin.backends.front().qualname);
     check(AttentionBackendEnum["CUSTOM"].get_class()->get_name() == plugin.backends.front().name,
           "CUSTOM resolves to the plugin's backend " + plugin.backends.front().name);
+    // The built-in CPU kernel and the plugin's kernel compute the same attention.
+    const std::vector<float> builtin = run_kernel(*AttentionBackendEnum["CPU_ATTN"].get_attention_class());
+    const std::vector<float> theirs = run_kernel(*AttentionBackendEnum["CUSTOM"].get_attention_class());
+    double worst = 0.0, magnitude = 0.0;
+    for (std::size_t i = 0; i < builtin.size(); ++i) {
+      worst = std::max(worst, std::fabs(double(builtin[i]) - theirs[i]));
+      magnitude = std::max(magnitude, std::fabs(double(builtin[i])));
+    }
+    char text[160];
+    std::snprintf(text, sizeof text, "the plugin's kernel agrees with CPU_ATTN's (outputs up to %.3g, max difference %.3g)",
+                  magnitude, worst);
+    check(magnitude > 0.1 && worst < 1e-4, text);
   }
   std::printf("%s\n", failures == 0 ? "consumer: all checks passed" : "consumer: FAILED");
   return failures == 0 ? 0 : 1;

@@ -118,6 +118,8 @@ TEST(EngineArgs, AttentionConfigTypeAndFieldErrors) {
   EXPECT_EQ(err(R"({"use_non_causal": "yes"})"),
             "--attention-config: field 'use_non_causal': expected true or false, got string \"yes\"");
   EXPECT_EQ(err(R"({"backend": 3})"), "--attention-config: field 'backend': expected a string or null, got 3");
+  EXPECT_EQ(err(R"({"flash_attn_version": 3.0})"),
+            "--attention-config: field 'flash_attn_version': expected an integer or null, got 3.0");
   EXPECT_EQ(err(R"({"flash_attn_version": 5})"),
             "--attention-config: field 'flash_attn_version': expected an integer from 2 to 4, got 5");
   EXPECT_EQ(err(R"({"backend_per_kind": ["x"]})"),

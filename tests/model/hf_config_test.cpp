@@ -318,6 +318,9 @@ TEST(HfConfigBadInput, MissingAndMistypedFields) {
               HasSubstr("field 'num_attention_heads': expected an integer from 1 to 65536, got 32.5"));
   EXPECT_THAT(parse_error(R"({"model_type":"llama","num_attention_heads":-4})"),
               HasSubstr("got -4"));
+  EXPECT_THAT(parse_error(R"({"model_type":"llama","num_attention_heads":32.0})"), HasSubstr("got 32.0"));
+  // Regression: describing a huge float must not cast it to an integer (undefined behaviour).
+  EXPECT_THAT(parse_error(R"({"model_type":"llama","num_attention_heads":1e300})"), HasSubstr("got 1e+300"));
   EXPECT_THAT(parse_error(R"({"model_type":"llama","num_attention_heads":4,"head_dim":64,"num_hidden_layers":1000000000})"),
               HasSubstr("field 'num_hidden_layers': expected an integer from 1 to 4096, got 1000000000"));
   EXPECT_THAT(parse_error(R"({"model_type":"llama","num_attention_heads":4,"head_dim":64,"num_hidden_layers":2,

@@ -10,9 +10,9 @@
 
 namespace attnsel::testing_support {
 
-/// examples/models in the source tree (tests are compiled with absolute source paths).
+/// examples/models in the source tree.
 inline std::filesystem::path examples_dir() {
-  return std::filesystem::path(__FILE__).parent_path().parent_path().parent_path() / "examples" / "models";
+  return std::filesystem::path(ATTNSEL_SOURCE_DIR) / "examples" / "models";
 }
 
 inline ModelSpec load_example(const std::string& name) { return load_model_config(examples_dir() / (name + ".json")); }

@@ -60,5 +60,18 @@ TEST_F(PluginCli, EnvironmentPluginsLoadAtStartUpAndFailuresOnlyWarn) {
                                "does not exist"));
 }
 
+TEST_F(PluginCli, RunExecutesThePluginKernelAndChecksItAgainstTheReference) {
+  const auto j = parse(run_attnsel({"run", "--json", "--plugin", std::string(ATTNSEL_EXAMPLE_PLUGIN) + ":attnsel_example_as_cpu_attn",
+                                    "--platform", "cpu", "--mode", "runnable", "--num-heads", "4", "--num-kv-heads", "2",
+                                    "--head-size", "32", "--num-layers", "1", "--batch", "2", "--context", "40",
+                                    "--decode-steps", "2", "--no-ceilings", "--no-progress"}));
+  EXPECT_EQ(j["backend"], "CPU_ATTN");
+  EXPECT_EQ(j["class"], file_name(ATTNSEL_EXAMPLE_PLUGIN) + ":attnsel_example_as_cpu_attn");
+  EXPECT_EQ(j["isa"], "-");  // not the built-in kernel's
+  EXPECT_EQ(j["check"]["passed"], true);
+  EXPECT_GT(j["check"]["prefill"]["tokens"].get<int>(), 0);
+  EXPECT_GT(j["check"]["decode"]["tokens"].get<int>(), 0);
+}
+
 }  // namespace
 }  // namespace attnsel::testing

@@ -154,3 +154,46 @@ static const char* const kRegisterAgainNames[] = {"C_REG_NEW"};
 static const attnsel_backend kRegisterAgain = BACKEND("C_REG_AGAIN", .register_as = kRegisterAgainNames,
                                                       .num_register_as = 1);
 PLUGIN(init_register_as_again, "c-register-again", BACKENDS(&kRegisterAgain))
+
+/* ---- kernel entry points that fail ---------------------------------------------------- */
+
+#include <stdlib.h>
+
+static int kernel_destroyed = 0;
+
+/* How many kernel instances attnsel destroyed (tests check that none leaks). */
+ATTNSEL_PLUGIN_EXPORT int test_plugin_kernels_destroyed(void) { return kernel_destroyed; }
+
+static int failing_create(void* u, const attnsel_layer_params* p, void** impl, char* e, size_t c) {
+  (void)u;
+  if (p->head_size == 13) {
+    snprintf(e, c, "head size 13 is unlucky");
+    return ATTNSEL_FAILED;
+  }
+  *impl = malloc(16);
+  return *impl != NULL ? ATTNSEL_OK : ATTNSEL_FAILED;
+}
+static void failing_destroy(void* impl) {
+  ++kernel_destroyed;
+  free(impl);
+}
+static int failing_write(void* impl, const attnsel_tensor* k, const attnsel_tensor* v, const attnsel_kv_cache* cache,
+                         const attnsel_metadata* md, char* e, size_t c) {
+  (void)impl; (void)k; (void)v; (void)cache; (void)md; (void)e; (void)c;
+  return ATTNSEL_OK;
+}
+static int failing_forward(void* impl, const attnsel_tensor* q, const attnsel_kv_cache* cache,
+                           const attnsel_metadata* md, const attnsel_tensor* out, char* e, size_t c) {
+  (void)impl; (void)q; (void)cache; (void)out;
+  snprintf(e, c, "device lost after %d sequences", (int)md->num_seqs);
+  return ATTNSEL_FAILED;
+}
+static const attnsel_kernel_ops kFailingOps = {sizeof(attnsel_kernel_ops), failing_create, failing_destroy,
+                                               failing_write, failing_forward};
+static const attnsel_dtype kFloat32[] = {ATTNSEL_DTYPE_FLOAT32};
+static const char* const kKvAutoOnly[] = {"auto"};
+static const attnsel_block_size kAnyBlock[] = {{1, 1}};
+static const attnsel_backend kFailingKernel = BACKEND("C_FAILING_KERNEL", .dtypes = kFloat32, .num_dtypes = 1,
+                                                      .kv_cache_dtypes = kKvAutoOnly, .num_kv_cache_dtypes = 1,
+                                                      .block_sizes = kAnyBlock, .kernel = &kFailingOps);
+PLUGIN(init_failing_kernel, "c-failing-kernel", BACKENDS(&kFailingKernel))

@@ -56,7 +56,9 @@ std::string backend_column(const PlanGroup& g) { return g.error ? "\u2717 none v
 std::string block_column(const ModelPlan& plan, const PlanGroup& g) {
   if (!g.has_kv_cache || g.error || plan.block_size.source.empty()) return "-";
   const int bs = plan.block_size.block_size;
-  if (g.kernel_block_size && *g.kernel_block_size != bs) return fmt::format("{} (kernel {})", bs, *g.kernel_block_size);
+  // A chosen size without a kernel size: this group's backends cannot use it.
+  if (!g.kernel_block_size) return fmt::format("{} \u2717", bs);
+  if (*g.kernel_block_size != bs) return fmt::format("{} (kernel {})", bs, *g.kernel_block_size);
   return fmt::format("{}", bs);
 }
 

@@ -114,7 +114,10 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   out.selection = *selector.select(engine, layer);
   const std::shared_ptr<const AttentionBackend> cls = out.selection.backend_class;
   out.make_impl = [cls](const kernel::LayerParams& p) { return cls->make_impl(p); };
-  out.isa = out.selection.backend == "CPU_ATTN" ? kernel::cpu::cpu_attention_isa(out.dtype, m.kv_cache_dtype) : "-";
+  // The built-in CPU kernel's ISA; a plugin overriding CPU_ATTN runs its own kernel.
+  const bool builtin_cpu = out.selection.backend == "CPU_ATTN" &&
+                           out.selection.class_path == AttentionBackendEnum["CPU_ATTN"].value();
+  out.isa = builtin_cpu ? kernel::cpu::cpu_attention_isa(out.dtype, m.kv_cache_dtype) : "-";
 
   if (!m.layout.empty()) {
     const auto l = parse_layout(m.layout);

@@ -1,0 +1,41 @@
+# FLASH_ATTN's CUDA kernels (src/kernels/cuda). With CUDA they join the object library,
+# built for sm_80 (mma.sync) and sm_90a (wgmma, TMA); without it a plain fallback says why.
+option(ATTNSEL_CUDA_PTXAS_VERBOSE "Print ptxas resource usage (-Xptxas -v) for the CUDA kernels" OFF)
+set(ATTNSEL_CUDA_GENCODE_SM80 "-gencode=arch=compute_80,code=sm_80")
+set(ATTNSEL_CUDA_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
+
+# CMake 3.25 predates nvcc's C++20 flag; teach it (nvcc 12+ accepts -std=c++20).
+if(ATTNSEL_HAVE_CUDA AND NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
+  set(CMAKE_CUDA20_STANDARD_COMPILE_OPTION "-std=c++20")
+  set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
+endif()
+
+function(attnsel_add_cuda_kernels obj_target shared_target)
+  set(dir ${PROJECT_SOURCE_DIR}/src/kernels/cuda)
+  if(NOT ATTNSEL_HAVE_CUDA)
+    target_sources(${obj_target} PRIVATE ${dir}/cuda_unavailable.cpp ${dir}/flash_attn_gaps.cpp)
+    return()
+  endif()
+  file(GLOB cu_sources CONFIGURE_DEPENDS ${dir}/*.cu)
+  file(GLOB host_sources CONFIGURE_DEPENDS ${dir}/*.cpp)
+  list(REMOVE_ITEM host_sources ${dir}/cuda_unavailable.cpp)
+  target_sources(${obj_target} PRIVATE ${cu_sources} ${host_sources})
+  target_compile_definitions(${obj_target} PRIVATE ATTNSEL_HAVE_CUDA=1)
+  set_target_properties(${obj_target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
+  set(common --expt-relaxed-constexpr -lineinfo)
+  if(ATTNSEL_CUDA_PTXAS_VERBOSE)
+    list(APPEND common -Xptxas=-v)
+  endif()
+  foreach(src IN LISTS cu_sources)
+    # *_sm90.cu hold Hopper-only code (wgmma, setmaxnreg): sm_90a alone.
+    if(src MATCHES "_sm90\\.cu$")
+      set(arch ${ATTNSEL_CUDA_GENCODE_SM90A})
+    else()
+      set(arch ${ATTNSEL_CUDA_GENCODE_SM80} ${ATTNSEL_CUDA_GENCODE_SM90A})
+    endif()
+    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${arch};${common}")
+  endforeach()
+  # The static runtime: the library needs no libcudart.so, and loads without a driver.
+  target_link_libraries(${obj_target} PUBLIC CUDA::cudart_static)
+  target_link_libraries(${shared_target} PRIVATE CUDA::cudart_static)
+endfunction()

@@ -1,0 +1,317 @@
+// Split-KV decode over the paged cache (mma.sync, sm_80+).
+//
+// One CTA = 16 packed query rows (query tokens × the query heads sharing one KV head, so
+// K and V are read once per group) against one slice of the keys. Four warps take 16 keys
+// each of every 64-key tile; tiles stream through a 2–3 stage cp.async pipeline. The warps'
+// partial softmax states are combined in shared memory; a CTA that owns a whole sequence
+// writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
+// and the last slice of each row tile to finish merges them all (an arrival counter per row
+// tile, reset by that CTA), so a split decode is one launch.
+#include "kernels/cuda/async_copy_sm90.cuh"
+#include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/tile_common.cuh"
+
+namespace attnsel::kernel::cuda {
+namespace {
+
+/// Loads: cp.async (any sm_80+) or bulk copies (sm_90). A deeper pipeline with one CTA per
+/// SM was measured slower (docs/KERNELS.md); two CTAs of 2-3 stages each it is.
+enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1 };
+
+template <class T, int DP, int LOADS>
+struct DecodeConfig {
+  static constexpr int kThreads = 128;
+  static constexpr int kWarps = 4;
+  static constexpr int kKeys = kDecodeKeyTile;  // 16 per warp
+  static constexpr int kRS = kRowStride<DP>;
+  static constexpr int kQElems = kDecodeRows * kRS;
+  static constexpr int kTileElems = kKeys * kRS;
+  static constexpr int kStageBytes = 2 * kTileElems * int(sizeof(T));
+  static constexpr int kStages = DP <= 128 ? 3 : 2;
+  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
+  static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
+  static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
+  static constexpr std::size_t kBarOffset = kQElems * sizeof(T) + kPipeBytes;  // 16-byte aligned
+  static constexpr std::size_t kSmemBytes = kBarOffset + 8 * kStages;
+};
+
+/// Hopper loading: one bulk copy per key row (K and V), completing on the stage's mbarrier;
+/// rows past the slice are zeroed with ordinary stores instead.
+template <class T, int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void issue_kv_tile_bulk(const AttnParams& p, const std::int32_t* block_row, int kv_head,
+                                                   int t0, int kv_end, T* ks, T* vs, std::uint32_t bar) {
+  const int row_bytes = p.head_size * 2;
+  const int valid = max(0, min(kv_end - t0, NKEYS));
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, std::uint32_t(valid) * row_bytes * 2);
+  const T* kb = static_cast<const T*>(p.k) + kv_head * p.k_stride_head;
+  const T* vb = static_cast<const T*>(p.v) + kv_head * p.v_stride_head;
+  for (int r = threadIdx.x; r < 2 * NKEYS; r += NTHREADS) {
+    const bool is_v = r >= NKEYS;
+    const int row = r % NKEYS;
+    const int key = t0 + row;
+    T* dst = (is_v ? vs : ks) + row * kRowStride<DP>;
+    if (row < valid) {
+      const std::int64_t page = block_row[key / p.block_size];
+      const int off = key % p.block_size;
+      const T* src = is_v ? vb + page * p.v_stride_block + off * p.v_stride_tok
+                          : kb + page * p.k_stride_block + off * p.k_stride_tok;
+      bulk_copy_g2s(smem_addr(dst), src, row_bytes, bar);
+    } else {
+      for (int c = 0; c < p.head_size / 8; ++c) reinterpret_cast<uint4*>(dst)[c] = make_uint4(0, 0, 0, 0);
+    }
+  }
+}
+
+__device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+template <class T, int DP, int LOADS>
+__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
+  using C = DecodeConfig<T, DP, LOADS>;
+  constexpr bool kBulk = LOADS != kLoadsCpAsync;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* qs = reinterpret_cast<T*>(smem_raw);
+  T* pipe = qs + C::kQElems;
+  auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
+  auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
+
+  const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
+  const int seq = w.seq, kvh = w.kv_head;
+  PackedRows pr;
+  pr.q_begin = w.q_begin;
+  pr.q_len = w.q_len;
+  const int seq_len = w.seq_len;
+  pr.ctx = seq_len - pr.q_len;
+  pr.rows = pr.q_len * p.group;
+  const int row0 = w.row_tile * kDecodeRows;
+  const int last_row = min(row0 + kDecodeRows - 1, pr.rows - 1);
+  const int pos_min = pr.ctx + row0 / p.group, pos_max = pr.ctx + last_row / p.group;
+  const KeyRange vis_first = visible_keys(p, pos_min, seq_len), vis_last = visible_keys(p, pos_max, seq_len);
+  const int lo = vis_first.lo, hi = vis_last.hi;  // union of the rows' visible keys
+  const int num_splits = p.seq_splits[seq];
+  const int span = max(hi - lo, 0);
+  const int chunk = num_splits == 1 ? span : ceil_div(ceil_div(span, num_splits), C::kKeys) * C::kKeys;
+  const int kv_begin = lo + w.split * chunk;
+  const int kv_end = min(hi, kv_begin + chunk);
+  const int ntiles = kv_end > kv_begin ? ceil_div(kv_end - kv_begin, C::kKeys) : 0;
+  const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
+
+  const std::uint32_t bars = smem_addr(smem_raw) + C::kBarOffset;
+  auto issue = [&](int t) {
+    const int s = t % C::kStages;
+    if constexpr (kBulk)
+      issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                                       k_stage(s), v_stage(s), bars + 8 * s);
+    else
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, k_stage(s),
+                                                 v_stage(s));
+  };
+
+  load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
+  if constexpr (kBulk) {
+    cp_async_commit();
+    // Bulk copies write only head_size columns: zero the padding columns once.
+    if (DP > p.head_size) {
+      const int pad_chunks = (DP - p.head_size) / 8;
+      for (int idx = threadIdx.x; idx < C::kStages * 2 * C::kKeys * pad_chunks; idx += C::kThreads) {
+        T* row = pipe + (idx / pad_chunks) * C::kRS;
+        reinterpret_cast<uint4*>(row + p.head_size)[idx % pad_chunks] = make_uint4(0, 0, 0, 0);
+      }
+    }
+    if (threadIdx.x == 0) {
+      for (int s = 0; s < C::kStages; ++s) mbar_init(bars + 8 * s, 1);
+      mbar_fence_init();
+    }
+    __syncthreads();
+    for (int s = 0; s < C::kStages - 1; ++s)
+      if (s < ntiles) issue(s);
+  } else {
+#pragma unroll
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (s < ntiles) issue(s);
+      cp_async_commit();
+    }
+  }
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  WarpState<DP> st;
+  st.init();
+  RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    ri.vis[h].lo = max(ri.vis[h].lo, kv_begin);
+    ri.vis[h].hi = min(ri.vis[h].hi, kv_end);
+  }
+  // Keys every row of the CTA sees (no mask needed inside).
+  const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
+  std::uint32_t qf[DP / 16][4];
+
+  for (int it = 0; it < ntiles; ++it) {
+    if constexpr (kBulk) {
+      mbar_wait(bars + 8 * (it % C::kStages), (it / C::kStages) & 1);
+      if (it == 0) cp_async_wait<0>();
+    } else {
+      cp_async_wait<C::kStages - 2>();
+    }
+    __syncthreads();
+    if (it == 0) load_q_frags<DP>(qf, qs);
+    const int nxt = it + C::kStages - 1;
+    if (nxt < ntiles) issue(nxt);
+    if constexpr (!kBulk) cp_async_commit();
+
+    const int key0 = kv_begin + it * C::kKeys + warp * 16;
+    if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
+    const T* ks = k_stage(it % C::kStages) + warp * 16 * C::kRS;
+    const T* vs = v_stage(it % C::kStages) + warp * 16 * C::kRS;
+    float s[2][4];
+    qk_tile<T, DP, 2>(s, qf, ks);
+    const bool masked = key0 < full_lo || key0 + 16 > full_hi;
+    score_tile<2>(p, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+    softmax_tile<DP, 2>(st, s);
+    pv_tile<T, DP, 2>(st, s, vs);
+  }
+
+  // ---- combine the four warps' states ------------------------------------------------
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+  float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
+  float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
+  float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
+  if (lane % 4 == 0) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      m_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.m[h];
+      l_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.l[h];
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = lane / 4 + 8 * h;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+    const float ref = mx == -INFINITY ? 0.0f : mx;
+    const float f = fast_exp2(st.m[h] - ref);
+    float* dst = red + (warp * kDecodeRows + r) * DP + 2 * (lane % 4);
+#pragma unroll
+    for (int j = 0; j < DP / 8; ++j) {
+      dst[8 * j] = st.o[j][2 * h] * f;
+      dst[8 * j + 1] = st.o[j][2 * h + 1] * f;
+    }
+  }
+  __syncthreads();
+
+  const bool split_mode = num_splits > 1;
+  T* out = static_cast<T*>(p.o);
+  for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
+    const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
+    const int row = row0 + r;
+    if (row >= pr.rows || d >= p.head_size) continue;
+    float mx = -INFINITY;
+#pragma unroll
+    for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+    const float ref = mx == -INFINITY ? 0.0f : mx;
+    float L = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int w2 = 0; w2 < C::kWarps; ++w2) {
+      L += l_s[w2 * kDecodeRows + r] * fast_exp2(m_s[w2 * kDecodeRows + r] - ref);
+      const float4 v = *reinterpret_cast<const float4*>(red + (w2 * kDecodeRows + r) * DP + d);
+      acc[0] += v.x;
+      acc[1] += v.y;
+      acc[2] += v.z;
+      acc[3] += v.w;
+    }
+    const int tok = pr.q_begin + row / p.group;
+    const int head = kvh * p.group + row % p.group;
+    if (!split_mode) {
+      const bool has_sink = p.sinks != nullptr;
+      const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+      const float sc = finish_scale(mx, L, sink, has_sink);
+      uint2 packed;
+      packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
+      packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
+      *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+    } else {
+      const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+      const std::int64_t prow =
+          (std::int64_t(w.split) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
+      *reinterpret_cast<float4*>(p.part_o + prow * p.head_size + d) =
+          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      if (d == 0) p.part_lse[prow] = L > 0.0f ? mx + __log2f(L) : -INFINITY;
+    }
+  }
+  if (!split_mode) return;
+
+  // ---- the last slice of a row tile to finish merges every slice (no second launch) ----
+  __shared__ int last_slice;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last_slice = atomicAdd(p.split_counters + w.counter, 1) == num_splits - 1;
+  __syncthreads();
+  if (!last_slice) return;
+  __threadfence();
+  for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
+    const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
+    const int row = row0 + r;
+    if (row >= pr.rows || d >= p.head_size) continue;
+    const int tok = pr.q_begin + row / p.group;
+    const int head = kvh * p.group + row % p.group;
+    auto prow = [&](int sp) {
+      return (std::int64_t(sp) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
+    };
+    const bool has_sink = p.sinks != nullptr;
+    const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
+    float mx = sink;
+    for (int sp = 0; sp < num_splits; ++sp) mx = fmaxf(mx, __ldcg(p.part_lse + prow(sp)));
+    const float ref = mx == -INFINITY ? 0.0f : mx;
+    float denom = has_sink ? fast_exp2(sink - ref) : 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int sp = 0; sp < num_splits; ++sp) {
+      const float wgt = fast_exp2(__ldcg(p.part_lse + prow(sp)) - ref);
+      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.part_o + prow(sp) * p.head_size + d));
+      denom += wgt;
+      acc[0] += wgt * v.x;
+      acc[1] += wgt * v.y;
+      acc[2] += wgt * v.z;
+      acc[3] += wgt * v.w;
+    }
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    uint2 packed;
+    packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+    packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+    *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+  }
+  if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
+}
+
+}  // namespace
+
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream) {
+  if (p.num_work == 0) return;
+  dispatch_elem(e, [&]<class T>() {
+    dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
+      auto go = [&]<int LOADS>() {
+        using C = DecodeConfig<T, DP, LOADS>;
+        auto kernel = decode_kernel<T, DP, LOADS>;
+        const std::string cfg =
+            cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
+                       e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
+                       C::kSmemBytes, LOADS == 0 ? "cp.async" : "bulk", C::kStages);
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
+                   "decode_kernel: cudaFuncSetAttribute", cfg);
+        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+        check_launch("decode_kernel", cfg);
+      };
+      if (loads == kLoadsBulk) go.template operator()<kLoadsBulk>();
+      else go.template operator()<kLoadsCpAsync>();
+    });
+  });
+}
+
+}  // namespace attnsel::kernel::cuda

@@ -1,0 +1,89 @@
+// Small host-side helpers over the CUDA runtime for the tests, the benchmark and the tools
+// (no CUDA headers here): device buffers, synchronisation that reports errors, device
+// facts, event timing and an L2 flush. Without CUDA each throws NotImplementedError.
+//
+// Thread-safety: a DeviceBuffer is not shared between threads; the free functions are safe.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "attnsel/kernel.hpp"
+
+namespace attnsel::kernel::cuda {
+
+/// Owning device allocation (cudaMalloc). Move-only.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(std::size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr, o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* data() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+  void upload(const void* host, std::size_t bytes, std::size_t offset = 0);
+  void download(void* host, std::size_t bytes, std::size_t offset = 0) const;
+  /// Sets every byte (e.g. 0xFF poisons 16-bit outputs with NaNs).
+  void fill_bytes(std::uint8_t value);
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+struct DeviceInfo {
+  std::string name;
+  int major = 0, minor = 0;
+  int multiprocessors = 0;
+  std::size_t l2_bytes = 0;
+  std::size_t memory_bytes = 0;
+};
+
+int device_count();  ///< 0 when there is no usable device (never throws)
+DeviceInfo device_info(int device = 0);
+/// cudaDeviceSynchronize; throws RuntimeError naming `what` and the CUDA error.
+void synchronize(const std::string& what);
+
+/// Times work on the default stream with CUDA events.
+class EventTimer {
+ public:
+  EventTimer();
+  ~EventTimer();
+  EventTimer(const EventTimer&) = delete;
+  EventTimer& operator=(const EventTimer&) = delete;
+  void start();
+  /// Records the stop event, waits for it, returns milliseconds since start().
+  float stop();
+
+ private:
+  void* start_ = nullptr;
+  void* stop_ = nullptr;
+};
+
+/// A device copy of a host tensor view: same dtype, shape and strides.
+struct DeviceTensor {
+  DeviceBuffer buffer;
+  TensorView view;
+};
+/// Bytes a strided view spans (last element's offset + 1, times the element size).
+std::size_t span_bytes(const TensorView& t);
+DeviceTensor to_device(const TensorView& host, int device = 0);
+/// An uninitialised device tensor shaped like `like` (strides included).
+DeviceTensor device_like(const TensorView& like, int device = 0);
+void copy_to_host(const DeviceTensor& dev, const TensorView& host);
+/// Fills a 16-bit (f16/bf16) device tensor's span with uniform values in [-range, range).
+void fill_uniform(const DeviceTensor& t, std::uint64_t seed, float range);
+
+/// Reads a buffer larger than the L2 cache (on the default stream), so the next kernel
+/// reads its inputs from memory.
+void flush_l2(DeviceBuffer& scratch);
+/// Reads `bytes` of a buffer with a simple kernel and returns the achieved GB/s over the
+/// median of `reps` runs (the bandwidth ceiling measured in the same run as a benchmark).
+double measure_read_bandwidth(const DeviceBuffer& buf, int reps);
+
+}  // namespace attnsel::kernel::cuda

@@ -1,0 +1,69 @@
+// Internal: compile-time dispatch over element type and padded head dimension, and the
+// launch check that names the kernel and its configuration.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <sstream>
+
+#include <string>
+
+#include "kernels/cuda/device_common.cuh"
+
+namespace attnsel::kernel::cuda {
+
+/// Padded head dimensions the mma.sync kernels are compiled for (head sizes are padded up
+/// to the next one; the padding columns are zero-filled and never written back).
+inline constexpr int kHeadDimPads[] = {32, 64, 96, 128, 160, 192, 224, 256};
+
+inline int pad_head_dim(int head_size) { return (head_size + 31) / 32 * 32; }
+
+template <class F>
+void dispatch_elem(Elem e, F&& f) {
+  if (e == Elem::bf16) f.template operator()<__nv_bfloat16>();
+  else f.template operator()<__half>();
+}
+
+template <class F>
+void dispatch_head_dim_pad(int dp, F&& f) {
+  switch (dp) {
+    case 32: f.template operator()<32>(); break;
+    case 64: f.template operator()<64>(); break;
+    case 96: f.template operator()<96>(); break;
+    case 128: f.template operator()<128>(); break;
+    case 160: f.template operator()<160>(); break;
+    case 192: f.template operator()<192>(); break;
+    case 224: f.template operator()<224>(); break;
+    case 256: f.template operator()<256>(); break;
+    default:
+      throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "head dimension dispatch",
+                       "padded head dimension " + std::to_string(dp) +
+                           " is not one of 32, 64, 96, 128, 160, 192, 224, 256");
+  }
+}
+
+/// "{}"-style formatting for configuration strings (fmt's headers do not build under nvcc).
+template <class... A>
+std::string cfg_string(const char* f, const A&... a) {
+  std::ostringstream out;
+  auto put = [&](const auto& v) {
+    while (*f && !(f[0] == '{' && f[1] == '}')) out << *f++;
+    if (*f) f += 2;
+    out << v;
+  };
+  (put(a), ...);
+  out << f;
+  return out.str();
+}
+
+/// Checks a launch (and, in debug builds of the tests, nothing more: kernels run async).
+inline void check_launch(const char* kernel, const std::string& config) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), kernel, config);
+}
+
+inline void check_cuda(cudaError_t err, const char* what, const std::string& config) {
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what, config);
+}
+
+}  // namespace attnsel::kernel::cuda

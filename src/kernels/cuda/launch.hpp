@@ -1,0 +1,110 @@
+// Internal: the plain parameter aggregates the CUDA kernels take, and their launchers.
+// Shared by the host planner (.cpp, compiled by the C++ compiler) and the kernels (.cu),
+// so it holds no CUDA types: streams travel as void*.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace attnsel::kernel::cuda {
+
+/// Element type of queries, outputs and a 16-bit KV cache.
+enum class Elem : std::uint8_t { f16, bf16 };
+
+/// One CTA's work in the split-KV (decode) kernel: rows of packed query heads of one KV
+/// head, over one slice of the sequence's keys.
+struct DecodeWork {
+  std::int32_t seq;
+  std::int32_t kv_head;
+  std::int32_t row_tile;   ///< 16 packed rows (query token × query head of the group) per tile
+  std::int32_t split;      ///< which slice of the keys
+  std::int32_t part_base;  ///< row of the sequence's first query token in the partial buffers
+  std::int32_t counter;    ///< this row tile's arrival counter (split sequences only)
+  // The sequence's facts, so a CTA starts its first copies one memory round trip sooner.
+  std::int32_t q_begin;    ///< query_start_loc[seq]
+  std::int32_t q_len;
+  std::int32_t seq_len;
+  std::int32_t pad[3];
+};
+
+/// One CTA's work in a prefill kernel: a tile of query rows of one sequence.
+struct PrefillWork {
+  std::int32_t seq;
+  std::int32_t head;       ///< KV head (packed mma.sync kernel) or query head (Hopper kernel)
+  std::int32_t row_tile;
+  std::int32_t pad;
+};
+
+/// Everything a forward kernel reads. Strides are in elements. Device pointers only.
+struct AttnParams {
+  const void* q = nullptr;
+  void* o = nullptr;
+  std::int64_t q_stride_tok = 0, q_stride_head = 0;
+  std::int64_t o_stride_tok = 0, o_stride_head = 0;
+
+  const void* k = nullptr;
+  const void* v = nullptr;
+  std::int64_t k_stride_block = 0, k_stride_tok = 0, k_stride_head = 0;
+  std::int64_t v_stride_block = 0, v_stride_tok = 0, v_stride_head = 0;
+
+  const std::int32_t* query_start_loc = nullptr;  ///< [num_seqs + 1]
+  const std::int32_t* seq_lens = nullptr;         ///< [num_seqs]
+  const std::int32_t* block_table = nullptr;      ///< [num_seqs, block_table_stride]
+  std::int32_t block_table_stride = 0;
+
+  std::int32_t num_heads = 0, num_kv_heads = 0, group = 1, head_size = 0, block_size = 16;
+  std::int32_t num_tokens = 0;
+
+  // Score modifiers. Scores run in the log2 domain: s2 = log2(e) * score.
+  float scale_log2 = 0.0f;     ///< scale * log2(e), used when there is no soft-cap
+  float softcap_inv = 0.0f;    ///< scale / cap (0 = no soft-cap)
+  float softcap_log2 = 0.0f;   ///< cap * log2(e)
+  std::int32_t window_left = -1;   ///< keys with pos - j > window_left are hidden (-1 = none)
+  std::int32_t window_right = -1;  ///< keys with j - pos > window_right are hidden (0 = causal)
+  const float* sinks = nullptr;        ///< [num_heads] sink logits, natural log domain
+  const float* alibi_slopes = nullptr; ///< [num_heads]
+
+  // Split-KV: partial outputs (normalised) and log2-sum-exp per split, merged afterwards.
+  float* part_o = nullptr;     ///< [max_splits, num_part_tokens, num_heads, head_size]
+  float* part_lse = nullptr;   ///< [max_splits, num_part_tokens, num_heads]
+  std::int32_t num_part_tokens = 0;  ///< query tokens of the sequences that are split
+  std::int32_t* split_counters = nullptr;  ///< per split row tile; zero between runs
+  const std::int32_t* seq_splits = nullptr;  ///< [num_seqs] number of key slices (1 = no split)
+
+  const void* work = nullptr;  ///< DecodeWork[] or PrefillWork[]
+  std::int32_t num_work = 0;
+};
+
+/// Raised on any CUDA error; the message names the kernel and its configuration.
+[[noreturn]] void throw_cuda_error(int code, const char* what, const std::string& config);
+
+// Launchers. Each validates nothing (the host planner has) and checks the launch.
+/// loads: 0 = cp.async (sm_80+), 1 = bulk copies (sm_90 only). Split sequences are merged
+/// by the last slice's CTA.
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream);
+void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
+/// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
+/// host; box_rows = keys per TMA box (divides both the page size and the key tile).
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_dim, const void* tma, int box_rows, void* stream);
+
+struct CacheWriteParams {
+  const void* key = nullptr;
+  const void* value = nullptr;
+  std::int64_t key_stride_tok = 0, key_stride_head = 0;
+  std::int64_t value_stride_tok = 0, value_stride_head = 0;
+  void* k_cache = nullptr;
+  void* v_cache = nullptr;
+  std::int64_t k_stride_block = 0, k_stride_tok = 0, k_stride_head = 0;
+  std::int64_t v_stride_block = 0, v_stride_tok = 0, v_stride_head = 0;
+  const std::int64_t* slot_mapping = nullptr;
+  std::int32_t num_tokens = 0, num_kv_heads = 0, head_size = 0, block_size = 16;
+};
+void launch_cache_write(const CacheWriteParams& p, void* stream);
+
+/// Decode kernel geometry, shared with the planner.
+inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
+inline constexpr int kDecodeKeyTile = 64;   ///< keys per pipeline stage
+inline constexpr int kPrefillRows = 64;     ///< rows per CTA in the mma.sync prefill kernel
+inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hopper kernel
+
+}  // namespace attnsel::kernel::cuda

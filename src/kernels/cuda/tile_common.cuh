@@ -1,0 +1,219 @@
+// Internal: pieces shared by the mma.sync kernels (decode and sm80 prefill): loading query
+// rows and paged key/value tiles into padded shared memory, and the per-warp attention of
+// 16 packed rows against 16 keys (scores, mask, online softmax, P·V).
+#pragma once
+
+#include "kernels/cuda/device_common.cuh"
+
+namespace attnsel::kernel::cuda {
+
+/// Shared-memory rows are padded by 16 bytes so ldmatrix's eight row reads hit eight
+/// different bank groups without a swizzle.
+template <int DP> inline constexpr int kRowStride = DP + 8;
+
+/// Query rows are packed: row r of a sequence is query token r / group of query head
+/// kv_head * group + r % group, so the heads sharing a KV head read K and V once.
+struct PackedRows {
+  int q_begin;   ///< first query token of the sequence (global index)
+  int q_len;
+  int ctx;       ///< seq_len - q_len: position of the first query token
+  int rows;      ///< q_len * group
+};
+
+template <class T, int DP, int NROWS, int NTHREADS>
+__device__ __forceinline__ void load_q_rows(const AttnParams& p, const PackedRows& pr, int kv_head, int row0,
+                                            T* qs) {
+  constexpr int CH = DP / 8;
+  const T* q = static_cast<const T*>(p.q);
+  for (int idx = threadIdx.x; idx < NROWS * CH; idx += NTHREADS) {
+    const int r = idx / CH, c = idx % CH;
+    const int row = row0 + r;
+    const bool valid = row < pr.rows && c * 8 < p.head_size;
+    const T* src = q;
+    if (valid) {
+      const int tok = pr.q_begin + row / p.group;
+      const int head = kv_head * p.group + row % p.group;
+      src = q + tok * p.q_stride_tok + head * p.q_stride_head + c * 8;
+    }
+    cp_async16(smem_addr(qs + r * kRowStride<DP> + c * 8), src, valid);
+  }
+}
+
+/// Loads keys [t0, t0 + NKEYS) of one KV head from the paged cache; keys at or past
+/// kv_end (and head-dimension padding) are zero-filled without reading memory.
+template <class T, int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void load_kv_tile(const AttnParams& p, const std::int32_t* block_row, int kv_head,
+                                             int t0, int kv_end, T* ks, T* vs) {
+  constexpr int CH = DP / 8;
+  const T* kb = static_cast<const T*>(p.k) + kv_head * p.k_stride_head;
+  const T* vb = static_cast<const T*>(p.v) + kv_head * p.v_stride_head;
+  for (int idx = threadIdx.x; idx < NKEYS * CH; idx += NTHREADS) {
+    const int r = idx / CH, c = idx % CH;
+    const int key = t0 + r;
+    const bool valid = key < kv_end && c * 8 < p.head_size;
+    const T* ksrc = kb;
+    const T* vsrc = vb;
+    if (valid) {
+      const std::int64_t page = block_row[key / p.block_size];
+      const int off = key % p.block_size;
+      ksrc = kb + page * p.k_stride_block + off * p.k_stride_tok + c * 8;
+      vsrc = vb + page * p.v_stride_block + off * p.v_stride_tok + c * 8;
+    }
+    cp_async16(smem_addr(ks + r * kRowStride<DP> + c * 8), ksrc, valid);
+    cp_async16(smem_addr(vs + r * kRowStride<DP> + c * 8), vsrc, valid);
+  }
+}
+
+/// Online-softmax state of one warp's 16 rows: each thread holds rows lane/4 and lane/4+8.
+template <int DP>
+struct WarpState {
+  float m[2];
+  float l[2];  ///< per-thread partial sums; reduced across the quad at the end
+  float o[DP / 8][4];
+  __device__ __forceinline__ void init() {
+    m[0] = m[1] = -INFINITY;
+    l[0] = l[1] = 0.0f;
+#pragma unroll
+    for (int j = 0; j < DP / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  }
+};
+
+/// A-fragments of 16 query rows × DP (from padded shared memory).
+template <int DP>
+__device__ __forceinline__ void load_q_frags(std::uint32_t (&qf)[DP / 16][4], const void* qs_warp) {
+  const int lane = threadIdx.x % 32;
+  const std::uint32_t base = smem_addr(qs_warp);
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk) {
+    const int row = (lane % 8) + ((lane / 8) % 2) * 8;
+    const int chunk = 2 * kk + lane / 16;
+    ldmatrix_x4(qf[kk], base + (row * kRowStride<DP> + chunk * 8) * 2);
+  }
+}
+
+/// Scores of 16 rows against 8*NT keys (NT n8 tiles, NT even), raw q·k.
+template <class T, int DP, int NT>
+__device__ __forceinline__ void qk_tile(float (&s)[NT][4], const std::uint32_t (&qf)[DP / 16][4], const T* ks) {
+  const int lane = threadIdx.x % 32;
+  const std::uint32_t base = smem_addr(ks);
+#pragma unroll
+  for (int n = 0; n < NT; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < DP / 16; ++kk) {
+    const int chunk = 2 * kk + (lane / 8) % 2;
+#pragma unroll
+    for (int n2 = 0; n2 < NT / 2; ++n2) {
+      const int key = n2 * 16 + (lane % 8) + (lane / 16) * 8;
+      std::uint32_t kf[4];
+      ldmatrix_x4(kf, base + (key * kRowStride<DP> + chunk * 8) * 2);
+      mma16816<T>(s[2 * n2], qf[kk], kf[0], kf[1]);
+      mma16816<T>(s[2 * n2 + 1], qf[kk], kf[2], kf[3]);
+    }
+  }
+}
+
+/// O += P·V for 16 rows and 8*NT keys; s holds the (already exponentiated) probabilities.
+template <class T, int DP, int NT>
+__device__ __forceinline__ void pv_tile(WarpState<DP>& st, const float (&s)[NT][4], const T* vs) {
+  const int lane = threadIdx.x % 32;
+  const std::uint32_t base = smem_addr(vs);
+#pragma unroll
+  for (int kb = 0; kb < NT / 2; ++kb) {
+    std::uint32_t a[4];
+    a[0] = pack2<T>(s[2 * kb][0], s[2 * kb][1]);
+    a[1] = pack2<T>(s[2 * kb][2], s[2 * kb][3]);
+    a[2] = pack2<T>(s[2 * kb + 1][0], s[2 * kb + 1][1]);
+    a[3] = pack2<T>(s[2 * kb + 1][2], s[2 * kb + 1][3]);
+    const int key = kb * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
+#pragma unroll
+    for (int j = 0; j < DP / 16; ++j) {
+      std::uint32_t vf[4];
+      const int chunk = 2 * j + lane / 16;
+      ldmatrix_x4_trans(vf, base + (key * kRowStride<DP> + chunk * 8) * 2);
+      mma16816<T>(st.o[2 * j], a, vf[0], vf[1]);
+      mma16816<T>(st.o[2 * j + 1], a, vf[2], vf[3]);
+    }
+  }
+}
+
+/// Applies scale/soft-cap/ALiBi and the key mask to a score tile, in place, in the log2
+/// domain. key0 is the absolute index of the tile's first key; pos[h] and vis[h] belong to
+/// this thread's two rows; masked=false skips the mask (tile fully visible to every row).
+template <int NT>
+__device__ __forceinline__ void score_tile(const AttnParams& p, float (&s)[NT][4], int key0, const int (&pos)[2],
+                                           const KeyRange (&vis)[2], const float (&alibi)[2], bool masked) {
+  const int lane = threadIdx.x % 32;
+  const bool has_alibi = p.alibi_slopes != nullptr;
+  if (!masked && !has_alibi && p.softcap_inv == 0.0f) {  // the common case: scale only
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) s[n][e] *= p.scale_log2;
+    return;
+  }
+#pragma unroll
+  for (int n = 0; n < NT; ++n)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int h = e / 2;
+      const int key = key0 + n * 8 + 2 * (lane % 4) + (e & 1);
+      float v = score_to_log2(p, s[n][e]);
+      if (has_alibi) v += alibi[h] * static_cast<float>(key - pos[h]);
+      if (masked && (key < vis[h].lo || key >= vis[h].hi)) v = -INFINITY;
+      s[n][e] = v;
+    }
+}
+
+/// Online softmax over a score tile (in place: s becomes probabilities); rescales O.
+template <int DP, int NT>
+__device__ __forceinline__ void softmax_tile(WarpState<DP>& st, float (&s)[NT][4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(st.m[h], mx);
+    // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
+    const float ref = (m_new == -INFINITY) ? 0.0f : m_new;
+    const float corr = fast_exp2(st.m[h] - ref);
+    st.m[h] = m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      s[n][2 * h] = fast_exp2(s[n][2 * h] - ref);
+      s[n][2 * h + 1] = fast_exp2(s[n][2 * h + 1] - ref);
+      sum += s[n][2 * h] + s[n][2 * h + 1];
+    }
+    st.l[h] = st.l[h] * corr + sum;
+#pragma unroll
+    for (int j = 0; j < DP / 8; ++j) {
+      st.o[j][2 * h] *= corr;
+      st.o[j][2 * h + 1] *= corr;
+    }
+  }
+}
+
+/// Per-thread row bookkeeping for the two rows lane/4 and lane/4+8 of a warp's 16 rows.
+struct RowInfo {
+  int pos[2];
+  KeyRange vis[2];
+  float alibi[2];  ///< slope * log2(e), 0 without ALiBi
+};
+
+__device__ __forceinline__ RowInfo row_info(const AttnParams& p, const PackedRows& pr, int kv_head, int warp_row0,
+                                            int seq_len) {
+  const int lane = threadIdx.x % 32;
+  RowInfo ri;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = min(warp_row0 + lane / 4 + 8 * h, pr.rows - 1);
+    ri.pos[h] = pr.ctx + row / p.group;
+    ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
+    ri.alibi[h] = p.alibi_slopes ? p.alibi_slopes[kv_head * p.group + row % p.group] * kLog2e : 0.0f;
+  }
+  return ri;
+}
+
+}  // namespace attnsel::kernel::cuda

@@ -1,0 +1,71 @@
+#include "kernels/cuda/tma_maps.hpp"
+
+#include <cuda.h>
+#include <cuda_runtime_api.h>
+#include <fmt/format.h>
+
+#include <cstring>
+
+namespace attnsel::kernel::cuda {
+namespace {
+
+using EncodeTiled = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                 const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                 CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiled encoder() {
+  static const EncodeTiled fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess) {
+      (void)cudaGetLastError();
+      return static_cast<EncodeTiled>(nullptr);
+    }
+    return reinterpret_cast<EncodeTiled>(f);
+  }();
+  return fn;
+}
+
+std::string encode(EncodeTiled fn, CUtensorMap* map, const TensorView& t, int rank, const cuuint64_t* dims,
+                   const cuuint64_t* strides_bytes, const cuuint32_t* box, const char* name) {
+  const CUtensorMapDataType dt =
+      t.dtype == ScalarType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult r = fn(map, dt, static_cast<cuuint32_t>(rank), t.data, dims, strides_bytes, box, elem_strides,
+                        CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                        CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) return fmt::format("cuTensorMapEncodeTiled failed for {} (CUresult {}): {}", name, int(r), t.describe());
+  return "";
+}
+
+}  // namespace
+
+std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, TensorMaps& out) {
+  const EncodeTiled fn = encoder();
+  if (!fn) return "the driver does not provide cuTensorMapEncodeTiled";
+  CUtensorMap maps[3];
+  const std::uint64_t es = 2;  // 16-bit elements
+  {
+    const cuuint64_t dims[3] = {cuuint64_t(query.shape[2]), cuuint64_t(query.shape[1]), cuuint64_t(query.shape[0])};
+    const cuuint64_t strides[2] = {cuuint64_t(query.stride[1]) * es, cuuint64_t(query.stride[0]) * es};
+    const cuuint32_t box[3] = {64, 1, 128};
+    if (auto e = encode(fn, &maps[0], query, 3, dims, strides, box, "query"); !e.empty()) return e;
+  }
+  const TensorView* kv[2] = {&cache.key, &cache.value};
+  for (int i = 0; i < 2; ++i) {
+    const TensorView& t = *kv[i];
+    const cuuint64_t dims[4] = {cuuint64_t(t.shape[3]), cuuint64_t(t.shape[2]), cuuint64_t(t.shape[1]),
+                                cuuint64_t(t.shape[0])};
+    const cuuint64_t strides[3] = {cuuint64_t(t.stride[2]) * es, cuuint64_t(t.stride[1]) * es,
+                                   cuuint64_t(t.stride[0]) * es};
+    const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
+    if (auto e = encode(fn, &maps[1 + i], t, 4, dims, strides, box, i == 0 ? "key_cache" : "value_cache"); !e.empty())
+      return e;
+  }
+  static_assert(sizeof(maps) == sizeof(out.bytes));
+  std::memcpy(out.bytes.data(), maps, sizeof(maps));
+  return "";
+}
+
+}  // namespace attnsel::kernel::cuda

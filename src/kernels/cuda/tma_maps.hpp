@@ -1,0 +1,24 @@
+// Internal: TMA tensor maps for the Hopper prefill kernel, encoded on the host through the
+// driver's cuTensorMapEncodeTiled (reached via the runtime, so nothing links libcuda).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "attnsel/kernel.hpp"
+
+namespace attnsel::kernel::cuda {
+
+/// Three CUtensorMap objects (Q, K, V), 128 bytes each, as the kernel takes them.
+struct alignas(64) TensorMaps {
+  std::array<std::byte, 3 * 128> bytes{};
+};
+
+/// Encodes the maps: Q boxes of 64 columns × 128 query tokens of one head; K/V boxes of
+/// 64 columns × box_rows keys of one page and one KV head. Returns an error text, or "" on
+/// success (the caller then takes another kernel and says why).
+std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, TensorMaps& out);
+
+}  // namespace attnsel::kernel::cuda

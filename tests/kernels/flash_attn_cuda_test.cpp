@@ -1,0 +1,401 @@
+// FLASH_ATTN's CUDA kernels against the double-precision reference, on random paged
+// batches: every head size, GQA ratios, odd and prime lengths, every variant, both prefill
+// kernels, split-KV decode, NaN-poisoned outputs and NaN-filled unused cache slots.
+// Suites named *Gpu* carry the ctest label `gpu` and skip without a device; the
+// FlashAttnCudaHost suite runs everywhere.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "attnsel/errors.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/reference.hpp"
+#include "runtime/paged_workload.hpp"
+
+namespace attnsel::kernel::cuda {
+namespace {
+
+using runtime::CacheLayout;
+using runtime::PagedWorkload;
+using runtime::SequenceShape;
+using runtime::WorkloadSpec;
+
+bool gpu_available() { return cuda_kernels_built() && cuda_kernels_unavailable_reason().empty(); }
+
+#define REQUIRE_GPU()                                                                       \
+  do {                                                                                      \
+    if (!gpu_available())                                                                   \
+      GTEST_SKIP() << "no GPU for the CUDA kernels: " << cuda_kernels_unavailable_reason(); \
+  } while (0)
+
+struct GpuCase {
+  int heads = 8, kv_heads = 2, head_size = 128;
+  ScalarType dtype = ScalarType::bf16;
+  int block_size = 16;
+  CacheLayout layout = CacheLayout::nhd;
+  std::vector<SequenceShape> seqs;
+  bool causal = true;
+  std::optional<int> window;
+  float softcap = 0.0f;
+  bool sinks = false;
+  bool alibi = false;
+  AttentionType attn_type = AttentionType::decoder;
+  CudaTuning tuning{};
+  std::uint64_t seed = 7;
+};
+
+struct Outcome {
+  PlanSummary summary;
+  double rel_l2 = 0.0;
+  double max_abs = 0.0;
+};
+
+LayerParams layer_params(const GpuCase& c) {
+  LayerParams p;
+  p.num_heads = c.heads;
+  p.num_kv_heads = c.kv_heads;
+  p.head_size = c.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
+  p.sliding_window = c.window;
+  p.logits_soft_cap = c.softcap;
+  p.causal = c.causal;
+  p.attn_type = c.attn_type;
+  for (int h = 0; h < c.heads && c.sinks; ++h) p.sinks.push_back(-1.0f + 0.37f * static_cast<float>(h % 9));
+  for (int h = 0; h < c.heads && c.alibi; ++h) p.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
+  return p;
+}
+
+/// Runs one case through the CUDA kernels and the reference; checks every output element.
+Outcome check_case(const GpuCase& c) {
+  WorkloadSpec spec;
+  spec.num_heads = c.heads;
+  spec.num_kv_heads = c.kv_heads;
+  spec.head_size = c.head_size;
+  spec.dtype = c.dtype;
+  spec.block_size = c.block_size;
+  spec.layout = c.layout;
+  spec.sequences = c.seqs;
+  spec.seed = c.seed;
+  spec.query_range = 2.0f;  // sharper softmax than uniform [-1, 1]
+  PagedWorkload wl(spec);
+  const LayerParams lp = layer_params(c);
+  const AttentionMetadata md = wl.metadata();
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(wl.num_tokens()));
+  std::iota(tokens.begin(), tokens.end(), 0);
+  const std::vector<double> ref = reference::attend(lp, wl.query(), wl.cache(), md, tokens);
+
+  const KVCacheView host_cache = wl.cache();
+  DeviceTensor q = to_device(wl.query());
+  DeviceTensor k = to_device(host_cache.key);
+  DeviceTensor v = to_device(host_cache.value);
+  DeviceTensor o = device_like(wl.output());
+  o.buffer.fill_bytes(0xFF);  // 0xFFFF is a NaN in f16 and bf16: unwritten elements show
+  FlashAttnCuda impl(lp, c.tuning);
+  const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+  impl.run(*plan);
+  synchronize("FlashAttnCuda test case");
+  // Run the same plan again on a poisoned output: state a run leaves behind (the split
+  // counters) must not change the next run's result.
+  o.buffer.fill_bytes(0xFF);
+  impl.run(*plan);
+  synchronize("FlashAttnCuda test case, second run");
+  copy_to_host(o, wl.output());
+
+  Outcome out;
+  out.summary = FlashAttnCuda::summary(*plan);
+  const TensorView ho = wl.output();
+  double err2 = 0.0, ref2 = 0.0;
+  std::int64_t nan_count = 0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double got = reference::load(ho.data, ho.dtype, static_cast<std::int64_t>(i));
+    if (!std::isfinite(got)) {
+      ++nan_count;
+      continue;
+    }
+    err2 += (got - ref[i]) * (got - ref[i]);
+    ref2 += ref[i] * ref[i];
+    out.max_abs = std::max(out.max_abs, std::abs(got - ref[i]));
+  }
+  out.rel_l2 = ref2 > 0.0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  EXPECT_EQ(nan_count, 0) << "outputs not written or not finite; plan: " << out.summary.describe();
+  const double tol = c.dtype == ScalarType::bf16 ? 1.6e-2 : 4e-3;
+  EXPECT_LT(out.rel_l2, tol) << "plan: " << out.summary.describe();
+  EXPECT_LT(out.max_abs, 25 * tol) << "plan: " << out.summary.describe();
+  return out;
+}
+
+std::vector<SequenceShape> decode_batch() { return {{1, 1}, {17, 1}, {131, 1}, {509, 1}, {1000, 1}}; }
+std::vector<SequenceShape> prefill_batch() { return {{131, 131}, {200, 67}, {37, 37}}; }
+
+// ---- everywhere ---------------------------------------------------------------------------
+
+TEST(FlashAttnCudaHost, ReportsWhyItCannotRun) {
+  if (gpu_available()) GTEST_SKIP() << "a GPU is present";
+  EXPECT_FALSE(cuda_kernels_unavailable_reason().empty());
+  LayerParams p;
+  p.num_heads = 8;
+  p.num_kv_heads = 2;
+  p.head_size = 128;
+  p.scale = 0.1f;
+  try {
+    (void)make_flash_attn_cuda_impl(p);
+    FAIL() << "expected NotImplementedError";
+  } catch (const NotImplementedError& e) {
+    EXPECT_EQ(std::string(e.what()), cuda_kernels_unavailable_reason());
+  }
+}
+
+TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
+  AttentionSelectorConfig c;
+  c.head_size = 128;
+  RuntimeEnv env;
+  EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
+  c.kv_cache_dtype = "fp8_e4m3";
+  const auto gaps = flash_attn_cuda_gaps(c, env);
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_NE(gaps[0].find("fp8 KV cache not yet implemented"), std::string::npos);
+  c.kv_cache_dtype = "auto";
+  c.head_size = 512;
+  EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
+  c.head_size = 256;
+  c.use_dcp = true;
+  EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
+}
+
+// ---- on a GPU ---------------------------------------------------------------------------
+
+TEST(FlashAttnCudaGpu, DecodeEveryHeadSize) {
+  REQUIRE_GPU();
+  for (int loads = 0; loads < 2; ++loads)
+    for (int hs = 8; hs <= 256; hs += 8) {
+      SCOPED_TRACE("head_size " + std::to_string(hs) + " loads " + std::to_string(loads));
+      GpuCase c;
+      c.head_size = hs;
+      c.seqs = decode_batch();
+      c.seed = static_cast<std::uint64_t>(hs);
+      c.tuning.decode_bulk = loads > 0;
+      const Outcome o = check_case(c);
+      EXPECT_GT(o.summary.decode_ctas, 0);
+    }
+}
+
+TEST(FlashAttnCudaGpu, PrefillEveryHeadSizePortableKernel) {
+  REQUIRE_GPU();
+  for (int hs = 8; hs <= 256; hs += 8) {
+    SCOPED_TRACE("head_size " + std::to_string(hs));
+    GpuCase c;
+    c.heads = 4;
+    c.head_size = hs;
+    c.seqs = prefill_batch();
+    c.tuning.use_hopper = false;
+    c.seed = 100 + static_cast<std::uint64_t>(hs);
+    const Outcome o = check_case(c);
+    EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma");
+  }
+}
+
+TEST(FlashAttnCudaGpu, PrefillHopperKernelHeadSizesAndDtypes) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (int hs : {64, 128, 256})
+      for (bool causal : {true, false}) {
+        SCOPED_TRACE("head_size " + std::to_string(hs) + (causal ? " causal " : " non-causal ") +
+                     std::string(to_string(dt)));
+        GpuCase c;
+        c.heads = 4;
+        c.head_size = hs;
+        c.dtype = dt;
+        c.causal = causal;
+        c.seqs = {{131, 131}, {389, 257}, {61, 61}};
+        const Outcome o = check_case(c);
+        EXPECT_EQ(o.summary.prefill_kernel, dev.major == 9 && dev.minor == 0 ? "sm90-wgmma" : "sm80-mma");
+      }
+}
+
+TEST(FlashAttnCudaGpu, Fp16EveryPathAndGqaRatio) {
+  REQUIRE_GPU();
+  for (int group : {1, 2, 4, 8, 16})
+    for (bool hopper : {true, false}) {
+      SCOPED_TRACE("group " + std::to_string(group) + (hopper ? " hopper" : " portable"));
+      GpuCase c;
+      c.dtype = ScalarType::f16;
+      c.kv_heads = 2;
+      c.heads = 2 * group;
+      c.head_size = 128;
+      c.seqs = {{97, 97}, {263, 1}, {512, 3}, {71, 20}};
+      c.tuning.use_hopper = hopper;
+      check_case(c);
+    }
+}
+
+TEST(FlashAttnCudaGpu, MultiQueryAttentionPacksManyHeads) {
+  REQUIRE_GPU();
+  GpuCase c;
+  c.heads = 32;
+  c.kv_heads = 1;
+  c.head_size = 64;
+  c.seqs = {{300, 1}, {45, 2}, {129, 129}};
+  check_case(c);
+}
+
+TEST(FlashAttnCudaGpu, SlidingWindowCausalAndEncoder) {
+  REQUIRE_GPU();
+  for (bool hopper : {true, false}) {
+    GpuCase c;
+    c.window = 37;
+    c.seqs = {{301, 301}, {700, 1}, {257, 40}};
+    c.tuning.use_hopper = hopper;
+    check_case(c);
+    GpuCase e = c;
+    e.attn_type = AttentionType::encoder_only;
+    e.causal = false;
+    e.seqs = {{301, 301}, {129, 129}};
+    check_case(e);
+  }
+}
+
+TEST(FlashAttnCudaGpu, SoftCapSinksAndAlibi) {
+  REQUIRE_GPU();
+  for (bool hopper : {true, false}) {
+    GpuCase c;
+    c.softcap = 5.0f;
+    c.sinks = true;
+    c.seqs = {{257, 257}, {1031, 1}, {90, 5}};
+    c.tuning.use_hopper = hopper;
+    check_case(c);
+    GpuCase a = c;
+    a.softcap = 0.0f;
+    a.sinks = false;
+    a.alibi = true;
+    check_case(a);
+  }
+}
+
+TEST(FlashAttnCudaGpu, NonCausalAndCrossAttention) {
+  REQUIRE_GPU();
+  GpuCase c;
+  c.causal = false;
+  c.seqs = {{211, 211}, {300, 7}};
+  check_case(c);
+  GpuCase x = c;
+  x.attn_type = AttentionType::encoder_decoder;
+  x.seqs = {{150, 40}, {77, 1}};  // decoder queries against encoder keys
+  check_case(x);
+}
+
+TEST(FlashAttnCudaGpu, BlockSizesAndHndLayout) {
+  REQUIRE_GPU();
+  for (int bs : {16, 32, 48, 128, 256})
+    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
+      SCOPED_TRACE("block " + std::to_string(bs) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
+      GpuCase c;
+      c.block_size = bs;
+      c.layout = layout;
+      c.seqs = {{389, 389}, {600, 1}, {255, 17}};
+      check_case(c);
+    }
+}
+
+TEST(FlashAttnCudaGpu, MixedBatchBothOrders) {
+  REQUIRE_GPU();
+  GpuCase c;
+  c.seqs = {{523, 1}, {307, 307}, {2, 1}, {401, 113}, {1500, 1}};
+  check_case(c);
+  std::reverse(c.seqs.begin(), c.seqs.end());
+  check_case(c);
+}
+
+TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
+  REQUIRE_GPU();
+  GpuCase c;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.seqs = {{8191, 1}, {3001, 2}};
+  const Outcome o = check_case(c);
+  EXPECT_GT(o.summary.max_splits, 1) << o.summary.describe();
+  EXPECT_GT(o.summary.merge_rows, 0);
+  GpuCase s = c;
+  s.sinks = true;
+  s.window = 2000;
+  const Outcome os = check_case(s);
+  EXPECT_GT(os.summary.max_splits, 1) << os.summary.describe();
+  GpuCase a = c;
+  a.tuning.decode_bulk = false;
+  a.layout = CacheLayout::hnd;
+  check_case(a);
+  GpuCase d = c;
+  d.tuning.split_waves = 4.0;
+  d.heads = 64;  // group 8: two query tokens make a row tile of 16; {3001, 2} also has two
+  const Outcome od = check_case(d);
+  EXPECT_GT(od.summary.max_splits, 1) << od.summary.describe();
+}
+
+TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {
+  REQUIRE_GPU();
+  for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
+    WorkloadSpec spec;
+    spec.num_heads = 8;
+    spec.num_kv_heads = 4;
+    spec.head_size = 96;
+    spec.block_size = 32;
+    spec.layout = layout;
+    spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
+    spec.fill_cache = false;
+    PagedWorkload wl(spec);
+    LayerParams lp;
+    lp.num_heads = 8;
+    lp.num_kv_heads = 4;
+    lp.head_size = 96;
+    lp.scale = 0.1f;
+    const AttentionMetadata md = wl.metadata();
+    KVCacheView hc = wl.cache();
+    DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
+    DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
+    FlashAttnCuda impl(lp);
+    impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
+    synchronize("cache writer");
+    reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
+    std::vector<std::uint8_t> got(span_bytes(hc.key)), want(span_bytes(hc.key));
+    k.buffer.download(got.data(), got.size());
+    std::memcpy(want.data(), hc.key.data, want.size());
+    EXPECT_EQ(got, want);
+    v.buffer.download(got.data(), got.size());
+    std::memcpy(want.data(), hc.value.data, want.size());
+    EXPECT_EQ(got, want);
+  }
+}
+
+TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
+  REQUIRE_GPU();
+  WorkloadSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.head_size = 64;
+  spec.sequences = {{20, 20}};
+  PagedWorkload wl(spec);
+  GpuCase shape;
+  shape.heads = 4;
+  shape.head_size = 64;
+  const LayerParams lp = layer_params(shape);
+  FlashAttnCuda impl(lp);
+  KVCacheView hc = wl.cache();
+  DeviceTensor k = to_device(hc.key), v = to_device(hc.value), o = device_like(wl.output());
+  EXPECT_THROW(impl.forward(wl.query(), {k.view, v.view}, wl.metadata(), o.view), ValueError);
+  DeviceTensor q = to_device(wl.query());
+  TensorView skewed = q.view;
+  skewed.stride[0] = 4 * 64 + 4;  // rows no longer 16-byte aligned
+  EXPECT_THROW(impl.forward(skewed, {k.view, v.view}, wl.metadata(), o.view), ValueError);
+  LayerParams fp8 = lp;
+  fp8.kv_cache_dtype = "fp8_e4m3";
+  EXPECT_THROW(FlashAttnCuda{fp8}, NotImplementedError);
+}
+
+}  // namespace
+}  // namespace attnsel::kernel::cuda
