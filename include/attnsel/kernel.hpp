@@ -9,6 +9,15 @@
 // Tensors are plain views (data pointer, dtype, shape, strides in elements).
 // Every check on shapes, dtypes, strides, block tables and slots runs on the
 // host before any memory is touched; violations throw attnsel::ValueError.
+//
+// Semantics (docs/DECISIONS.md, "Kernels"): query i of a sequence with seq_len L
+// and q new tokens sits at position L - q + i; logits are scale·q·k, then the soft
+// cap, then ALiBi (slope · (key_pos - query_pos)), then the mask; only decoder
+// self-attention is causal; a sliding window W keeps keys within W - 1 positions
+// (on both sides when not causal); sinks add to the softmax denominator only.
+// Encoder layers write their keys and values with write_kv_cache, then attend over
+// the cache like any other layer. The cache stores the model dtype for "auto",
+// else the kv_cache_dtype's type; fp8 caches hold x / scale (saturated).
 #pragma once
 
 #include <cstdint>
@@ -117,11 +126,13 @@ class ATTNSEL_API AttentionImpl {
   virtual ~AttentionImpl() = default;
   const LayerParams& params() const { return params_; }
 
-  /// key/value: [num_tokens, num_kv_heads, head_size]; writes token i to slot_mapping[i].
+  /// key/value: [num_tokens, num_kv_heads, head_size]; writes token i to slot_mapping[i]
+  /// (-1 skips it). Only the first md.num_actual_tokens tokens are read.
   virtual void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                               const AttentionMetadata& md) const = 0;
 
-  /// query: [num_tokens, num_heads, head_size]; output: same shape, written in place.
+  /// query: [num_tokens, num_heads, head_size]; output: same shape and dtype, its first
+  /// md.num_actual_tokens rows written in place (the rest are left untouched).
   virtual void forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
                        const TensorView& output) const = 0;
 

@@ -7,6 +7,9 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <omp.h>
+#include <sys/mman.h>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -105,6 +108,23 @@ using Clock = std::chrono::steady_clock;
 
 int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
+// The probes size their teams as the kernels do (OpenMP's dynamic adjustment, see
+// kernels/cpu/cpu_attention.cpp), so a probe and the work it is paired with run on the
+// same number of threads; rates count the threads that actually ran.
+class DynamicTeams {
+ public:
+  // An explicit OMP_DYNAMIC in the environment is the user's choice and is left alone.
+  DynamicTeams() : previous_(omp_get_dynamic()) {
+    if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);
+  }
+  ~DynamicTeams() { omp_set_dynamic(previous_); }
+  DynamicTeams(const DynamicTeams&) = delete;
+  DynamicTeams& operator=(const DynamicTeams&) = delete;
+
+ private:
+  int previous_;
+};
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
@@ -133,15 +153,21 @@ double compute_peak(int threads, int repeats, double flops_per_iter, Loop loop) 
     iters *= 2;
   }
   std::vector<double> rates;
+  const DynamicTeams dynamic_teams;
   for (int r = 0; r < repeats; ++r) {
     float sink_all = 0.0f;
+    int team = 1;
     const auto t0 = Clock::now();
 #pragma omp parallel num_threads(n) reduction(+ : sink_all)
-    sink_all += loop(iters, static_cast<float>(omp_get_thread_num()));
+    {
+#pragma omp single nowait
+      team = omp_get_num_threads();
+      sink_all += loop(iters, static_cast<float>(omp_get_thread_num()));
+    }
     const double s = std::chrono::duration<double>(Clock::now() - t0).count();
     volatile float keep = sink_all;
     (void)keep;
-    rates.push_back(flops_per_iter * static_cast<double>(iters) * n / s);
+    rates.push_back(flops_per_iter * static_cast<double>(iters) * team / s);
   }
   return median(rates);
 }
@@ -150,7 +176,13 @@ double compute_peak(int threads, int repeats, double flops_per_iter, Loop loop) 
 
 ReadBandwidthProbe::ReadBandwidthProbe(std::size_t bytes, int threads)
     : buf_(nullptr), count_(bytes / sizeof(float)), threads_(resolve_threads(threads)) {
-  buf_ = static_cast<float*>(::operator new(count_ * sizeof(float), std::align_val_t{64}));
+  // On huge pages, like the KV caches it is compared with.
+  buf_ = static_cast<float*>(std::aligned_alloc(std::size_t{2} << 20, (count_ * sizeof(float) + (std::size_t{2} << 20) - 1) &
+                                                                         ~((std::size_t{2} << 20) - 1)));
+  if (buf_ == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  (void)madvise(buf_, count_ * sizeof(float), MADV_HUGEPAGE);
+#endif
   const std::size_t count = count_;
   float* buf = buf_;
   // First touch in parallel, so pages land where the readers are.
@@ -158,18 +190,20 @@ ReadBandwidthProbe::ReadBandwidthProbe(std::size_t bytes, int threads)
   for (std::size_t i = 0; i < count; ++i) buf[i] = 1.0f;
 }
 
-ReadBandwidthProbe::~ReadBandwidthProbe() { ::operator delete(buf_, std::align_val_t{64}); }
+ReadBandwidthProbe::~ReadBandwidthProbe() { std::free(buf_); }
 
 double ReadBandwidthProbe::pass() {
   float sink_all = 0.0f;
   const std::size_t count = count_;
   const int n = threads_;
   const float* buf = buf_;
+  const DynamicTeams dynamic_teams;
   const auto t0 = Clock::now();
 #pragma omp parallel num_threads(n) reduction(+ : sink_all)
   {
     const int t = omp_get_thread_num();
-    const std::size_t chunk = (count / static_cast<std::size_t>(n) + 63) / 64 * 64;
+    const auto team = static_cast<std::size_t>(omp_get_num_threads());
+    const std::size_t chunk = (count / team + 63) / 64 * 64;
     const std::size_t begin = std::min(count, chunk * static_cast<std::size_t>(t));
     const std::size_t end = std::min(count, begin + chunk);
     sink_all += HWY_DYNAMIC_DISPATCH(ReadPass)(buf + begin, end - begin);
@@ -204,7 +238,14 @@ double measure_bf16_peak(int threads, int repeats) {
 
 Ceilings measure_ceilings(std::size_t read_bytes, int threads) {
   Ceilings c;
-  c.threads = resolve_threads(threads);
+  {
+    const DynamicTeams dynamic_teams;
+    int team = 1;
+#pragma omp parallel num_threads(resolve_threads(threads))
+#pragma omp single
+    team = omp_get_num_threads();
+    c.threads = team;  // what the probes (and the kernels) get now
+  }
   c.isa = HWY_DYNAMIC_DISPATCH(Target)();
   if (read_bytes > 0) c.read_gbps = measure_read_bandwidth(read_bytes, threads);
   c.fp32_gflops = measure_fp32_peak(threads);

@@ -15,7 +15,7 @@ struct Ceilings {
   double read_gbps = 0.0;     ///< GB/s (1e9 bytes per second)
   double fp32_gflops = 0.0;   ///< fp32 FMA peak, GFLOP/s (an FMA counts 2)
   double bf16_gflops = 0.0;   ///< bf16 dot-product peak, GFLOP/s; 0 when the CPU has none
-  int threads = 0;
+  int threads = 0;            ///< the team OpenMP gives now (fewer than asked on a loaded machine)
   std::string isa;            ///< the SIMD target the probes ran on
 };
 

@@ -130,8 +130,8 @@ PagedWorkload::PagedWorkload(WorkloadSpec spec) : spec_(std::move(spec)) {
   const std::size_t ce = kernel::element_size(cache_type_);
   // Every slot starts as NaN: a kernel that reads a slot outside its sequences shows it.
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  key_cache_.resize(cache_elems * ce);
-  value_cache_.resize(cache_elems * ce);
+  key_cache_ = HugeBuffer(cache_elems * ce);
+  value_cache_ = HugeBuffer(cache_elems * ce);
   for (std::size_t i = 0; i < cache_elems; ++i) {
     put(key_cache_.data(), cache_type_, i, nan);
     put(value_cache_.data(), cache_type_, i, nan);

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attnsel/kernel.hpp"
+#include "runtime/huge_buffer.hpp"
 
 namespace attnsel::runtime {
 
@@ -74,7 +75,8 @@ class PagedWorkload {
   int num_tokens_ = 0;
   int num_blocks_ = 0;
   int max_blocks_per_seq_ = 0;
-  std::vector<std::uint8_t> query_, output_, new_keys_, new_values_, key_cache_, value_cache_;
+  std::vector<std::uint8_t> query_, output_, new_keys_, new_values_;
+  HugeBuffer key_cache_, value_cache_;
   std::vector<std::int32_t> query_start_loc_, seq_lens_, block_table_;
   std::vector<std::int64_t> slot_mapping_;
 };

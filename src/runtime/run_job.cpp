@@ -11,6 +11,7 @@
 #include "attnsel/errors.hpp"
 #include "kernels/reference.hpp"
 #include "kernels/semantics.hpp"
+#include "runtime/huge_buffer.hpp"
 
 namespace attnsel::runtime {
 
@@ -47,11 +48,9 @@ class Job {
                                   static_cast<std::size_t>(s.model.head_size) * kernel::element_size(cache_type_);
     distinct_ = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, 2 * per_cache),
                                                          1, static_cast<std::size_t>(s.model.num_layers)));
-    keys_.resize(static_cast<std::size_t>(distinct_));
-    values_.resize(static_cast<std::size_t>(distinct_));
     for (int i = 0; i < distinct_; ++i) {
-      keys_[static_cast<std::size_t>(i)].assign(per_cache, 0);
-      values_[static_cast<std::size_t>(i)].assign(per_cache, 0);
+      keys_.emplace_back(per_cache);
+      values_.emplace_back(per_cache);
     }
     cache_bytes_ = 2 * per_cache * static_cast<std::size_t>(distinct_);
     chunk_ = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
@@ -181,7 +180,7 @@ class Job {
   std::size_t cache_bytes_ = 0;
   std::vector<std::int32_t> block_table_, qsl_, seq_lens_;
   std::vector<std::int64_t> slots_;
-  std::vector<std::vector<std::uint8_t>> keys_, values_;
+  std::vector<HugeBuffer> keys_, values_;  // 2 MiB pages: blocks are read in random order
   std::vector<std::uint8_t> query_, output_, new_k_, new_v_;
 };
 

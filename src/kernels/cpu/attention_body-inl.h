@@ -92,7 +92,45 @@ struct Kv<KvType::e4m3> {
 
 // ---------------------------------------------------------------------------------------
 // Per-thread scratch, carved from one aligned buffer (sizes in ScratchLayout, HWY_ONCE part).
+// Cache lines of an upcoming step still to prefetch, issued a few at a time from inside
+// the computation so that the loads overlap it (a burst of hundreds would stall once the
+// miss buffers are full). Walks whole blocks (K and V) in address order.
+struct PrefetchCursor {
+  const std::uint8_t* key_cache = nullptr;
+  const std::uint8_t* value_cache = nullptr;
+  const std::int32_t* table = nullptr;  // this sequence's block ids
+  std::int64_t block_bytes = 0;
+  std::int64_t block = 0;               // index into table of the current block
+  std::int64_t offset = 0;              // byte offset within it
+  std::int64_t remaining = 0;           // lines left
+  const std::uint8_t* k = nullptr;
+  const std::uint8_t* v = nullptr;
+
+  void start(std::int64_t first_line) {
+    const std::int64_t per_block = block_bytes / 64;
+    block = first_line / per_block;
+    offset = (first_line % per_block) * 64;
+    k = key_cache + table[block] * block_bytes;
+    v = value_cache + table[block] * block_bytes;
+  }
+  HWY_INLINE void issue(int n) {
+    for (; n > 0 && remaining > 0; --n, --remaining) {
+      if (offset == block_bytes) {
+        offset = 0;
+        ++block;
+        k = key_cache + table[block] * block_bytes;
+        v = value_cache + table[block] * block_bytes;
+      }
+      __builtin_prefetch(k + offset, 0, 3);
+      __builtin_prefetch(v + offset, 0, 3);
+      offset += 64;
+    }
+  }
+  void flush() { issue(1 << 30); }
+};
+
 struct Scratch {
+  PrefetchCursor* pf = nullptr;  // the next step's lines, when trickled (decode items)
   float* qp;      // packed queries: fp32 [D][RP] or bf16 pairs [D/2][RP][2]
   float* s;       // logits S^T [kTileKeys][RP]
   float* p;       // probabilities P^T [kTileKeys][RP]
@@ -499,6 +537,7 @@ HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
       }
     }
     StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+    if (s.pf) s.pf->issue(4);
   }
 }
 #endif
@@ -515,6 +554,7 @@ HWY_INLINE void PvBlockF32(const DF df, int rb, int cb, int nk, std::size_t RP, 
       acc[r][j] = hn::Mul(a, hn::Load(df, s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * L));
   }
   for (int n = 0; n < nk; ++n) {
+    if (s.pf) s.pf->issue(1);
     VF vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = hn::LoadU(df, vrow[n] + (cb + j) * L);
     const float* prow = s.p + static_cast<std::size_t>(n) * RP + rb;
@@ -598,6 +638,7 @@ HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
   auto* vp = reinterpret_cast<std::uint32_t*>(s.vf);
   const int pairs = (t.nk + 1) / 2;
   for (int pr = 0; pr < pairs; ++pr) {
+    if (s.pf) s.pf->issue(2);
     for (int d = 0; d < D; d += 16) {
       __m256i a, b;
       if constexpr (K == KvType::bf16) {
@@ -667,6 +708,7 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
       }
     }
     StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+    if (s.pf) s.pf->issue(4);
   }
 }
 
@@ -713,6 +755,7 @@ HWY_INLINE void PvBlockBf16(int rb, int cb, int pairs, std::size_t RP, int D, Sc
       acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16));
   }
   for (int pr = 0; pr < pairs; ++pr) {
+    if (s.pf) s.pf->issue(2);
     __m512i vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = _mm512_load_si512(vp + static_cast<std::size_t>(pr) * D + (cb + j) * 16);
     const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * RP + rb;
@@ -806,12 +849,37 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
   const std::int64_t num_steps = num_tiles * H;
   KeyTile t;
+  // An item that covers every KV head consumes whole blocks: prefetch them as contiguous
+  // regions in address order (what the hardware prefetchers continue best), a 1/H share
+  // of the tile's blocks per step.
+  const bool whole_blocks = c.block_bytes > 0 && H == c.num_kv_heads;
+  const std::int32_t* table = c.block_table + static_cast<std::int64_t>(it.seq) * c.max_blocks_per_seq;
+  PrefetchCursor cursor;
+  cursor.key_cache = c.key_cache;
+  cursor.value_cache = c.value_cache;
+  cursor.table = table;
+  cursor.block_bytes = c.block_bytes;
+  if (whole_blocks)
+    for (int j = 0; j < H; ++j) hs[j].pf = &cursor;
   auto prefetch_step = [&](std::int64_t step) {
     if (step >= num_steps) return;
-    LocateTile(c, sub[step % H], it.key_begin + (step / H) * kTileKeys, it.key_end, Kv<K>::kBytes, base.zero, t);
-    PrefetchTile(t, row_bytes);
+    const std::int64_t key0 = it.key_begin + (step / H) * kTileKeys;
+    if (!whole_blocks) {
+      LocateTile(c, sub[step % H], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
+      PrefetchTile(t, row_bytes);
+      return;
+    }
+    const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
+    const std::int64_t first_block = key0 / c.block_size, last_block = last / c.block_size;
+    const std::int64_t lines = (last_block - first_block + 1) * (c.block_bytes / 64);
+    const std::int64_t part = step % H;
+    cursor.flush();  // whatever the previous step left
+    cursor.remaining = lines * (part + 1) / H - lines * part / H;
+    cursor.start(first_block * (c.block_bytes / 64) + lines * part / H);
   };
-  for (std::int64_t step = 0; step < kAhead; ++step) prefetch_step(step);
+  const std::int64_t ahead = whole_blocks ? H : kAhead;  // whole blocks: one tile ahead
+  for (std::int64_t step = 0; step < ahead; ++step) prefetch_step(step);
+  cursor.flush();
   for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
     const std::int64_t key0 = it.key_begin + ti * kTileKeys;
     const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
@@ -823,7 +891,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     }
     for (int j = 0; j < H; ++j) {
       Scratch& s = hs[j];
-      prefetch_step(ti * H + j + kAhead);
+      prefetch_step(ti * H + j + ahead);
       LocateTile(c, sub[j], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
 #if ATTNSEL_BF16_VARIANT
       const std::uint16_t* krow[kTileKeys];

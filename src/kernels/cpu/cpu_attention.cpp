@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -75,13 +76,44 @@ float load_activation(ScalarType t, const std::uint8_t* base, std::int64_t i) {
   }
 }
 
-struct AlignedBuffer {
-  explicit AlignedBuffer(std::size_t bytes)
-      : ptr(static_cast<std::uint8_t*>(::operator new(bytes, std::align_val_t{64}))) {}
-  ~AlignedBuffer() { ::operator delete(ptr, std::align_val_t{64}); }
-  AlignedBuffer(const AlignedBuffer&) = delete;
-  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  std::uint8_t* ptr;
+// Per-thread buffers that live as long as the thread (OpenMP's workers persist): a
+// forward pass must not map and unmap memory, whose page faults and TLB-shootdown
+// interrupts cost milliseconds on a busy (virtual) machine.
+template <int Tag>
+void* thread_buffer(std::size_t bytes) {
+  struct Buffer {
+    void* p = nullptr;
+    std::size_t n = 0;
+    ~Buffer() { ::operator delete(p, std::align_val_t{64}); }
+  };
+  thread_local Buffer b;
+  if (b.n < bytes) {
+    ::operator delete(b.p, std::align_val_t{64});
+    b.p = nullptr;
+    b.n = 0;
+    b.p = ::operator new(bytes, std::align_val_t{64});
+    b.n = bytes;
+  }
+  return b.p;
+}
+constexpr int kScratchTag = 0, kPartialTag = 1;
+
+// OpenMP's dynamic adjustment (libgomp sizes a team by the load average) for the kernel's
+// regions only: on an oversubscribed machine a full team's spin-waiting workers steal
+// the cores from the thread that has the work (50× slowdowns were measured); on an idle
+// machine nothing changes. The caller's setting is restored.
+class DynamicTeams {
+ public:
+  // An explicit OMP_DYNAMIC in the environment is the user's choice and is left alone.
+  DynamicTeams() : previous_(omp_get_dynamic()) {
+    if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);
+  }
+  ~DynamicTeams() { omp_set_dynamic(previous_); }
+  DynamicTeams(const DynamicTeams&) = delete;
+  DynamicTeams& operator=(const DynamicTeams&) = delete;
+
+ private:
+  int previous_;
 };
 
 class CpuAttentionImpl final : public AttentionImpl {
@@ -146,12 +178,24 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   c.block_table = md.block_table.data();
   c.max_blocks_per_seq = md.max_blocks_per_seq;
   c.block_size = cache.block_size();
+  c.num_kv_heads = p.num_kv_heads;
+  {
+    const std::int64_t per_block = static_cast<std::int64_t>(c.block_size) * p.num_kv_heads * p.head_size;
+    auto contiguous = [&](const TensorView& t) {
+      // The three inner dimensions fill exactly one block's region (in either order).
+      const std::int64_t a = t.stride[1] * t.shape[1], b = t.stride[2] * t.shape[2];
+      return t.stride[0] == per_block && std::max(a, b) == per_block && std::min(t.stride[1], t.stride[2]) >= p.head_size;
+    };
+    if (contiguous(cache.key) && contiguous(cache.value))
+      c.block_bytes = per_block * static_cast<std::int64_t>(element_size(cache.key.dtype));
+  }
 
   const int nthreads = threads();
   const WorkPlan plan = plan_work(p, md, mask, nthreads);
   const std::size_t slot_floats = partial_slot_floats(p.head_size);
   // Every row a merge reads is written first: no need to clear the slots.
-  const std::unique_ptr<float[]> partials(new float[static_cast<std::size_t>(plan.num_partial_slots) * slot_floats]);
+  float* partials = static_cast<float*>(
+      thread_buffer<kPartialTag>(static_cast<std::size_t>(plan.num_partial_slots) * slot_floats * sizeof(float)));
   const std::size_t scratch = scratch_bytes(p.head_size);
   const auto n_items = static_cast<std::int64_t>(plan.items.size());
   // Waking a team costs tens of microseconds (and spinning workers steal the core on a
@@ -160,17 +204,18 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   for (const WorkItem& it : plan.items) total_cost += it.cost;
   const bool parallel = nthreads > 1 && n_items > 1 && total_cost > kParallelCost;
 
+  const DynamicTeams dynamic_teams;
 #pragma omp parallel num_threads(nthreads) if (parallel)
   {
-    AlignedBuffer buffer(scratch);
+    void* buffer = thread_buffer<kScratchTag>(scratch);
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < n_items; ++i) {
       const WorkItem& it = plan.items[static_cast<std::size_t>(i)];
-      float* slot = it.partial >= 0 ? partials.get() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
-      process_item(c, it, slot, buffer.ptr);
+      float* slot = it.partial >= 0 ? partials + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
+      process_item(c, it, slot, buffer);
     }
   }
-  if (!plan.splits.empty()) merge_splits(c, plan, partials.get());
+  if (!plan.splits.empty()) merge_splits(c, plan, partials);
 }
 
 // out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max.
@@ -246,6 +291,7 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
   };
   // Writing is a copy: a team only pays off for large batches (~1 MB of cache).
   const bool parallel = static_cast<std::int64_t>(tokens) * p.num_kv_heads * D >= (std::int64_t{1} << 18);
+  const DynamicTeams dynamic_teams;
 #pragma omp parallel for schedule(static) num_threads(threads()) if (parallel)
   for (int i = 0; i < tokens; ++i) {
     const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];

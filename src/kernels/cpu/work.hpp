@@ -46,6 +46,11 @@ struct LayerCtx {
   const std::int32_t* block_table = nullptr;
   int max_blocks_per_seq = 0;
   int block_size = 0;
+  int num_kv_heads = 0;
+  /// Bytes of one block (all KV heads) when each cache stores its blocks as contiguous
+  /// regions (NHD, HND), else 0: an item covering every KV head then prefetches whole
+  /// blocks in address order.
+  std::int64_t block_bytes = 0;
 };
 
 struct WorkItem {

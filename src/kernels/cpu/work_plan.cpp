@@ -7,6 +7,10 @@ namespace attnsel::kernel::cpu {
 
 namespace {
 
+// Split-KV until every thread has this many items: enough for the dynamic schedule to
+// even out a thread that is slowed down (by other processes, or a longer item).
+constexpr int kItemsPerThread = 4;
+
 // The keys any row of `it` may see.
 void visible_keys(const MaskRule& mask, std::int64_t seq_len, std::int64_t first_pos, std::int64_t last_pos,
                   std::int64_t& begin, std::int64_t& end) {
@@ -60,12 +64,13 @@ WorkPlan plan_work(const LayerParams& p, const AttentionMetadata& md, const Mask
         }
   }
 
-  // Split-KV: with fewer than 4 items per thread, split the large items so that each part
-  // costs about a quarter of a thread's share (and reads at least min_split_keys keys).
+  // Split-KV: with fewer than kItemsPerThread items per thread, split the large items so
+  // that each part costs about that fraction of a thread's share (and reads at least
+  // min_split_keys keys).
   double total = 0.0;
   for (const WorkItem& it : plan.items) total += it.cost;
-  if (threads > 1 && plan.items.size() < static_cast<std::size_t>(4 * threads) && total > 0.0) {
-    const double target = total / (4.0 * threads);
+  if (threads > 1 && plan.items.size() < static_cast<std::size_t>(kItemsPerThread * threads) && total > 0.0) {
+    const double target = total / (static_cast<double>(kItemsPerThread) * threads);
     std::vector<WorkItem> out;
     for (const WorkItem& it : plan.items) {
       const std::int64_t keys = it.key_end - it.key_begin;
