@@ -230,6 +230,18 @@ HWY_INLINE void LocateTile(const LayerCtx& c, const WorkItem& it, std::int64_t k
   for (int n = t.nk; n < kTileKeys; ++n) t.k[n] = t.v[n] = zero;
 }
 
+// The tile of the KV head `shift` heads after the one `t0` was located for: the same keys,
+// rows moved by whole head strides (keys past the end keep pointing at the zero row).
+HWY_INLINE void ShiftTile(const KeyTile& t0, std::int64_t k_shift, std::int64_t v_shift, KeyTile& t) {
+  t.key0 = t0.key0;
+  t.nk = t0.nk;
+  for (int n = 0; n < kTileKeys; ++n) {
+    const bool real = n < t0.nk;
+    t.k[n] = t0.k[n] + (real ? k_shift : 0);
+    t.v[n] = t0.v[n] + (real ? v_shift : 0);
+  }
+}
+
 // Into L2 (prefetcht1): the lines are used two tiles later, by when L1 would have evicted them.
 HWY_INLINE void PrefetchTile(const KeyTile& t, std::size_t row_bytes) {
   for (int n = 0; n < t.nk; ++n)
@@ -880,6 +892,10 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   const std::int64_t ahead = whole_blocks ? H : kAhead;  // whole blocks: one tile ahead
   for (std::int64_t step = 0; step < ahead; ++step) prefetch_step(step);
   cursor.flush();
+  // The tile's rows are located once (for the first KV head) and shifted for the others.
+  KeyTile t0;
+  const std::int64_t k_head_bytes = c.k_stride[2] * static_cast<std::int64_t>(Kv<K>::kBytes);
+  const std::int64_t v_head_bytes = c.v_stride[2] * static_cast<std::int64_t>(Kv<K>::kBytes);
   for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
     const std::int64_t key0 = it.key_begin + ti * kTileKeys;
     const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
@@ -889,10 +905,11 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
       if (g.max_pos - key0 > c.window) need_mask = true;
       if (!c.causal && last - g.min_pos > c.window) need_mask = true;
     }
+    LocateTile(c, sub[0], key0, it.key_end, Kv<K>::kBytes, base.zero, t0);
     for (int j = 0; j < H; ++j) {
       Scratch& s = hs[j];
-      prefetch_step(ti * H + j + ahead);
-      LocateTile(c, sub[j], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
+      prefetch_step(ti * H + j + ahead);  // (may use t as its own scratch)
+      ShiftTile(t0, j * k_head_bytes, j * v_head_bytes, t);
 #if ATTNSEL_BF16_VARIANT
       const std::uint16_t* krow[kTileKeys];
       ConvertKeysBf16<K>(t, D, krow, s);
