@@ -94,7 +94,9 @@ struct Kv<KvType::e4m3> {
 // Per-thread scratch, carved from one aligned buffer (sizes in ScratchLayout, HWY_ONCE part).
 // Cache lines of an upcoming step still to prefetch, issued a few at a time from inside
 // the computation so that the loads overlap it (a burst of hundreds would stall once the
-// miss buffers are full). Walks whole blocks (K and V) in address order.
+// miss buffers are full). Walks whole blocks (K and V) in address order. Each step's lines
+// are spread evenly over the issue points of the step before (counted as they happen:
+// every step of an item has the same shape).
 struct PrefetchCursor {
   const std::uint8_t* key_cache = nullptr;
   const std::uint8_t* value_cache = nullptr;
@@ -103,30 +105,47 @@ struct PrefetchCursor {
   std::int64_t block = 0;               // index into table of the current block
   std::int64_t offset = 0;              // byte offset within it
   std::int64_t remaining = 0;           // lines left
+  int quota = 4;                        // lines per issue point
+  int calls = 0;                        // issue points seen in the current step
   const std::uint8_t* k = nullptr;
   const std::uint8_t* v = nullptr;
 
-  void start(std::int64_t first_line) {
+  // Starts a step of `lines` lines from `first_line` (of the sequence's blocks).
+  void start(std::int64_t first_line, std::int64_t lines) {
+    flush();  // whatever the previous step left
+    if (calls > 0) quota = static_cast<int>((lines + calls - 1) / calls);
+    calls = 0;
+    remaining = lines;
     const std::int64_t per_block = block_bytes / 64;
     block = first_line / per_block;
     offset = (first_line % per_block) * 64;
     k = key_cache + table[block] * block_bytes;
     v = value_cache + table[block] * block_bytes;
   }
-  HWY_INLINE void issue(int n) {
-    for (; n > 0 && remaining > 0; --n, --remaining) {
+  HWY_INLINE void issue() {
+    ++calls;
+    issue_lines(quota);
+  }
+  HWY_INLINE void issue_lines(std::int64_t n) {
+    n = std::min(n, remaining);
+    remaining -= n;
+    while (n > 0) {
       if (offset == block_bytes) {
         offset = 0;
         ++block;
         k = key_cache + table[block] * block_bytes;
         v = value_cache + table[block] * block_bytes;
       }
-      __builtin_prefetch(k + offset, 0, 3);
-      __builtin_prefetch(v + offset, 0, 3);
-      offset += 64;
+      const std::int64_t run = std::min(n, (block_bytes - offset) / 64);
+      for (std::int64_t i = 0; i < run; ++i) {
+        __builtin_prefetch(k + offset + 64 * i, 0, 3);
+        __builtin_prefetch(v + offset + 64 * i, 0, 3);
+      }
+      offset += 64 * run;
+      n -= run;
     }
   }
-  void flush() { issue(1 << 30); }
+  void flush() { issue_lines(remaining); }
 };
 
 struct Scratch {
@@ -549,7 +568,7 @@ HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
       }
     }
     StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
-    if (s.pf) s.pf->issue(4);
+    if (s.pf) s.pf->issue();
   }
 }
 #endif
@@ -566,7 +585,7 @@ HWY_INLINE void PvBlockF32(const DF df, int rb, int cb, int nk, std::size_t RP, 
       acc[r][j] = hn::Mul(a, hn::Load(df, s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * L));
   }
   for (int n = 0; n < nk; ++n) {
-    if (s.pf) s.pf->issue(1);
+    if (s.pf) s.pf->issue();
     VF vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = hn::LoadU(df, vrow[n] + (cb + j) * L);
     const float* prow = s.p + static_cast<std::size_t>(n) * RP + rb;
@@ -650,7 +669,7 @@ HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
   auto* vp = reinterpret_cast<std::uint32_t*>(s.vf);
   const int pairs = (t.nk + 1) / 2;
   for (int pr = 0; pr < pairs; ++pr) {
-    if (s.pf) s.pf->issue(2);
+    if (s.pf) s.pf->issue();
     for (int d = 0; d < D; d += 16) {
       __m256i a, b;
       if constexpr (K == KvType::bf16) {
@@ -720,7 +739,7 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
       }
     }
     StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
-    if (s.pf) s.pf->issue(4);
+    if (s.pf) s.pf->issue();
   }
 }
 
@@ -767,7 +786,7 @@ HWY_INLINE void PvBlockBf16(int rb, int cb, int pairs, std::size_t RP, int D, Sc
       acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16));
   }
   for (int pr = 0; pr < pairs; ++pr) {
-    if (s.pf) s.pf->issue(2);
+    if (s.pf) s.pf->issue();
     __m512i vv[NC];
     for (int j = 0; j < NC; ++j) vv[j] = _mm512_load_si512(vp + static_cast<std::size_t>(pr) * D + (cb + j) * 16);
     const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * RP + rb;
@@ -792,6 +811,67 @@ HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, std::size_t rp, Scr
     for (; cb + 4 <= chunks; cb += 4) PvBlockBf16<4, NR>(rb, cb, pairs, rp, D, s);
     for (; cb < chunks; ++cb) PvBlockBf16<1, NR>(rb, cb, pairs, rp, D, s);
   }
+}
+
+// Few-row PV straight from a bf16 cache, without packing V into scratch: the V rows of
+// keys 2i and 2i+1 are interleaved in registers by unpacklo/hi (within 128-bit lanes),
+// which leaves each 32-dim chunk of the accumulators in the order kPvChunkOrder — undone
+// once per item by UnpermuteFewRowOutput. NC chunks per pass: R × 2NC accumulators.
+template <int R, int NC>
+HWY_INLINE void PvFewRowsDirectPass(const KeyTile& t, int pairs, int c0, int D, Scratch& s) {
+  __m512 acc[R][2 * NC];
+  for (int r = 0; r < R; ++r) {
+    const __m512 a = _mm512_set1_ps(s.alpha[r]);
+    for (int j = 0; j < 2 * NC; ++j)
+      acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(r) * D + c0 * 32 + j * 16));
+  }
+  for (int pr = 0; pr < pairs; ++pr) {
+    if (s.pf) s.pf->issue();
+    const auto* va = reinterpret_cast<const std::uint16_t*>(t.v[2 * pr]) + c0 * 32;
+    const auto* vb = reinterpret_cast<const std::uint16_t*>(t.v[2 * pr + 1]) + c0 * 32;
+    __m512i lo[NC], hi[NC];
+    for (int c = 0; c < NC; ++c) {
+      const __m512i a = _mm512_loadu_si512(va + c * 32), b = _mm512_loadu_si512(vb + c * 32);
+      lo[c] = _mm512_unpacklo_epi16(a, b);
+      hi[c] = _mm512_unpackhi_epi16(a, b);
+    }
+    const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * R;
+    for (int r = 0; r < R; ++r) {
+      const __m512i pb = _mm512_set1_epi32(static_cast<int>(prow[r]));
+      for (int c = 0; c < NC; ++c) {
+        acc[r][2 * c] = Dot(acc[r][2 * c], pb, lo[c]);
+        acc[r][2 * c + 1] = Dot(acc[r][2 * c + 1], pb, hi[c]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 2 * NC; ++j)
+      _mm512_store_ps(s.o + static_cast<std::size_t>(r) * D + c0 * 32 + j * 16, acc[r][j]);
+}
+
+template <int R>
+HWY_INLINE void PvFewRowsDirect(const KeyTile& t, int D, Scratch& s) {
+  constexpr int NC = R >= 8 ? 1 : (R == 4 ? 2 : 4);
+  const int chunks = D / 32;
+  const int pairs = (t.nk + 1) / 2;
+  int c0 = 0;
+  for (; c0 + NC <= chunks; c0 += NC) PvFewRowsDirectPass<R, NC>(t, pairs, c0, D, s);
+  for (; c0 < chunks; ++c0) PvFewRowsDirectPass<R, 1>(t, pairs, c0, D, s);
+}
+
+// Puts each 32-dim chunk of the first `rows` accumulator rows back in dim order: lane i of
+// the chunk's low half holds dim 8(i/4) + i%4, of its high half dim 8(i/4) + 4 + i%4.
+HWY_INLINE void UnpermuteFewRowOutput(int rows, int D, float* o) {
+  for (int r = 0; r < rows; ++r)
+    for (int c = 0; c < D; c += 32) {
+      float* chunk = o + static_cast<std::size_t>(r) * D + c;
+      float tmp[32];
+      for (int i = 0; i < 16; ++i) {
+        tmp[8 * (i / 4) + i % 4] = chunk[i];
+        tmp[8 * (i / 4) + 4 + i % 4] = chunk[16 + i];
+      }
+      std::memcpy(chunk, tmp, sizeof tmp);
+    }
 }
 
 #endif
@@ -855,6 +935,10 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   }
 
   const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
+#if ATTNSEL_BF16_VARIANT
+  // Few-row items on a bf16 cache whose head size is a multiple of 32 read V in place.
+  const bool direct_pv = FR > 0 && K == KvType::bf16 && D % 32 == 0;
+#endif
   // The walk is (tile, KV head) steps; each step prefetches the rows of the step two ahead,
   // so prefetches are spread between the computations instead of issued in bursts.
   constexpr std::int64_t kAhead = 2;
@@ -885,9 +969,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     const std::int64_t first_block = key0 / c.block_size, last_block = last / c.block_size;
     const std::int64_t lines = (last_block - first_block + 1) * (c.block_bytes / 64);
     const std::int64_t part = step % H;
-    cursor.flush();  // whatever the previous step left
-    cursor.remaining = lines * (part + 1) / H - lines * part / H;
-    cursor.start(first_block * (c.block_bytes / 64) + lines * part / H);
+    cursor.start(first_block * (c.block_bytes / 64) + lines * part / H, lines * (part + 1) / H - lines * part / H);
   };
   const std::int64_t ahead = whole_blocks ? H : kAhead;  // whole blocks: one tile ahead
   for (std::int64_t step = 0; step < ahead; ++step) prefetch_step(step);
@@ -917,8 +999,12 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
         QkBf16FewRows<FR>(c, t, krow, s);
         SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
         PackProbabilitiesFewRows<FR>(t.nk, s);
-        PackValuesBf16<K>(t, D, s);
-        PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
+        if (direct_pv) {
+          PvFewRowsDirect<FR>(t, D, s);
+        } else {
+          PackValuesBf16<K>(t, D, s);
+          PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
+        }
       } else {
         QkBf16<NV>(c, t, krow, s);
         SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
@@ -947,6 +1033,9 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     }
   }
   for (int j = 0; j < H; ++j) {
+#if ATTNSEL_BF16_VARIANT
+    if (direct_pv) UnpermuteFewRowOutput(g.rows, D, hs[j].o);
+#endif
     PartialView part;
     if (partial_slot) part = partial_for(partial_slot, D, j);
     FinishItem(c, sub[j], g, part, hs[j]);
