@@ -401,17 +401,19 @@ HWY_INLINE void PackQueryRows(const LayerCtx& c, const WorkItem& it, const ItemG
 
 // Lane i of the result is the sum of the lanes of v[i].
 HWY_INLINE __m512 ReduceAdd16(const __m512* v) {
+  // The tree leaves u[{0,8,4,12}[L/4] + {0,2,1,3}[L%4]] in lane L; that index map is its
+  // own inverse, so feeding it u[m] = v[map(m)] puts lane i at i with no final permute.
+  constexpr int kMap[16] = {0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15};
   __m512 w[8], x[4], y[2];
-  for (int i = 0; i < 8; ++i)
-    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+  for (int i = 0; i < 8; ++i) {
+    const __m512 a = v[kMap[i]], b = v[kMap[i + 8]];
+    w[i] = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  }
   for (int i = 0; i < 4; ++i)
     x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(w[i], w[i + 4], 0x88), _mm512_shuffle_f32x4(w[i], w[i + 4], 0xDD));
   for (int i = 0; i < 2; ++i)
     y[i] = _mm512_add_ps(_mm512_shuffle_ps(x[i], x[i + 2], 0x44), _mm512_shuffle_ps(x[i], x[i + 2], 0xEE));
-  const __m512 z = _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
-  // The tree leaves v[{0,8,4,12}[L/4] + {0,2,1,3}[L%4]] in lane L: put lane i at i.
-  const __m512i perm = _mm512_set_epi32(15, 13, 14, 12, 7, 5, 6, 4, 11, 9, 10, 8, 3, 1, 2, 0);
-  return _mm512_permutexvar_ps(perm, z);
+  return _mm512_add_ps(_mm512_shuffle_ps(y[0], y[1], 0x88), _mm512_shuffle_ps(y[0], y[1], 0xDD));
 }
 
 // Few-row logits stay in the reduction's layout: lane k*R + r of vector kg/KB holds key
@@ -831,7 +833,7 @@ HWY_INLINE void PvFewRowsDirectPass(const KeyTile& t, int pairs, int c0, int D, 
       acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(r) * D + c0 * 32 + j * 16));
   }
   for (int pr = 0; pr < pairs; ++pr) {
-    if (s.pf) s.pf->issue();
+    if (s.pf && c0 == 0) s.pf->issue();  // once per pair: fewer, larger issues cost less
     const auto* va = reinterpret_cast<const std::uint16_t*>(t.v[2 * pr]) + c0 * 32;
     const auto* vb = reinterpret_cast<const std::uint16_t*>(t.v[2 * pr + 1]) + c0 * 32;
     __m512i lo[NC], hi[NC];
