@@ -96,8 +96,9 @@ struct Kv<KvType::e4m3> {
 // the computation so that the loads overlap it (a burst of hundreds would stall once the
 // miss buffers are full). Walks one byte range (a run) of consecutive blocks of the
 // sequence (K and V alike), in address order: whole blocks, or one head's rows of each
-// block (HND). Each step's lines are spread evenly over the issue points of the step
-// before (counted as they happen: every step of an item has the same shape).
+// block (HND). Each step's lines are spread evenly over all the issue points of the step
+// before (counted as they happen: every step of an item has the same shape); small, even
+// issues measured 5-10 points of read bandwidth better than bursts of 4-6 lines (v13).
 struct PrefetchCursor {
   const std::uint8_t* key_cache = nullptr;
   const std::uint8_t* value_cache = nullptr;
@@ -107,8 +108,9 @@ struct PrefetchCursor {
   std::int64_t block = 0;               // index into table of the current block
   std::int64_t offset = 0;              // byte offset within it
   std::int64_t remaining = 0;           // lines left
-  int quota = 4;                        // lines per issue point
+  std::int64_t step_lines = 0;          // lines of the current step
   int calls = 0;                        // issue points seen in the current step
+  int expected = 0;                     // issue points of the previous step (0: not known yet)
   const std::uint8_t* k = nullptr;
   const std::uint8_t* v = nullptr;
 
@@ -117,9 +119,10 @@ struct PrefetchCursor {
   void start(std::int64_t first_block, std::int64_t first_offset, std::int64_t begin, std::int64_t end,
              std::int64_t lines) {
     flush();  // whatever the previous step left
-    if (calls > 0) quota = static_cast<int>((lines + calls - 1) / calls);
+    if (calls > 0) expected = calls;
     calls = 0;
     remaining = lines;
+    step_lines = lines;
     run_begin = begin;
     run_end = end;
     block = first_block;
@@ -127,9 +130,14 @@ struct PrefetchCursor {
     k = key_cache + table[block] * block_bytes;
     v = value_cache + table[block] * block_bytes;
   }
+  // One issue point: brings the lines issued so far to the same fraction of the step as
+  // the issue points passed (4 lines a point until the first step has been counted).
   HWY_INLINE void issue() {
     ++calls;
-    issue_lines(quota);
+    const std::int64_t target =
+        expected > 0 ? (static_cast<std::int64_t>(calls) * step_lines + expected - 1) / expected : 4 * calls;
+    const std::int64_t n = target - (step_lines - remaining);
+    if (n > 0) issue_lines(n);
   }
   HWY_INLINE void issue_lines(std::int64_t n) {
     n = std::min(n, remaining);
@@ -444,6 +452,7 @@ HWY_INLINE void SoftmaxFewRows(const LayerCtx& c, const KeyTile& t, const float*
                                bool need_mask, Scratch& s) {
   constexpr int KB = 16 / R;
   constexpr int NZ = kTileKeys / KB;
+  const int nz = std::min(NZ, (t.nk + KB - 1) / KB);  // vectors holding real keys (later steps read no others)
   const DF df;
   const __m512i lane = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i row_idx = _mm512_and_si512(lane, _mm512_set1_epi32(R - 1));
@@ -454,7 +463,7 @@ HWY_INLINE void SoftmaxFewRows(const LayerCtx& c, const KeyTile& t, const float*
   const __m512 win = _mm512_set1_ps(static_cast<float>(c.window));
   const bool cap = c.soft_cap > 0.0f;
   __m512 tile_max = neg_inf;
-  for (int i = 0; i < NZ; ++i) {
+  for (int i = 0; i < nz; ++i) {
     __m512 x = _mm512_load_ps(s.s + i * 16);
     const __m512 local = _mm512_add_ps(key_in_vec, _mm512_set1_ps(static_cast<float>(i * KB)));
     const __m512 kp = _mm512_add_ps(local, _mm512_set1_ps(static_cast<float>(t.key0)));
@@ -481,7 +490,7 @@ HWY_INLINE void SoftmaxFewRows(const LayerCtx& c, const KeyTile& t, const float*
   const __m512 m_use = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, neg_inf, _CMP_EQ_OQ), m_new, _mm512_setzero_ps());
   const __m512 alpha = ExpNonPositive(df, VF{_mm512_sub_ps(m_old, m_use)}).raw;
   __m512 lsum = _mm512_setzero_ps();
-  for (int i = 0; i < NZ; ++i) {
+  for (int i = 0; i < nz; ++i) {
     const __m512 p = ExpNonPositive(df, VF{_mm512_sub_ps(_mm512_load_ps(s.s + i * 16), m_use)}).raw;
     _mm512_store_ps(s.p + i * 16, p);
     lsum = _mm512_add_ps(lsum, p);
@@ -729,6 +738,7 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
     int d = 0;
     for (; d + 32 <= D; d += 32) {
+      if (s.pf) s.pf->issue();  // fine-grained: many small issues keep the misses flowing
       __m512i kv[KB];
       for (int k = 0; k < KB; ++k) kv[k] = _mm512_loadu_si512(krow[kg + k] + d);
       for (int r = 0; r < R; ++r) {
@@ -820,67 +830,6 @@ HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, std::size_t rp, Scr
   }
 }
 
-// Few-row PV straight from a bf16 cache, without packing V into scratch: the V rows of
-// keys 2i and 2i+1 are interleaved in registers by unpacklo/hi (within 128-bit lanes),
-// which leaves each 32-dim chunk of the accumulators in the order kPvChunkOrder — undone
-// once per item by UnpermuteFewRowOutput. NC chunks per pass: R × 2NC accumulators.
-template <int R, int NC>
-HWY_INLINE void PvFewRowsDirectPass(const KeyTile& t, int pairs, int c0, int D, Scratch& s) {
-  __m512 acc[R][2 * NC];
-  for (int r = 0; r < R; ++r) {
-    const __m512 a = _mm512_set1_ps(s.alpha[r]);
-    for (int j = 0; j < 2 * NC; ++j)
-      acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(r) * D + c0 * 32 + j * 16));
-  }
-  for (int pr = 0; pr < pairs; ++pr) {
-    if (s.pf && c0 == 0) s.pf->issue();  // once per pair: fewer, larger issues cost less
-    const auto* va = reinterpret_cast<const std::uint16_t*>(t.v[2 * pr]) + c0 * 32;
-    const auto* vb = reinterpret_cast<const std::uint16_t*>(t.v[2 * pr + 1]) + c0 * 32;
-    __m512i lo[NC], hi[NC];
-    for (int c = 0; c < NC; ++c) {
-      const __m512i a = _mm512_loadu_si512(va + c * 32), b = _mm512_loadu_si512(vb + c * 32);
-      lo[c] = _mm512_unpacklo_epi16(a, b);
-      hi[c] = _mm512_unpackhi_epi16(a, b);
-    }
-    const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * R;
-    for (int r = 0; r < R; ++r) {
-      const __m512i pb = _mm512_set1_epi32(static_cast<int>(prow[r]));
-      for (int c = 0; c < NC; ++c) {
-        acc[r][2 * c] = Dot(acc[r][2 * c], pb, lo[c]);
-        acc[r][2 * c + 1] = Dot(acc[r][2 * c + 1], pb, hi[c]);
-      }
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 2 * NC; ++j)
-      _mm512_store_ps(s.o + static_cast<std::size_t>(r) * D + c0 * 32 + j * 16, acc[r][j]);
-}
-
-template <int R>
-HWY_INLINE void PvFewRowsDirect(const KeyTile& t, int D, Scratch& s) {
-  constexpr int NC = R >= 8 ? 1 : (R == 4 ? 2 : 4);
-  const int chunks = D / 32;
-  const int pairs = (t.nk + 1) / 2;
-  int c0 = 0;
-  for (; c0 + NC <= chunks; c0 += NC) PvFewRowsDirectPass<R, NC>(t, pairs, c0, D, s);
-  for (; c0 < chunks; ++c0) PvFewRowsDirectPass<R, 1>(t, pairs, c0, D, s);
-}
-
-// Puts each 32-dim chunk of the first `rows` accumulator rows back in dim order: lane i of
-// the chunk's low half holds dim 8(i/4) + i%4, of its high half dim 8(i/4) + 4 + i%4.
-HWY_INLINE void UnpermuteFewRowOutput(int rows, int D, float* o) {
-  for (int r = 0; r < rows; ++r)
-    for (int c = 0; c < D; c += 32) {
-      float* chunk = o + static_cast<std::size_t>(r) * D + c;
-      float tmp[32];
-      for (int i = 0; i < 16; ++i) {
-        tmp[8 * (i / 4) + i % 4] = chunk[i];
-        tmp[8 * (i / 4) + 4 + i % 4] = chunk[16 + i];
-      }
-      std::memcpy(chunk, tmp, sizeof tmp);
-    }
-}
-
 #endif
 
 // ---------------------------------------------------------------------------------------
@@ -942,20 +891,20 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   }
 
   const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
-#if ATTNSEL_BF16_VARIANT
-  // Few-row items on a bf16 cache whose head size is a multiple of 32 read V in place.
-  const bool direct_pv = FR > 0 && K == KvType::bf16 && D % 32 == 0;
-#endif
   // The walk is (tile, KV head) steps; each step prefetches the rows of the step two ahead,
   // so prefetches are spread between the computations instead of issued in bursts.
   constexpr std::int64_t kAhead = 2;
-  const std::int64_t num_tiles = (it.key_end - it.key_begin + kTileKeys - 1) / kTileKeys;
-  const std::int64_t num_steps = num_tiles * H;
-  KeyTile t;
   // An item that covers every KV head consumes whole blocks: prefetch them as contiguous
   // regions in address order (what the hardware prefetchers continue best), a 1/H share
   // of the tile's blocks per step.
   const bool whole_blocks = c.block_bytes > 0 && H == c.num_kv_heads;
+  // Such a decode item with blocks shorter than a tile steps one block at a time: each step
+  // then streams one run of K and one of V (HND) instead of interleaving two blocks, which
+  // measured ~3 points of read bandwidth better (KERNELS.md v12).
+  const int tile_keys = FR > 0 && whole_blocks && c.block_size < kTileKeys ? c.block_size : kTileKeys;
+  const std::int64_t num_tiles = (it.key_end - it.key_begin + tile_keys - 1) / tile_keys;
+  const std::int64_t num_steps = num_tiles * H;
+  KeyTile t;
   const std::int32_t* table = c.block_table + static_cast<std::int64_t>(it.seq) * c.max_blocks_per_seq;
   PrefetchCursor cursor;
   cursor.key_cache = c.key_cache;
@@ -972,13 +921,13 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
                          c.k_stride[2] == static_cast<std::int64_t>(c.block_size) * D && c.v_stride[2] == c.k_stride[2];
   auto prefetch_step = [&](std::int64_t step) {
     if (step >= num_steps) return;
-    const std::int64_t key0 = it.key_begin + (step / H) * kTileKeys;
+    const std::int64_t key0 = it.key_begin + (step / H) * tile_keys;
     if (!whole_blocks) {
       LocateTile(c, sub[step % H], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
       PrefetchTile(t, row_bytes);
       return;
     }
-    const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
+    const std::int64_t last = std::min<std::int64_t>(key0 + tile_keys, it.key_end) - 1;
     const std::int64_t first_block = key0 / c.block_size, last_block = last / c.block_size;
     const std::int64_t part = step % H;
     if (head_runs) {
@@ -1001,15 +950,15 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   const std::int64_t k_head_bytes = c.k_stride[2] * static_cast<std::int64_t>(Kv<K>::kBytes);
   const std::int64_t v_head_bytes = c.v_stride[2] * static_cast<std::int64_t>(Kv<K>::kBytes);
   for (std::int64_t ti = 0; ti < num_tiles; ++ti) {
-    const std::int64_t key0 = it.key_begin + ti * kTileKeys;
-    const std::int64_t last = std::min<std::int64_t>(key0 + kTileKeys, it.key_end) - 1;
-    bool need_mask = last - key0 + 1 < kTileKeys;
+    const std::int64_t key0 = it.key_begin + ti * tile_keys;
+    const std::int64_t last = std::min<std::int64_t>(key0 + tile_keys, it.key_end) - 1;
+    bool need_mask = last - key0 + 1 < tile_keys;
     if (c.causal && last > g.min_pos) need_mask = true;
     if (c.window >= 0) {
       if (g.max_pos - key0 > c.window) need_mask = true;
       if (!c.causal && last - g.min_pos > c.window) need_mask = true;
     }
-    LocateTile(c, sub[0], key0, it.key_end, Kv<K>::kBytes, base.zero, t0);
+    LocateTile(c, sub[0], key0, std::min<std::int64_t>(key0 + tile_keys, it.key_end), Kv<K>::kBytes, base.zero, t0);
     for (int j = 0; j < H; ++j) {
       Scratch& s = hs[j];
       prefetch_step(ti * H + j + ahead);  // (may use t as its own scratch)
@@ -1021,12 +970,8 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
         QkBf16FewRows<FR>(c, t, krow, s);
         SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
         PackProbabilitiesFewRows<FR>(t.nk, s);
-        if (direct_pv) {
-          PvFewRowsDirect<FR>(t, D, s);
-        } else {
-          PackValuesBf16<K>(t, D, s);
-          PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
-        }
+        PackValuesBf16<K>(t, D, s);
+        PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
       } else {
         QkBf16<NV>(c, t, krow, s);
         SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
@@ -1055,9 +1000,6 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     }
   }
   for (int j = 0; j < H; ++j) {
-#if ATTNSEL_BF16_VARIANT
-    if (direct_pv) UnpermuteFewRowOutput(g.rows, D, hs[j].o);
-#endif
     PartialView part;
     if (partial_slot) part = partial_for(partial_slot, D, j);
     FinishItem(c, sub[j], g, part, hs[j]);
