@@ -39,27 +39,33 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   __trap();
 #endif
 }
-__device__ __forceinline__ bool mbar_try_wait(std::uint32_t bar, std::uint32_t parity) {
-#ifdef ATTNSEL_SM90_COPY
-  std::uint32_t done = 0;
-  asm volatile(
-      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
-      : "=r"(done)
-      : "r"(bar), "r"(parity)
-      : "memory");
-  return done != 0;
-#else
-  __trap();
-  return true;
-#endif
-}
-/// Waits for a barrier phase. A wait of more than ~2^35 cycles (tens of seconds) can only be
+/// Waits for a barrier phase. A wait of more than 2^35 cycles (tens of seconds) can only be
 /// a pipeline bug: trap, so the launch fails with an error instead of hanging the device.
+/// The whole loop, timeout included, is one asm statement: written as a C++ loop around
+/// try_wait (with clock64/__trap), it made ptxas allocate the consumer warpgroups of the
+/// Hopper prefill within the kernel's 168 registers instead of their setmaxnreg budget, and
+/// the d=256 consumer spilled (docs/KERNELS.md, v7).
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
-  if (mbar_try_wait(bar, parity)) return;
-  const long long start = clock64();
-  while (!mbar_try_wait(bar, parity))
-    if (clock64() - start > (1ll << 35)) __trap();
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile(
+      "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
+      "mov.u64 t0, %%clock64;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "mov.u64 t1, %%clock64;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.lt.u64 done, t1, 34359738368;\n"
+      "@done bra WAIT;\n"
+      "trap;\n"
+      "DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  (void)bar;
+  (void)parity;
+  __trap();
+#endif
 }
 /// Contiguous global→shared copy by the bulk-copy engine; completes bytes on `bar`.
 __device__ __forceinline__ void bulk_copy_g2s(std::uint32_t dst, const void* src, std::uint32_t bytes,

@@ -369,11 +369,10 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   std::vector<PrefillWork> pwork;
   bool hopper = false;
   if (!prefill_seqs.empty()) {
-    hopper = tuning_.use_hopper && facts.major == 9 && facts.minor == 0 && (hs == 64 || hs == 128 || hs == 256) &&
+    hopper = tuning_.use_hopper && facts.major == 9 && facts.minor == 0 && hopper_head_dim(hs) != 0 &&
              p.block_size % 16 == 0;
     if (hopper) {
-      const int keys = hs <= 128 ? 128 : 64;  // the Hopper kernel's key tile
-      plan->box_rows = std::gcd(p.block_size, keys);
+      plan->box_rows = std::gcd(p.block_size, hopper_key_tile(hopper_head_dim(hs)));
       if (const std::string err = encode_tma_maps(query, cache, plan->box_rows, plan->maps); !err.empty())
         hopper = false;  // e.g. a stride TMA cannot express: the portable kernel computes the same
     }

@@ -85,7 +85,7 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, voi
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_dim, const void* tma, int box_rows, void* stream);
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, const void* tma, int box_rows, void* stream);
 
 struct CacheWriteParams {
   const void* key = nullptr;
@@ -106,5 +106,14 @@ inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
 inline constexpr int kDecodeKeyTile = 64;   ///< keys per pipeline stage
 inline constexpr int kPrefillRows = 64;     ///< rows per CTA in the mma.sync prefill kernel
 inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hopper kernel
+/// Keys per tile in the Hopper kernel: 128 up to d=128; 80 at d=256 (O alone is 128
+/// registers per consumer thread there, and 2 stages of 80-key K and V tiles fill shared memory).
+constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80; }
+/// The head size the Hopper kernel computes with: 64, 128 or 256, the next one up from the
+/// layer's (0 above 256). The TMA boxes read the columns past the real head size as zeros,
+/// so padded columns add nothing to Q·Kᵀ and produce output columns that are not stored.
+constexpr int hopper_head_dim(int head_size) {
+  return head_size <= 64 ? 64 : head_size <= 128 ? 128 : head_size <= 256 ? 256 : 0;
+}
 
 }  // namespace attnsel::kernel::cuda
