@@ -39,13 +39,34 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   __trap();
 #endif
 }
-/// Waits for a barrier phase. A wait of more than 2^35 cycles (tens of seconds) can only be
+__device__ __forceinline__ bool mbar_try_wait(std::uint32_t bar, std::uint32_t parity) {
+#ifdef ATTNSEL_SM90_COPY
+  std::uint32_t done = 0;
+  asm volatile(
+      "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+      : "=r"(done)
+      : "r"(bar), "r"(parity)
+      : "memory");
+  return done != 0;
+#else
+  __trap();
+  return true;
+#endif
+}
+/// Waits for a barrier phase. A wait of more than ~2^35 cycles (tens of seconds) can only be
 /// a pipeline bug: trap, so the launch fails with an error instead of hanging the device.
-/// The whole loop, timeout included, is one asm statement: written as a C++ loop around
-/// try_wait (with clock64/__trap), it made ptxas allocate the consumer warpgroups of the
-/// Hopper prefill within the kernel's 168 registers instead of their setmaxnreg budget, and
-/// the d=256 consumer spilled (docs/KERNELS.md, v7).
 __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parity) {
+  if (mbar_try_wait(bar, parity)) return;
+  const long long start = clock64();
+  while (!mbar_try_wait(bar, parity))
+    if (clock64() - start > (1ll << 35)) __trap();
+}
+/// The same wait with the whole loop, timeout included, in one asm statement. Around the C++
+/// loop above, ptxas allocates a warp-specialised kernel's consumers within the kernel's
+/// launch-bound registers (168 at 384 threads) instead of their setmaxnreg budget; with this
+/// one it honours the budget. The Hopper prefill needs that at d=256 (O alone is 128
+/// registers per thread); at d≤128 it runs faster with the C++ loop (docs/KERNELS.md, v7).
+__device__ __forceinline__ void mbar_wait_in_asm(std::uint32_t bar, std::uint32_t parity) {
 #ifdef ATTNSEL_SM90_COPY
   asm volatile(
       "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
