@@ -64,10 +64,11 @@ __device__ __forceinline__ void issue_kv_tile_bulk(const AttnParams& p, const st
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-template <class T, int DP, int LOADS>
+template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
   using C = DecodeConfig<T, DP, LOADS>;
   constexpr bool kBulk = LOADS != kLoadsCpAsync;
+  static_assert(!(kBulk && FP8), "fp8 caches load through registers (the planner picks cp.async)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
@@ -98,7 +99,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const std::uint32_t bars = smem_addr(smem_raw) + C::kBarOffset;
   auto issue = [&](int t) {
     const int s = t % C::kStages;
-    if constexpr (kBulk)
+    if constexpr (FP8)
+      load_kv_tile_e4m3<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, k_stage(s),
+                                                      v_stage(s));
+    else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                                        k_stage(s), v_stage(s), bars + 8 * s);
     else
@@ -232,7 +236,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     if (!split_mode) {
       const bool has_sink = p.sinks != nullptr;
       const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-      const float sc = finish_scale(mx, L, sink, has_sink);
+      const float sc = finish_scale(mx, L, sink, has_sink) * p.v_scale;
       uint2 packed;
       packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
       packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
@@ -281,7 +285,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
       acc[2] += wgt * v.z;
       acc[3] += wgt * v.w;
     }
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    const float inv = denom > 0.0f ? p.v_scale / denom : 0.0f;
     uint2 packed;
     packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
     packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
@@ -292,24 +296,26 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
 
 }  // namespace
 
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream) {
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, bool kv_fp8, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      auto go = [&]<int LOADS>() {
+      auto go = [&]<int LOADS, bool FP8>() {
         using C = DecodeConfig<T, DP, LOADS>;
-        auto kernel = decode_kernel<T, DP, LOADS>;
+        auto kernel = decode_kernel<T, DP, LOADS, FP8>;
         const std::string cfg =
-            cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
-                       e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
-                       C::kSmemBytes, LOADS == 0 ? "cp.async" : "bulk", C::kStages);
+            cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
+                       e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
+                       p.num_kv_heads, p.num_work, C::kSmemBytes, FP8 ? "registers" : LOADS == 0 ? "cp.async" : "bulk",
+                       C::kStages);
         check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
                    "decode_kernel: cudaFuncSetAttribute", cfg);
         kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
         check_launch("decode_kernel", cfg);
       };
-      if (loads == kLoadsBulk) go.template operator()<kLoadsBulk>();
-      else go.template operator()<kLoadsCpAsync>();
+      if (kv_fp8) go.template operator()<kLoadsCpAsync, true>();
+      else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
+      else go.template operator()<kLoadsCpAsync, false>();
     });
   });
 }

@@ -24,7 +24,7 @@ struct PrefillConfig {
   static constexpr std::size_t kSmemBytes = (std::size_t(kQElems) + std::size_t(kStages) * 2 * kTileElems) * sizeof(T);
 };
 
-template <class T, int DP>
+template <class T, int DP, bool FP8>
 __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant__ AttnParams p) {
   using C = PrefillConfig<T, DP>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -51,9 +51,15 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   const int ntiles = kv_end > kv_begin ? (kv_end - kv_begin + C::kKeys - 1) / C::kKeys : 0;
   const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
 
+  // fp8 caches are widened in registers on the way in (load_kv_tile_e4m3).
+  auto load_tile = [&](int t0, int stage) {
+    if constexpr (FP8)
+      load_kv_tile_e4m3<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, k_stage(stage), v_stage(stage));
+    else
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, k_stage(stage), v_stage(stage));
+  };
   load_q_rows<T, DP, C::kRows, C::kThreads>(p, pr, kvh, row0, qs);
-  if (ntiles > 0)
-    load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin, kv_end, k_stage(0), v_stage(0));
+  if (ntiles > 0) load_tile(kv_begin, 0);
   cp_async_commit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -71,9 +77,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     cp_async_wait<0>();
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs + warp * 16 * C::kRS);
-    if (it + 1 < ntiles)
-      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + (it + 1) * C::kKeys, kv_end,
-                                                 k_stage((it + 1) % 2), v_stage((it + 1) % 2));
+    if (it + 1 < ntiles) load_tile(kv_begin + (it + 1) * C::kKeys, (it + 1) % 2);
     cp_async_commit();
 
     const int key0 = kv_begin + it * C::kKeys;
@@ -99,7 +103,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     const int head = kvh * p.group + row % p.group;
     const bool has_sink = p.sinks != nullptr;
     const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink);
+    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * p.v_scale;
     T* dst = stage + (lane / 4 + 8 * h) * C::kRS + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < DP / 8; ++j)
@@ -122,19 +126,23 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
 
 }  // namespace
 
-void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream) {
+void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      using C = PrefillConfig<T, DP>;
-      auto kernel = prefill_sm80_kernel<T, DP>;
-      const std::string cfg = cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={}",
-                                          e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads,
-                                          p.num_kv_heads, p.num_work, C::kSmemBytes);
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
-                 "prefill_sm80_kernel: cudaFuncSetAttribute", cfg);
-      kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
-      check_launch("prefill_sm80_kernel", cfg);
+      auto go = [&]<bool FP8>() {
+        using C = PrefillConfig<T, DP>;
+        auto kernel = prefill_sm80_kernel<T, DP, FP8>;
+        const std::string cfg = cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={}",
+                                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size,
+                                            DP, p.num_heads, p.num_kv_heads, p.num_work, C::kSmemBytes);
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
+                   "prefill_sm80_kernel: cudaFuncSetAttribute", cfg);
+        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+        check_launch("prefill_sm80_kernel", cfg);
+      };
+      if (kv_fp8) go.template operator()<true>();
+      else go.template operator()<false>();
     });
   });
 }
