@@ -25,7 +25,9 @@ struct BenchResult {
   std::string name;
   std::string shape;         ///< human description of the workload
   bool decode = true;
-  double seconds = 0.0;      ///< median of the timed forward passes
+  double seconds = 0.0;      ///< median of the timed passes (see `timed`)
+  double forward_seconds = 0.0;  ///< GPU: median of forward() calls, host planning included
+  std::string timed = "forward";  ///< "forward", or "kernels of one plan" (FLASH_ATTN's CUDA plan/run)
   double figure = 0.0;       ///< GB/s (decode) or GFLOP/s (prefill)
   double ceiling = 0.0;      ///< the same unit
   std::string ceiling_name;  ///< "read bandwidth", "bf16 dot-product peak", ...
@@ -57,10 +59,12 @@ std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const 
                                                 CacheLayout layout, double scale = 1.0);
 
 /// run_bench_case on the GPU: the workload is built on the host and copied to device
-/// memory, each forward pass is timed with CUDA events (median of `repeats` after a
-/// warm-up), decode passes are paired with device read-bandwidth probes, and a sample of
-/// the outputs is copied back and checked against the reference. Prefill has no measured
-/// ceiling (ceiling 0). Throws NotImplementedError without a usable GPU.
+/// memory; passes are timed with CUDA events (median of `repeats` after a warm-up): the
+/// kernels of one plan when the implementation is FLASH_ATTN's FlashAttnCuda (plan/run),
+/// and forward() with its planning beside them; decode passes are paired with device
+/// read-bandwidth probes; a sample of the outputs is copied back and checked against the
+/// reference. Prefill has no measured ceiling (ceiling 0). Throws NotImplementedError
+/// without a usable GPU.
 BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_impl, int repeats = 5);
 
 }  // namespace attnsel::runtime

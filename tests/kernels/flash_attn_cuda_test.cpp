@@ -416,7 +416,7 @@ TEST(FlashAttnCudaGpu, Fp8CacheOddLengthsGqaRatiosLayoutsAndDtypes) {
         const Outcome o = check_case(c);
         EXPECT_TRUE(o.summary.kv_fp8);
         EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma") << "fp8 batches take the portable prefill";
-        EXPECT_EQ(o.summary.decode_loads, "fp8 widened in registers");
+        EXPECT_EQ(o.summary.decode_loads, "fp8 cp.async, widened in shared memory");
       }
 }
 

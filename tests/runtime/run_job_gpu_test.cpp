@@ -75,6 +75,8 @@ TEST(RunJobGpu, BenchCaseRunsOnTheDeviceAgainstItsReadBandwidth) {
     EXPECT_TRUE(r.check_passed);
     EXPECT_EQ(r.device, "cuda:0");
     EXPECT_GT(r.figure, 0.0);
+    EXPECT_EQ(r.timed, "kernels of one plan");
+    EXPECT_GT(r.forward_seconds, 0.0);
     if (c.decode) EXPECT_GT(r.ceiling, 100.0);  // GB/s of device memory, not a host figure
     else EXPECT_EQ(r.ceiling, 0.0);
   }

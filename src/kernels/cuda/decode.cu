@@ -18,7 +18,7 @@ namespace {
 /// SM was measured slower (docs/KERNELS.md); two CTAs of 2-3 stages each it is.
 enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1 };
 
-template <class T, int DP, int LOADS>
+template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
@@ -26,9 +26,13 @@ struct DecodeConfig {
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr int kTileElems = kKeys * kRS;
-  static constexpr int kStageBytes = 2 * kTileElems * int(sizeof(T));
+  // An fp8 cache's stages hold the raw e4m3 bytes (K then V, DP bytes a key); one widened
+  // K/V tile pair in T follows them.
+  static constexpr int kRawTileBytes = kKeys * DP;
+  static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
   static constexpr int kStages = DP <= 128 ? 3 : 2;
-  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
+  static constexpr std::size_t kWideOffset = std::size_t(kStages) * kStageBytes;
+  static constexpr std::size_t kPipeBytes = kWideOffset + (FP8 ? 2 * kTileElems * sizeof(T) : 0);
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
   static constexpr std::size_t kBarOffset = kQElems * sizeof(T) + kPipeBytes;  // 16-byte aligned
@@ -66,14 +70,20 @@ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; 
 
 template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
-  using C = DecodeConfig<T, DP, LOADS>;
+  using C = DecodeConfig<T, DP, LOADS, FP8>;
   constexpr bool kBulk = LOADS != kLoadsCpAsync;
-  static_assert(!(kBulk && FP8), "fp8 caches load through registers (the planner picks cp.async)");
+  static_assert(!(kBulk && FP8), "fp8 caches are staged with cp.async (the planner picks it)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
   auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
   auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
+  // fp8: raw stages, and the widened tile pair every warp computes on.
+  auto* pipe_bytes = reinterpret_cast<std::uint8_t*>(pipe);
+  auto raw_k = [&](int s) { return pipe_bytes + s * C::kStageBytes; };
+  auto raw_v = [&](int s) { return pipe_bytes + s * C::kStageBytes + C::kRawTileBytes; };
+  T* wide_k = reinterpret_cast<T*>(pipe_bytes + C::kWideOffset);
+  T* wide_v = wide_k + C::kTileElems;
 
   const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.kv_head;
@@ -100,8 +110,8 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   auto issue = [&](int t) {
     const int s = t % C::kStages;
     if constexpr (FP8)
-      load_kv_tile_e4m3<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, k_stage(s),
-                                                      v_stage(s));
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, raw_k(s),
+                                                       raw_v(s));
     else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                                        k_stage(s), v_stage(s), bars + 8 * s);
@@ -158,14 +168,19 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     }
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs);
+    if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % C::kStages), wide_k);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % C::kStages), wide_v);
+    }
     const int nxt = it + C::kStages - 1;
-    if (nxt < ntiles) issue(nxt);
+    if (nxt < ntiles) issue(nxt);  // into the stage widened at it - 1
     if constexpr (!kBulk) cp_async_commit();
+    if constexpr (FP8) __syncthreads();  // the widened tile is complete
 
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
-    const T* ks = k_stage(it % C::kStages) + warp * 16 * C::kRS;
-    const T* vs = v_stage(it % C::kStages) + warp * 16 * C::kRS;
+    const T* ks = (FP8 ? wide_k : k_stage(it % C::kStages)) + warp * 16 * C::kRS;
+    const T* vs = (FP8 ? wide_v : v_stage(it % C::kStages)) + warp * 16 * C::kRS;
     float s[2][4];
     qk_tile<T, DP, 2>(s, qf, ks);
     const bool masked = key0 < full_lo || key0 + 16 > full_hi;
@@ -301,12 +316,12 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, boo
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
       auto go = [&]<int LOADS, bool FP8>() {
-        using C = DecodeConfig<T, DP, LOADS>;
+        using C = DecodeConfig<T, DP, LOADS, FP8>;
         auto kernel = decode_kernel<T, DP, LOADS, FP8>;
         const std::string cfg =
             cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
                        e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
-                       p.num_kv_heads, p.num_work, C::kSmemBytes, FP8 ? "registers" : LOADS == 0 ? "cp.async" : "bulk",
+                       p.num_kv_heads, p.num_work, C::kSmemBytes, FP8 ? "fp8 cp.async+widen" : LOADS == 0 ? "cp.async" : "bulk",
                        C::kStages);
         check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
                    "decode_kernel: cudaFuncSetAttribute", cfg);

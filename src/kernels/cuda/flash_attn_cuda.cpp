@@ -195,7 +195,7 @@ struct FlashAttnCuda::Plan {
   int box_rows = 0;
   TensorMaps maps;
   int device = 0;
-  bool kv_fp8 = false;  // e4m3 cache: decode and the portable prefill widen it in registers
+  bool kv_fp8 = false;  // e4m3 cache: decode and the portable prefill stage it raw and widen it
   PlanSummary summary;
   std::shared_ptr<const DeviceConstants> constants;  // keeps sinks/slopes alive
 };
@@ -464,7 +464,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   sum.decode_ctas = plan->num_decode_work;
   sum.max_splits = max_splits;
   sum.merge_rows = part_tokens;
-  sum.decode_loads = kv_fp8 ? "fp8 widened in registers" : plan->decode_loads == 1 ? "bulk" : "cp.async";
+  sum.decode_loads = kv_fp8 ? "fp8 cp.async, widened in shared memory" : plan->decode_loads == 1 ? "bulk" : "cp.async";
   sum.kv_fp8 = kv_fp8;
   sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
   sum.prefill_ctas = plan->num_prefill_work;

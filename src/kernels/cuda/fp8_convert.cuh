@@ -1,4 +1,4 @@
-// Internal: e4m3 (OCP E4M3FN) <-> 16-bit conversions for the fp8 KV cache, in registers.
+// Internal: e4m3 (OCP E4M3FN) <-> 16-bit conversions for the fp8 KV cache (per element pair).
 // Widening is exact: every e4m3 value (NaN included) is a half and a bfloat16. Narrowing
 // rounds to nearest even and saturates to ±448, as vLLM's cache writer does (SATFINITE).
 // On sm_89+ both are single cvt instructions; on sm_80 cuda_fp8.h emulates them.

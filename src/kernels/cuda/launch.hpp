@@ -81,9 +81,9 @@ struct AttnParams {
 
 // Launchers. Each validates nothing (the host planner has) and checks the launch.
 /// loads: 0 = cp.async (sm_80+), 1 = bulk copies (sm_90 only; 16-bit caches only). Split
-/// sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes (widened
-/// to `e` in registers as tiles load; k_scale is folded into the score scale by the planner,
-/// v_scale is p.v_scale).
+/// sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes (copied
+/// raw with cp.async, widened exactly to `e` in shared memory before each tile; k_scale is
+/// folded into the score scale by the planner, v_scale is p.v_scale).
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, bool kv_fp8, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the

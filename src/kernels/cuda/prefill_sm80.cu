@@ -11,7 +11,7 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-template <class T, int DP>
+template <class T, int DP, bool FP8>
 struct PrefillConfig {
   static constexpr int kThreads = 128;
   static constexpr int kRows = kPrefillRows;
@@ -21,17 +21,27 @@ struct PrefillConfig {
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kRows * kRS;
   static constexpr int kTileElems = kKeys * kRS;
-  static constexpr std::size_t kSmemBytes = (std::size_t(kQElems) + std::size_t(kStages) * 2 * kTileElems) * sizeof(T);
+  // An fp8 cache's stages hold raw e4m3 bytes (K then V); one widened T pair follows.
+  static constexpr int kRawTileBytes = kKeys * DP;
+  static constexpr std::size_t kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * sizeof(T);
+  static constexpr std::size_t kWideOffset = kStages * kStageBytes;
+  static constexpr std::size_t kSmemBytes =
+      kQElems * sizeof(T) + kWideOffset + (FP8 ? 2 * kTileElems * sizeof(T) : 0);
 };
 
 template <class T, int DP, bool FP8>
 __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant__ AttnParams p) {
-  using C = PrefillConfig<T, DP>;
+  using C = PrefillConfig<T, DP, FP8>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
   auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
   auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
+  auto* pipe_bytes = reinterpret_cast<std::uint8_t*>(pipe);
+  auto raw_k = [&](int s) { return pipe_bytes + s * C::kStageBytes; };
+  auto raw_v = [&](int s) { return pipe_bytes + s * C::kStageBytes + C::kRawTileBytes; };
+  T* wide_k = reinterpret_cast<T*>(pipe_bytes + C::kWideOffset);
+  T* wide_v = wide_k + C::kTileElems;
 
   const PrefillWork w = static_cast<const PrefillWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.head;
@@ -51,10 +61,10 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   const int ntiles = kv_end > kv_begin ? (kv_end - kv_begin + C::kKeys - 1) / C::kKeys : 0;
   const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
 
-  // fp8 caches are widened in registers on the way in (load_kv_tile_e4m3).
+  // fp8 caches land raw (cp.async) and are widened in shared memory before each tile.
   auto load_tile = [&](int t0, int stage) {
     if constexpr (FP8)
-      load_kv_tile_e4m3<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, k_stage(stage), v_stage(stage));
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, raw_k(stage), raw_v(stage));
     else
       load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, k_stage(stage), v_stage(stage));
   };
@@ -77,18 +87,23 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     cp_async_wait<0>();
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs + warp * 16 * C::kRS);
-    if (it + 1 < ntiles) load_tile(kv_begin + (it + 1) * C::kKeys, (it + 1) % 2);
+    if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % 2), wide_k);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % 2), wide_v);
+    }
+    if (it + 1 < ntiles) load_tile(kv_begin + (it + 1) * C::kKeys, (it + 1) % 2);  // into the stage widened at it - 1
     cp_async_commit();
+    if constexpr (FP8) __syncthreads();  // the widened tile is complete
 
     const int key0 = kv_begin + it * C::kKeys;
     // Skip tiles none of this warp's rows can see.
     if (!warp_active || key0 >= w_last.hi || key0 + C::kKeys <= w_first.lo) continue;
     float s[C::kNT][4];
-    qk_tile<T, DP, C::kNT>(s, qf, k_stage(it % 2));
+    qk_tile<T, DP, C::kNT>(s, qf, FP8 ? wide_k : k_stage(it % 2));
     const bool masked = key0 < w_last.lo || key0 + C::kKeys > w_first.hi;
     score_tile<C::kNT>(p, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, C::kNT>(st, s);
-    pv_tile<T, DP, C::kNT>(st, s, v_stage(it % 2));
+    pv_tile<T, DP, C::kNT>(st, s, FP8 ? wide_v : v_stage(it % 2));
   }
   cp_async_wait<0>();
 
@@ -131,7 +146,7 @@ void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
       auto go = [&]<bool FP8>() {
-        using C = PrefillConfig<T, DP>;
+        using C = PrefillConfig<T, DP, FP8>;
         auto kernel = prefill_sm80_kernel<T, DP, FP8>;
         const std::string cfg = cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={}",
                                             e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size,

@@ -65,44 +65,41 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, const std::int
   }
 }
 
-/// load_kv_tile for an e4m3 cache: the same tile in the same padded T layout, but each
-/// thread loads 8 cache bytes into registers, widens them to T and stores 16 bytes (the
-/// scales are applied later, in fp32). Loads go out in batches of four so several are in
-/// flight; the stores are ordinary shared-memory stores, visible after the caller's
-/// __syncthreads like the cp.async tiles.
-template <class T, int DP, int NKEYS, int NTHREADS>
-__device__ __forceinline__ void load_kv_tile_e4m3(const AttnParams& p, const std::int32_t* block_row, int kv_head,
-                                                  int t0, int kv_end, T* ks, T* vs) {
+/// load_kv_tile for an e4m3 cache, first half: cp.async the raw bytes of keys
+/// [t0, t0 + NKEYS) into staging tiles of NKEYS rows × DP bytes (8 bytes per copy: head
+/// sizes are multiples of 8, not 16); keys at or past kv_end and the padding are zero-filled.
+template <int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void load_kv_tile_e4m3_raw(const AttnParams& p, const std::int32_t* block_row, int kv_head,
+                                                      int t0, int kv_end, std::uint8_t* ks, std::uint8_t* vs) {
   constexpr int CH = DP / 8;
-  static_assert(NKEYS * CH % NTHREADS == 0, "every thread loads the same number of chunks");
-  constexpr int kIters = NKEYS * CH / NTHREADS;
-  constexpr int kBatch = 4;
   const auto* kb = static_cast<const std::uint8_t*>(p.k) + kv_head * p.k_stride_head;
   const auto* vb = static_cast<const std::uint8_t*>(p.v) + kv_head * p.v_stride_head;
-#pragma unroll
-  for (int i0 = 0; i0 < kIters; i0 += kBatch) {
-    uint2 kr[kBatch], vr[kBatch];
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      kr[b] = vr[b] = make_uint2(0, 0);
-      const int idx = threadIdx.x + (i0 + b) * NTHREADS;
-      const int r = idx / CH, c = idx % CH;
-      const int key = t0 + r;
-      if (i0 + b < kIters && key < kv_end && c * 8 < p.head_size) {
-        const std::int64_t page = block_row[key / p.block_size];
-        const int off = key % p.block_size;
-        kr[b] = __ldg(reinterpret_cast<const uint2*>(kb + page * p.k_stride_block + off * p.k_stride_tok + c * 8));
-        vr[b] = __ldg(reinterpret_cast<const uint2*>(vb + page * p.v_stride_block + off * p.v_stride_tok + c * 8));
-      }
+  for (int idx = threadIdx.x; idx < NKEYS * CH; idx += NTHREADS) {
+    const int r = idx / CH, c = idx % CH;
+    const int key = t0 + r;
+    const bool valid = key < kv_end && c * 8 < p.head_size;
+    const std::uint8_t* ksrc = kb;
+    const std::uint8_t* vsrc = vb;
+    if (valid) {
+      const std::int64_t page = block_row[key / p.block_size];
+      const int off = key % p.block_size;
+      ksrc = kb + page * p.k_stride_block + off * p.k_stride_tok + c * 8;
+      vsrc = vb + page * p.v_stride_block + off * p.v_stride_tok + c * 8;
     }
-#pragma unroll
-    for (int b = 0; b < kBatch; ++b) {
-      if (i0 + b >= kIters) break;
-      const int idx = threadIdx.x + (i0 + b) * NTHREADS;
-      const int r = idx / CH, c = idx % CH;
-      *reinterpret_cast<uint4*>(ks + r * kRowStride<DP> + c * 8) = e4m3x8_to<T>(kr[b]);
-      *reinterpret_cast<uint4*>(vs + r * kRowStride<DP> + c * 8) = e4m3x8_to<T>(vr[b]);
-    }
+    cp_async8(smem_addr(ks + r * DP + c * 8), ksrc, valid);
+    cp_async8(smem_addr(vs + r * DP + c * 8), vsrc, valid);
+  }
+}
+
+/// Second half: widens a landed staging tile (NKEYS × DP e4m3 bytes) into the padded T
+/// layout the mma.sync code reads (exact; the scales are applied later, in fp32).
+template <class T, int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void widen_e4m3_tile(const std::uint8_t* raw, T* wide) {
+  constexpr int CH = DP / 8;
+  for (int idx = threadIdx.x; idx < NKEYS * CH; idx += NTHREADS) {
+    const int r = idx / CH, c = idx % CH;
+    const uint2 b = *reinterpret_cast<const uint2*>(raw + r * DP + c * 8);
+    *reinterpret_cast<uint4*>(wide + r * kRowStride<DP> + c * 8) = e4m3x8_to<T>(b);
   }
 }
 
