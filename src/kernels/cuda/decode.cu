@@ -6,7 +6,9 @@
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
-// tile, reset by that CTA), so a split decode is one launch.
+// tile, reset by that CTA), so a split decode is one launch. An fp8 (e4m3) cache is copied
+// raw (half the bytes per stage) and widened in shared memory before each tile; its scales
+// act in fp32 (k_scale in the score scale, v_scale on the output).
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"

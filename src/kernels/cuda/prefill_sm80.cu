@@ -4,7 +4,8 @@
 // One CTA = 64 packed query rows (4 warps × 16) of one KV head's group; keys stream in
 // tiles of 64 (32 for head dimensions above 128) through a double-buffered cp.async
 // pipeline; each warp keeps its rows' online-softmax state in registers and skips tiles
-// its rows cannot see (causal, sliding window).
+// its rows cannot see (causal, sliding window). It also takes every fp8 (e4m3) batch:
+// raw cp.async stages, widened in shared memory before each tile.
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"
 
