@@ -46,6 +46,8 @@ struct GpuCase {
   bool sinks = false;
   bool alibi = false;
   AttentionType attn_type = AttentionType::decoder;
+  std::string kv_cache_dtype = "auto";
+  float k_scale = 1.0f, v_scale = 1.0f;
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -66,6 +68,9 @@ LayerParams layer_params(const GpuCase& c) {
   p.logits_soft_cap = c.softcap;
   p.causal = c.causal;
   p.attn_type = c.attn_type;
+  p.kv_cache_dtype = c.kv_cache_dtype;
+  p.k_scale = c.k_scale;
+  p.v_scale = c.v_scale;
   for (int h = 0; h < c.heads && c.sinks; ++h) p.sinks.push_back(-1.0f + 0.37f * static_cast<float>(h % 9));
   for (int h = 0; h < c.heads && c.alibi; ++h) p.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   return p;
@@ -83,6 +88,9 @@ Outcome check_case(const GpuCase& c) {
   spec.sequences = c.seqs;
   spec.seed = c.seed;
   spec.query_range = 2.0f;  // sharper softmax than uniform [-1, 1]
+  spec.kv_cache_dtype = c.kv_cache_dtype;  // fp8: the cache holds value / scale, saturated
+  spec.k_scale = c.k_scale;
+  spec.v_scale = c.v_scale;
   PagedWorkload wl(spec);
   const LayerParams lp = layer_params(c);
   const AttentionMetadata md = wl.metadata();
@@ -157,9 +165,18 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   RuntimeEnv env;
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.kv_cache_dtype = "fp8_e4m3";
-  const auto gaps = flash_attn_cuda_gaps(c, env);
+  EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
+  c.kv_cache_dtype = "fp8";
+  EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
+  c.use_per_head_quant_scales = true;
+  auto gaps = flash_attn_cuda_gaps(c, env);
   ASSERT_EQ(gaps.size(), 1u);
-  EXPECT_NE(gaps[0].find("fp8 KV cache not yet implemented"), std::string::npos);
+  EXPECT_NE(gaps[0].find("per-head quantization scales are not implemented"), std::string::npos) << gaps[0];
+  c.use_per_head_quant_scales = false;
+  c.kv_cache_dtype = "fp8_e5m2";
+  gaps = flash_attn_cuda_gaps(c, env);
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_NE(gaps[0].find("'fp8_e5m2' is not implemented"), std::string::npos) << gaps[0];
   c.kv_cache_dtype = "auto";
   c.head_size = 512;
   EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
@@ -391,6 +408,113 @@ TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {
   }
 }
 
+// ---- fp8 (e4m3) cache --------------------------------------------------------------------
+
+GpuCase fp8_case() {
+  GpuCase c;
+  c.kv_cache_dtype = "fp8_e4m3";
+  c.k_scale = 0.05f;  // values in [-1, 1] are stored as up to ±20, well inside e4m3's ±448
+  c.v_scale = 0.7f;
+  return c;
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheOddLengthsGqaRatiosLayoutsAndDtypes) {
+  REQUIRE_GPU();
+  for (int group : {1, 4, 8})
+    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd})
+      for (ScalarType dt : {ScalarType::bf16, ScalarType::f16}) {
+        SCOPED_TRACE("group " + std::to_string(group) + (layout == CacheLayout::nhd ? " NHD " : " HND ") +
+                     std::string(to_string(dt)));
+        GpuCase c = fp8_case();
+        c.dtype = dt;
+        c.layout = layout;
+        c.kv_heads = 2;
+        c.heads = 2 * group;
+        c.seqs = {{1, 1}, {131, 1}, {509, 2}, {389, 389}, {257, 67}, {61, 61}};
+        c.seed = 300 + static_cast<std::uint64_t>(group);
+        const Outcome o = check_case(c);
+        EXPECT_TRUE(o.summary.kv_fp8);
+        EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma") << "fp8 batches take the portable prefill";
+        EXPECT_EQ(o.summary.decode_loads, "fp8 cp.async, widened in shared memory");
+      }
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheEveryHeadSize) {
+  REQUIRE_GPU();
+  for (int hs = 8; hs <= 256; hs += 8) {
+    SCOPED_TRACE("head_size " + std::to_string(hs));
+    GpuCase c = fp8_case();
+    c.heads = 4;
+    c.head_size = hs;
+    c.seqs = {{131, 1}, {77, 77}, {200, 3}};
+    c.seed = 400 + static_cast<std::uint64_t>(hs);
+    const Outcome o = check_case(c);
+    EXPECT_GT(o.summary.decode_ctas, 0);
+    EXPECT_GT(o.summary.prefill_ctas, 0);
+  }
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheSplitKvDecodeWithSinksSoftCapAndWindow) {
+  REQUIRE_GPU();
+  GpuCase c = fp8_case();
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.seqs = {{8191, 1}, {3001, 2}};
+  c.sinks = true;
+  c.softcap = 5.0f;
+  const Outcome o = check_case(c);
+  EXPECT_GT(o.summary.max_splits, 1) << o.summary.describe();
+  GpuCase w = fp8_case();
+  w.window = 37;
+  w.alibi = true;
+  w.seqs = {{301, 301}, {700, 1}, {257, 40}};
+  check_case(w);
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
+      SCOPED_TRACE(std::string(to_string(dt)) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
+      WorkloadSpec spec;
+      spec.num_heads = 8;
+      spec.num_kv_heads = 4;
+      spec.head_size = 72;
+      spec.dtype = dt;
+      spec.block_size = 32;
+      spec.layout = layout;
+      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.value_range = 3.0f;  // with k_scale 0.004 some values saturate at ±448
+      spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
+      spec.fill_cache = false;
+      PagedWorkload wl(spec);
+      LayerParams lp;
+      lp.num_heads = 8;
+      lp.num_kv_heads = 4;
+      lp.head_size = 72;
+      lp.scale = 0.1f;
+      lp.kv_cache_dtype = "fp8_e4m3";
+      lp.k_scale = 0.004f;
+      lp.v_scale = 0.3f;
+      const AttentionMetadata md = wl.metadata();
+      KVCacheView hc = wl.cache();
+      DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
+      DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
+      FlashAttnCuda impl(lp);
+      impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
+      synchronize("fp8 cache writer");
+      reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
+      std::vector<std::uint8_t> got(span_bytes(hc.key)), want(span_bytes(hc.key));
+      k.buffer.download(got.data(), got.size());
+      std::memcpy(want.data(), hc.key.data, want.size());
+      EXPECT_EQ(got, want);
+      EXPECT_NE(std::count(want.begin(), want.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
+      v.buffer.download(got.data(), got.size());
+      std::memcpy(want.data(), hc.value.data, want.size());
+      EXPECT_EQ(got, want);
+    }
+}
+
 TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
   REQUIRE_GPU();
   WorkloadSpec spec;
@@ -411,9 +535,14 @@ TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
   TensorView skewed = q.view;
   skewed.stride[0] = 4 * 64 + 4;  // rows no longer 16-byte aligned
   EXPECT_THROW(impl.forward(skewed, {k.view, v.view}, wl.metadata(), o.view), ValueError);
+  LayerParams e5m2 = lp;
+  e5m2.kv_cache_dtype = "fp8_e5m2";
+  EXPECT_THROW(FlashAttnCuda{e5m2}, NotImplementedError);
+  // An fp8 layer needs an fp8 (or u8) cache, and a 16-bit layer a cache of its own dtype.
   LayerParams fp8 = lp;
   fp8.kv_cache_dtype = "fp8_e4m3";
-  EXPECT_THROW(FlashAttnCuda{fp8}, NotImplementedError);
+  FlashAttnCuda fp8_impl(fp8);
+  EXPECT_THROW(fp8_impl.forward(q.view, {k.view, v.view}, wl.metadata(), o.view), ValueError);
 }
 
 }  // namespace
