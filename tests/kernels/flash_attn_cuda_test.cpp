@@ -471,6 +471,69 @@ TEST(FlashAttnCudaGpu, Fp8CacheSplitKvDecodeWithSinksSoftCapAndWindow) {
   check_case(w);
 }
 
+// Every finite e4m3 byte, subnormals and negative zero included, widens exactly. A query
+// that sees a single key (one-token sequences in decode; the first token of a causal prefill)
+// outputs that key's V row times v_scale, element by element, so a single byte value widened
+// wrongly shows here (a relative-L2 check over random caches would average it away).
+TEST(FlashAttnCudaGpu, Fp8CacheWidensEveryByteValueExactly) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (bool prefill : {false, true}) {
+      SCOPED_TRACE(std::string(to_string(dt)) + (prefill ? " prefill" : " decode"));
+      WorkloadSpec spec;
+      spec.num_heads = 2;
+      spec.num_kv_heads = 1;
+      spec.head_size = 128;
+      spec.dtype = dt;
+      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.v_scale = 0.75f;
+      const int len = prefill ? 64 : 1;  // 64 tokens × 2 heads: the prefill kernel's batch
+      spec.sequences = {{len, len}, {len, len}};
+      PagedWorkload wl(spec);
+      LayerParams lp;
+      lp.num_heads = spec.num_heads;
+      lp.num_kv_heads = spec.num_kv_heads;
+      lp.head_size = spec.head_size;
+      lp.scale = 0.1f;
+      lp.kv_cache_dtype = spec.kv_cache_dtype;
+      lp.v_scale = spec.v_scale;
+      const KVCacheView hc = wl.cache();
+      const AttentionMetadata md = wl.metadata();
+      // Key 0 of the two sequences: V rows of 128 bytes, all 256 values once (NaNs as zero).
+      auto* vbytes = static_cast<std::uint8_t*>(hc.value.data);
+      for (int seq = 0; seq < 2; ++seq) {
+        const std::int64_t page = md.block_table[static_cast<std::size_t>(seq * md.max_blocks_per_seq)];
+        std::uint8_t* row = vbytes + page * hc.value.stride[0];  // token 0 of the page, KV head 0
+        for (int d = 0; d < 128; ++d) {
+          const int byte = seq * 128 + d;
+          row[d] = static_cast<std::uint8_t>((byte & 0x7F) == 0x7F ? 0x00 : byte);
+        }
+      }
+      std::vector<std::int32_t> tokens(static_cast<std::size_t>(wl.num_tokens()));
+      std::iota(tokens.begin(), tokens.end(), 0);
+      const std::vector<double> ref = reference::attend(lp, wl.query(), hc, md, tokens);
+      DeviceTensor q = to_device(wl.query());
+      DeviceTensor k = to_device(hc.key);
+      DeviceTensor v = to_device(hc.value);
+      DeviceTensor o = device_like(wl.output());
+      o.buffer.fill_bytes(0xFF);
+      FlashAttnCuda impl(lp);
+      const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+      EXPECT_EQ(FlashAttnCuda::summary(*plan).prefill_seqs, prefill ? 2 : 0);
+      impl.run(*plan);
+      synchronize("fp8 widening test");
+      copy_to_host(o, wl.output());
+      const TensorView ho = wl.output();
+      const double rel = dt == ScalarType::bf16 ? 0x1p-8 : 0x1p-11;  // one rounding of the output
+      for (int seq = 0; seq < 2; ++seq)
+        for (std::int64_t e = 0; e < spec.num_heads * 128; ++e) {
+          const std::int64_t i = std::int64_t(md.query_start_loc[static_cast<std::size_t>(seq)]) * spec.num_heads * 128 + e;
+          const double want = ref[static_cast<std::size_t>(i)];
+          ASSERT_NEAR(reference::load(ho.data, ho.dtype, i), want, std::abs(want) * rel) << "sequence " << seq << ", element " << e;
+        }
+    }
+}
+
 TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
   REQUIRE_GPU();
   for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
