@@ -21,6 +21,8 @@ DeviceReadProbe::~DeviceReadProbe() = default;
 
 double DeviceReadProbe::measure(int reps) { return kernel::cuda::measure_read_bandwidth(*buf_, std::max(1, reps)); }
 
+void DeviceReadProbe::evict_async() { kernel::cuda::flush_l2(*buf_); }
+
 DeviceCeilings measure_device_ceilings(std::size_t bytes) {
   DeviceReadProbe probe(bytes);
   const kernel::cuda::DeviceInfo d = kernel::cuda::device_info(0);

@@ -30,6 +30,10 @@ class DeviceReadProbe {
   DeviceReadProbe& operator=(const DeviceReadProbe&) = delete;
   /// GB/s: the median of `reps` timed passes (after two untimed ones).
   double measure(int reps = 1);
+  /// Queues one untimed pass and returns at once: the L2 cache holds none of the work's
+  /// data afterwards, and the host's launches of the timed work overlap this pass instead of
+  /// leaving the GPU idle inside the timed region.
+  void evict_async();
 
  private:
   std::unique_ptr<kernel::cuda::DeviceBuffer> buf_;
