@@ -4,6 +4,7 @@
 // Thread-safety: run one at a time (they measure the whole machine).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -43,6 +44,13 @@ struct BenchResult {
 /// (for a quick look; the targets are defined at scale 1).
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                             CacheLayout layout, double scale = 1.0);
+
+/// The layer a bench case runs: the workload's shape, scale 1/sqrt(head size), its cache
+/// dtype and scales.
+kernel::LayerParams bench_layer_params(const WorkloadSpec& w);
+/// The query tokens whose outputs a bench case checks: the last one of each of the first
+/// four sequences (the longest contexts).
+std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md);
 
 /// Times `repeats` forward passes of `c` (after one warm-up) and checks a sample against
 /// the reference. Each pass is paired with a ceiling probe just before and just after it

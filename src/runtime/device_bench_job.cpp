@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
@@ -55,14 +54,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   using namespace kernel::cuda;
   DeviceReadProbe probe;  // first: throws with the reason when there is no usable GPU
   PagedWorkload w(c.workload);
-  kernel::LayerParams p;
-  p.num_heads = c.workload.num_heads;
-  p.num_kv_heads = c.workload.num_kv_heads;
-  p.head_size = c.workload.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_size));
-  p.kv_cache_dtype = c.workload.kv_cache_dtype;
-  p.k_scale = c.workload.k_scale;
-  p.v_scale = c.workload.v_scale;
+  const kernel::LayerParams p = bench_layer_params(c.workload);
   const auto impl = make_impl(p);
   const kernel::AttentionMetadata md = w.metadata();
   const kernel::KVCacheView host_cache = w.cache();
@@ -72,9 +64,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
 
   impl->forward(q.view, {k.view, v.view}, md, o.view);  // warm-up (and the checked run)
   copy_to_host(o, w.output());
-  std::vector<std::int32_t> tokens;
-  for (int s = 0; s < md.num_seqs && tokens.size() < 4; ++s)
-    tokens.push_back(md.query_start_loc[static_cast<std::size_t>(s) + 1] - 1);
+  const std::vector<std::int32_t> tokens = bench_checked_tokens(md);
   const auto want = kernel::reference::attend(p, w.query(), host_cache, md, tokens);
   const Comparison cmp = compare_with_reference(w.output(), tokens, want, tolerance_for(c.workload.dtype));
 

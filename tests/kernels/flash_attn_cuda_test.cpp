@@ -138,6 +138,29 @@ Outcome check_case(const GpuCase& c) {
   return out;
 }
 
+/// Writes the workload's new keys and values through the CUDA cache writer and through the
+/// reference into the same initial caches; the two must agree byte for byte. Returns the
+/// reference's key cache bytes.
+std::vector<std::uint8_t> expect_cache_writes_match(const LayerParams& lp, PagedWorkload& wl) {
+  const AttentionMetadata md = wl.metadata();
+  KVCacheView hc = wl.cache();
+  DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
+  DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
+  FlashAttnCuda impl(lp);
+  impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
+  synchronize("cache writer");
+  reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
+  std::vector<std::uint8_t> got(span_bytes(hc.key)), want_k(span_bytes(hc.key)), want_v(span_bytes(hc.value));
+  k.buffer.download(got.data(), got.size());
+  std::memcpy(want_k.data(), hc.key.data, want_k.size());
+  EXPECT_EQ(got, want_k) << "key cache";
+  got.resize(want_v.size());
+  v.buffer.download(got.data(), got.size());
+  std::memcpy(want_v.data(), hc.value.data, want_v.size());
+  EXPECT_EQ(got, want_v) << "value cache";
+  return want_k;
+}
+
 std::vector<SequenceShape> decode_batch() { return {{1, 1}, {17, 1}, {131, 1}, {509, 1}, {1000, 1}}; }
 std::vector<SequenceShape> prefill_batch() { return {{131, 131}, {200, 67}, {37, 37}}; }
 
@@ -390,21 +413,7 @@ TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {
     lp.num_kv_heads = 4;
     lp.head_size = 96;
     lp.scale = 0.1f;
-    const AttentionMetadata md = wl.metadata();
-    KVCacheView hc = wl.cache();
-    DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
-    DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
-    FlashAttnCuda impl(lp);
-    impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
-    synchronize("cache writer");
-    reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
-    std::vector<std::uint8_t> got(span_bytes(hc.key)), want(span_bytes(hc.key));
-    k.buffer.download(got.data(), got.size());
-    std::memcpy(want.data(), hc.key.data, want.size());
-    EXPECT_EQ(got, want);
-    v.buffer.download(got.data(), got.size());
-    std::memcpy(want.data(), hc.value.data, want.size());
-    EXPECT_EQ(got, want);
+    expect_cache_writes_match(lp, wl);
   }
 }
 
@@ -559,22 +568,8 @@ TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
       lp.kv_cache_dtype = "fp8_e4m3";
       lp.k_scale = 0.004f;
       lp.v_scale = 0.3f;
-      const AttentionMetadata md = wl.metadata();
-      KVCacheView hc = wl.cache();
-      DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
-      DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
-      FlashAttnCuda impl(lp);
-      impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
-      synchronize("fp8 cache writer");
-      reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
-      std::vector<std::uint8_t> got(span_bytes(hc.key)), want(span_bytes(hc.key));
-      k.buffer.download(got.data(), got.size());
-      std::memcpy(want.data(), hc.key.data, want.size());
-      EXPECT_EQ(got, want);
-      EXPECT_NE(std::count(want.begin(), want.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
-      v.buffer.download(got.data(), got.size());
-      std::memcpy(want.data(), hc.value.data, want.size());
-      EXPECT_EQ(got, want);
+      const std::vector<std::uint8_t> keys = expect_cache_writes_match(lp, wl);
+      EXPECT_NE(std::count(keys.begin(), keys.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
     }
 }
 
