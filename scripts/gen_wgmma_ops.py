@@ -6,7 +6,7 @@ rather than typed. Run from the repository root after changing the shape list.""
 import pathlib
 
 TYPES = {"__nv_bfloat16": "bf16", "__half": "f16"}
-SS_N = [64, 128]       # S = Q K^T: both operands K-major in shared memory
+SS_N = [64, 80, 128]   # S = Q K^T: both operands K-major in shared memory
 RS_N = [64, 128, 256]   # O += P V: P from registers, V MN-major (transposed) in shared memory
 
 

@@ -199,6 +199,8 @@ std::vector<Shape> shapes(bool quick) {
   prefill(2, 16384, 16, 128, true);
   if (!quick) {
     prefill(2, 16384, 16, 256, false);
+    prefill(2, 16384, 16, 256, true);
+    prefill(2, 16384, 16, 96, false);
     prefill(2, 16384, 16, 64, false);
     prefill(4, 4096, 16, 128, true);
     prefill(2, 16384, 16, 128, false, 128);

@@ -21,6 +21,12 @@ std::vector<int> CPUAttentionBackend::get_supported_head_sizes(const RuntimeEnv&
   return {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};
 }
 
+// vLLM's CPU kernels read caches shaped [num_blocks, num_kv_heads, block_size, head_size]
+// (CPUAttentionBackend.get_kv_cache_shape), i.e. HND; ours also read NHD.
+std::optional<std::vector<KVCacheLayout>> CPUAttentionBackend::supported_kv_cache_layouts(const RuntimeEnv&) const {
+  return std::vector<KVCacheLayout>{KVCacheLayout::LBHNC, KVCacheLayout::LBNHC};
+}
+
 void append_cpu_attn_classes(ClassList& out) { out.push_back(std::make_shared<const CPUAttentionBackend>()); }
 
 }  // namespace attnsel::backends

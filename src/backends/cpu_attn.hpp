@@ -20,6 +20,7 @@ class CPUAttentionBackend : public AttentionBackend {
   bool supports_non_causal(const RuntimeEnv&) const override { return true; }
   bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
   bool supports_attn_type(AttentionType) const override { return true; }
+  std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv& env) const override;
 
   // The kernel (src/kernels/cpu, wired in cpu_attn_kernel.cpp): every build has it.
   bool has_kernel() const override { return true; }

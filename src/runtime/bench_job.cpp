@@ -47,25 +47,34 @@ std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std:
   return cases;
 }
 
+kernel::LayerParams bench_layer_params(const WorkloadSpec& w) {
+  kernel::LayerParams p;
+  p.num_heads = w.num_heads;
+  p.num_kv_heads = w.num_kv_heads;
+  p.head_size = w.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_size));
+  p.kv_cache_dtype = w.kv_cache_dtype;
+  p.k_scale = w.k_scale;
+  p.v_scale = w.v_scale;
+  return p;
+}
+
+std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md) {
+  std::vector<std::int32_t> tokens;
+  for (int s = 0; s < md.num_seqs && tokens.size() < 4; ++s)
+    tokens.push_back(md.query_start_loc[static_cast<std::size_t>(s) + 1] - 1);
+  return tokens;
+}
+
 BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
                            const std::string& isa, int repeats) {
   PagedWorkload w(c.workload);
-  kernel::LayerParams p;
-  p.num_heads = c.workload.num_heads;
-  p.num_kv_heads = c.workload.num_kv_heads;
-  p.head_size = c.workload.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_size));
-  p.kv_cache_dtype = c.workload.kv_cache_dtype;
-  p.k_scale = c.workload.k_scale;
-  p.v_scale = c.workload.v_scale;
+  const kernel::LayerParams p = bench_layer_params(c.workload);
   const auto impl = make_impl(p);
   const kernel::AttentionMetadata md = w.metadata();
 
   impl->forward(w.query(), w.cache(), md, w.output());  // warm-up (and the checked run)
-  // Check the last query token of every sequence (the longest contexts).
-  std::vector<std::int32_t> tokens;
-  for (int s = 0; s < md.num_seqs && tokens.size() < 4; ++s)
-    tokens.push_back(md.query_start_loc[static_cast<std::size_t>(s) + 1] - 1);
+  const std::vector<std::int32_t> tokens = bench_checked_tokens(md);
   const auto want = kernel::reference::attend(p, w.query(), w.cache(), md, tokens);
   const Comparison cmp = compare_with_reference(w.output(), tokens, want, tolerance_for(c.workload.dtype));
 

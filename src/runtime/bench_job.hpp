@@ -4,6 +4,7 @@
 // Thread-safety: run one at a time (they measure the whole machine).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,18 +19,23 @@ struct BenchCase {
   WorkloadSpec workload;
   bool decode = true;        ///< decode: GB/s vs read bandwidth; prefill: GFLOP/s vs compute peak
   double target_pct = 0.0;   ///< the target fraction of the ceiling, in percent
+  double target_figure = 0.0;  ///< or an absolute target in GB/s or GFLOP/s (GPU cases); 0 = none
 };
 
 struct BenchResult {
   std::string name;
   std::string shape;         ///< human description of the workload
   bool decode = true;
-  double seconds = 0.0;      ///< median of the timed forward passes
+  double seconds = 0.0;      ///< median of the timed passes (see `timed`)
+  double forward_seconds = 0.0;  ///< GPU: median of forward() calls, host planning included
+  std::string timed = "forward";  ///< "forward", or "kernels of one plan" (FLASH_ATTN's CUDA plan/run)
   double figure = 0.0;       ///< GB/s (decode) or GFLOP/s (prefill)
   double ceiling = 0.0;      ///< the same unit
   std::string ceiling_name;  ///< "read bandwidth", "bf16 dot-product peak", ...
   double pct = 0.0;          ///< median over passes of figure / ceiling probed around that pass, percent
   double target_pct = 0.0;
+  double target_figure = 0.0;  ///< absolute target (same unit as figure); 0 = none
+  std::string device = "cpu";  ///< where the workload ran ("cpu", "cuda:0")
   bool check_passed = true;  ///< a sample of the outputs against the reference
 };
 
@@ -39,6 +45,13 @@ struct BenchResult {
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                             CacheLayout layout, double scale = 1.0);
 
+/// The layer a bench case runs: the workload's shape, scale 1/sqrt(head size), its cache
+/// dtype and scales.
+kernel::LayerParams bench_layer_params(const WorkloadSpec& w);
+/// The query tokens whose outputs a bench case checks: the last one of each of the first
+/// four sequences (the longest contexts).
+std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md);
+
 /// Times `repeats` forward passes of `c` (after one warm-up) and checks a sample against
 /// the reference. Each pass is paired with a ceiling probe just before and just after it
 /// (a read pass for decode, a compute burst for prefill): on a machine shared with other
@@ -46,5 +59,20 @@ std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std:
 /// thread count; `isa` names the kernel's instruction set ("BF16" selects the bf16 peak).
 BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
                            const std::string& isa, int repeats = 5);
+
+/// Issue 6's GPU cases, with its absolute targets on an H200: paged decode batch 64 × 4096
+/// (bf16, 32/8 heads, d=128, block 16; 3.6 TB/s), one 32k-token sequence (2.7 TB/s), and a
+/// causal prefill of 2 × 16k tokens (16 heads, d=128; 360 TFLOP/s). `scale` shrinks them.
+std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
+                                                CacheLayout layout, double scale = 1.0);
+
+/// run_bench_case on the GPU: the workload is built on the host and copied to device
+/// memory; passes are timed with CUDA events (median of `repeats` after a warm-up): the
+/// kernels of one plan when the implementation is FLASH_ATTN's FlashAttnCuda (plan/run),
+/// and forward() with its planning beside them; decode passes are paired with device
+/// read-bandwidth probes; a sample of the outputs is copied back and checked against the
+/// reference. Prefill has no measured ceiling (ceiling 0). Throws NotImplementedError
+/// without a usable GPU.
+BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_impl, int repeats = 5);
 
 }  // namespace attnsel::runtime

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "hwy/highway.h"
+#include "kernels/cpu/dynamic_teams.hpp"
 #include "runtime/ceilings.hpp"
 
 #if HWY_TARGET == HWY_AVX3
@@ -108,22 +109,10 @@ using Clock = std::chrono::steady_clock;
 
 int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
-// The probes size their teams as the kernels do (OpenMP's dynamic adjustment, see
-// kernels/cpu/cpu_attention.cpp), so a probe and the work it is paired with run on the
-// same number of threads; rates count the threads that actually ran.
-class DynamicTeams {
- public:
-  // An explicit OMP_DYNAMIC in the environment is the user's choice and is left alone.
-  DynamicTeams() : previous_(omp_get_dynamic()) {
-    if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);
-  }
-  ~DynamicTeams() { omp_set_dynamic(previous_); }
-  DynamicTeams(const DynamicTeams&) = delete;
-  DynamicTeams& operator=(const DynamicTeams&) = delete;
-
- private:
-  int previous_;
-};
+// The probes size their teams as the kernels do (kernel::cpu::DynamicTeams), so a probe and
+// the work it is paired with run on the same number of threads; rates count the threads
+// that actually ran.
+using kernel::cpu::DynamicTeams;
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());

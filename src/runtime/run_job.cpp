@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -11,13 +10,12 @@
 #include "attnsel/errors.hpp"
 #include "kernels/reference.hpp"
 #include "kernels/semantics.hpp"
-#include "runtime/huge_buffer.hpp"
+#include "runtime/job_memory.hpp"
 
 namespace attnsel::runtime {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using kernel::ScalarType;
 using kernel::TensorView;
 
@@ -48,22 +46,20 @@ class Job {
                                   static_cast<std::size_t>(s.model.head_size) * kernel::element_size(cache_type_);
     distinct_ = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, 2 * per_cache),
                                                          1, static_cast<std::size_t>(s.model.num_layers)));
-    for (int i = 0; i < distinct_; ++i) {
-      keys_.emplace_back(per_cache);
-      values_.emplace_back(per_cache);
-    }
     cache_bytes_ = 2 * per_cache * static_cast<std::size_t>(distinct_);
     chunk_ = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
     const int max_tokens = s.batch * std::max(chunk_, s.new_tokens);
     const std::size_t act = kernel::element_size(s.dtype);
     const auto D = static_cast<std::size_t>(s.model.head_size);
-    query_.resize(static_cast<std::size_t>(max_tokens) * static_cast<std::size_t>(s.model.num_heads) * D * act);
-    output_.resize(query_.size());
-    new_k_.resize(static_cast<std::size_t>(max_tokens) * static_cast<std::size_t>(s.model.num_kv_heads) * D * act);
-    new_v_.resize(new_k_.size());
-    fill_uniform(query_, s.dtype, 1.0f, s.seed + 1);
-    fill_uniform(new_k_, s.dtype, 1.0f, s.seed + 2);
-    fill_uniform(new_v_, s.dtype, 1.0f, s.seed + 3);
+    JobInputs in;
+    in.query.resize(static_cast<std::size_t>(max_tokens) * static_cast<std::size_t>(s.model.num_heads) * D * act);
+    in.new_keys.resize(static_cast<std::size_t>(max_tokens) * static_cast<std::size_t>(s.model.num_kv_heads) * D * act);
+    in.new_values.resize(in.new_keys.size());
+    fill_uniform(in.query, s.dtype, 1.0f, s.seed + 1);
+    fill_uniform(in.new_keys, s.dtype, 1.0f, s.seed + 2);
+    fill_uniform(in.new_values, s.dtype, 1.0f, s.seed + 3);
+    output_bytes_ = in.query.size();
+    mem_ = make_job_memory(s.device, {distinct_, per_cache}, std::move(in));
   }
 
   int chunk() const { return chunk_; }
@@ -76,19 +72,19 @@ class Job {
               const Progress& progress) {
     build_metadata(done, q);
     const kernel::AttentionMetadata md = metadata();
-    const TensorView query = view(query_, s_.model.num_heads), out = view(output_, s_.model.num_heads);
-    const TensorView k = view(new_k_, s_.model.num_kv_heads), v = view(new_v_, s_.model.num_kv_heads);
-    double seconds = 0.0;
+    const TensorView query = view(mem_->query(), s_.model.num_heads), out = view(mem_->output(), s_.model.num_heads);
+    const TensorView k = view(mem_->new_keys(), s_.model.num_kv_heads), v = view(mem_->new_values(), s_.model.num_kv_heads);
+    // One bracket around every layer: on a GPU the launches queue up and the events time
+    // the device's work (and any gap the host leaves it), with no synchronisation between.
+    mem_->begin_step();
     for (int layer = 0; layer < s_.model.num_layers; ++layer) {
       const kernel::KVCacheView cache = cache_view(layer % distinct_);
-      const auto t0 = Clock::now();
       impl_->write_kv_cache(k, v, cache, md);
       impl_->forward(query, cache, md, out);
-      seconds += std::chrono::duration<double>(Clock::now() - t0).count();
       if (progress) progress(phase, ++progress_done, progress_total);
     }
     last_layer_cache_ = (s_.model.num_layers - 1) % distinct_;
-    return seconds;
+    return mem_->end_step();
   }
 
   // Compares a sample of the last step's outputs (the last layer) with the reference.
@@ -112,10 +108,15 @@ class Job {
         cost += c;
         tokens.push_back(token);
       }
+    // Host copies (on a GPU: the output and the last layer's cache are copied back now).
+    const auto [host_k, host_v] = mem_->cache_on_host(last_layer_cache_);
+    const TensorView host_query = view(const_cast<std::uint8_t*>(mem_->query_on_host()), s_.model.num_heads,
+                                       kernel::DeviceKind::cpu);
+    const TensorView host_out = view(mem_->output_on_host(output_bytes_), s_.model.num_heads, kernel::DeviceKind::cpu);
     const std::vector<double> want =
-        kernel::reference::attend(lp_, view(query_, s_.model.num_heads), cache_view(last_layer_cache_), md, tokens);
+        kernel::reference::attend(lp_, host_query, cache_view(host_k, host_v, kernel::DeviceKind::cpu), md, tokens);
     r.tokens = static_cast<int>(tokens.size());
-    r.comparison = compare_with_reference(view(output_, s_.model.num_heads), tokens, want, tolerance_for(s_.dtype));
+    r.comparison = compare_with_reference(host_out, tokens, want, tolerance_for(s_.dtype));
     return r;
   }
 
@@ -162,14 +163,17 @@ class Job {
     md.max_seq_len = seq_lens_.empty() ? 0 : *std::max_element(seq_lens_.begin(), seq_lens_.end());
     return md;
   }
-  TensorView view(std::vector<std::uint8_t>& buf, int heads) {
-    return TensorView::contiguous(buf.data(), s_.dtype, {static_cast<std::int64_t>(qsl_.back()), heads, s_.model.head_size});
+  TensorView view(void* data, int heads) { return view(data, heads, mem_->device()); }
+  TensorView view(void* data, int heads, kernel::DeviceKind device) {
+    return TensorView::contiguous(data, s_.dtype, {static_cast<std::int64_t>(qsl_.back()), heads, s_.model.head_size},
+                                  device);
   }
-  kernel::KVCacheView cache_view(int i) {
+  kernel::KVCacheView cache_view(int i) { return cache_view(mem_->key_cache(i), mem_->value_cache(i), mem_->device()); }
+  kernel::KVCacheView cache_view(void* keys, void* values, kernel::DeviceKind device) {
     const auto strides = cache_strides(s_.layout, s_.block_size, s_.model.num_kv_heads, s_.model.head_size);
     const std::int64_t shape[4] = {num_blocks_, s_.block_size, s_.model.num_kv_heads, s_.model.head_size};
-    return {TensorView::strided(keys_[static_cast<std::size_t>(i)].data(), cache_type_, shape, strides),
-            TensorView::strided(values_[static_cast<std::size_t>(i)].data(), cache_type_, shape, strides)};
+    return {TensorView::strided(keys, cache_type_, shape, strides, device),
+            TensorView::strided(values, cache_type_, shape, strides, device)};
   }
 
   const RunSpec& s_;
@@ -177,11 +181,10 @@ class Job {
   std::unique_ptr<kernel::AttentionImpl> impl_;
   ScalarType cache_type_ = ScalarType::bf16;
   int blocks_per_seq_ = 0, num_blocks_ = 0, distinct_ = 1, chunk_ = 1, last_layer_cache_ = 0;
-  std::size_t cache_bytes_ = 0;
+  std::size_t cache_bytes_ = 0, output_bytes_ = 0;
   std::vector<std::int32_t> block_table_, qsl_, seq_lens_;
   std::vector<std::int64_t> slots_;
-  std::vector<HugeBuffer> keys_, values_;  // 2 MiB pages: blocks are read in random order
-  std::vector<std::uint8_t> query_, output_, new_k_, new_v_;
+  std::unique_ptr<JobMemory> mem_;
 };
 
 }  // namespace
@@ -193,6 +196,8 @@ kernel::LayerParams layer_params(const RunSpec& spec) {
   p.head_size = spec.model.head_size;
   p.scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_size));
   p.kv_cache_dtype = spec.kv_cache_dtype;
+  p.k_scale = spec.k_scale;
+  p.v_scale = spec.v_scale;
   return p;
 }
 

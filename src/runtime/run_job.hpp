@@ -1,7 +1,8 @@
 // The main job, as a library: a synthetic paged workload for a model shape — prefill of
 // every sequence's context (in chunks), then decode steps — run layer by layer through an
 // attention implementation (any backend's make_impl), with a sample of outputs checked
-// against the double-precision reference, and the throughput measured.
+// against the double-precision reference, and the throughput measured. The workload lives
+// where the kernel reads (RunSpec::device: host memory, or GPU memory for CUDA kernels).
 // Thread-safety: run_job may be called from any thread; it uses the kernels' own threads.
 #pragma once
 
@@ -28,6 +29,8 @@ struct RunSpec {
   ModelShape model;
   kernel::ScalarType dtype = kernel::ScalarType::bf16;
   std::string kv_cache_dtype = "auto";
+  float k_scale = 1.0f;      ///< fp8 caches: dequantisation scales (the layer's k_scale/v_scale)
+  float v_scale = 1.0f;
   int block_size = 16;
   CacheLayout layout = CacheLayout::nhd;
   int batch = 4;
@@ -41,6 +44,9 @@ struct RunSpec {
   /// Layers get their own cache while the total stays under this; beyond it, layers
   /// share caches round-robin (the working set stays far larger than any CPU cache).
   std::size_t max_cache_bytes = std::size_t{3} << 30;
+  /// Where the caches and step buffers live: cpu for host kernels, cuda for attnsel's CUDA
+  /// kernels (see workload_device); the phase times then come from CUDA events.
+  kernel::DeviceKind device = kernel::DeviceKind::cpu;
 };
 
 struct PhaseStats {

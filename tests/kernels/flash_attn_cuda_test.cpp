@@ -46,6 +46,8 @@ struct GpuCase {
   bool sinks = false;
   bool alibi = false;
   AttentionType attn_type = AttentionType::decoder;
+  std::string kv_cache_dtype = "auto";
+  float k_scale = 1.0f, v_scale = 1.0f;
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -66,6 +68,9 @@ LayerParams layer_params(const GpuCase& c) {
   p.logits_soft_cap = c.softcap;
   p.causal = c.causal;
   p.attn_type = c.attn_type;
+  p.kv_cache_dtype = c.kv_cache_dtype;
+  p.k_scale = c.k_scale;
+  p.v_scale = c.v_scale;
   for (int h = 0; h < c.heads && c.sinks; ++h) p.sinks.push_back(-1.0f + 0.37f * static_cast<float>(h % 9));
   for (int h = 0; h < c.heads && c.alibi; ++h) p.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   return p;
@@ -83,6 +88,9 @@ Outcome check_case(const GpuCase& c) {
   spec.sequences = c.seqs;
   spec.seed = c.seed;
   spec.query_range = 2.0f;  // sharper softmax than uniform [-1, 1]
+  spec.kv_cache_dtype = c.kv_cache_dtype;  // fp8: the cache holds value / scale, saturated
+  spec.k_scale = c.k_scale;
+  spec.v_scale = c.v_scale;
   PagedWorkload wl(spec);
   const LayerParams lp = layer_params(c);
   const AttentionMetadata md = wl.metadata();
@@ -130,6 +138,29 @@ Outcome check_case(const GpuCase& c) {
   return out;
 }
 
+/// Writes the workload's new keys and values through the CUDA cache writer and through the
+/// reference into the same initial caches; the two must agree byte for byte. Returns the
+/// reference's key cache bytes.
+std::vector<std::uint8_t> expect_cache_writes_match(const LayerParams& lp, PagedWorkload& wl) {
+  const AttentionMetadata md = wl.metadata();
+  KVCacheView hc = wl.cache();
+  DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
+  DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
+  FlashAttnCuda impl(lp);
+  impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
+  synchronize("cache writer");
+  reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
+  std::vector<std::uint8_t> got(span_bytes(hc.key)), want_k(span_bytes(hc.key)), want_v(span_bytes(hc.value));
+  k.buffer.download(got.data(), got.size());
+  std::memcpy(want_k.data(), hc.key.data, want_k.size());
+  EXPECT_EQ(got, want_k) << "key cache";
+  got.resize(want_v.size());
+  v.buffer.download(got.data(), got.size());
+  std::memcpy(want_v.data(), hc.value.data, want_v.size());
+  EXPECT_EQ(got, want_v) << "value cache";
+  return want_k;
+}
+
 std::vector<SequenceShape> decode_batch() { return {{1, 1}, {17, 1}, {131, 1}, {509, 1}, {1000, 1}}; }
 std::vector<SequenceShape> prefill_batch() { return {{131, 131}, {200, 67}, {37, 37}}; }
 
@@ -157,9 +188,18 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   RuntimeEnv env;
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.kv_cache_dtype = "fp8_e4m3";
-  const auto gaps = flash_attn_cuda_gaps(c, env);
+  EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
+  c.kv_cache_dtype = "fp8";
+  EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
+  c.use_per_head_quant_scales = true;
+  auto gaps = flash_attn_cuda_gaps(c, env);
   ASSERT_EQ(gaps.size(), 1u);
-  EXPECT_NE(gaps[0].find("fp8 KV cache not yet implemented"), std::string::npos);
+  EXPECT_NE(gaps[0].find("per-head quantization scales are not implemented"), std::string::npos) << gaps[0];
+  c.use_per_head_quant_scales = false;
+  c.kv_cache_dtype = "fp8_e5m2";
+  gaps = flash_attn_cuda_gaps(c, env);
+  ASSERT_EQ(gaps.size(), 1u);
+  EXPECT_NE(gaps[0].find("'fp8_e5m2' is not implemented"), std::string::npos) << gaps[0];
   c.kv_cache_dtype = "auto";
   c.head_size = 512;
   EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
@@ -217,6 +257,25 @@ TEST(FlashAttnCudaGpu, PrefillHopperKernelHeadSizesAndDtypes) {
         const Outcome o = check_case(c);
         EXPECT_EQ(o.summary.prefill_kernel, dev.major == 9 && dev.minor == 0 ? "sm90-wgmma" : "sm80-mma");
       }
+}
+
+// Head sizes between 64, 128 and 256 run as the next of those, the padded columns read as
+// zeros by TMA and never stored (a store past the real head size would overwrite the next
+// head's output, which the reference comparison catches).
+TEST(FlashAttnCudaGpu, PrefillHopperKernelEveryHeadSize) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  for (int hs = 8; hs <= 256; hs += 8) {
+    SCOPED_TRACE("head_size " + std::to_string(hs));
+    GpuCase c;
+    c.heads = 4;
+    c.kv_heads = 2;
+    c.head_size = hs;
+    c.seqs = {{131, 131}, {389, 257}, {61, 61}};
+    c.seed = 300 + static_cast<std::uint64_t>(hs);
+    const Outcome o = check_case(c);
+    EXPECT_EQ(o.summary.prefill_kernel, dev.major == 9 && dev.minor == 0 ? "sm90-wgmma" : "sm80-mma");
+  }
 }
 
 TEST(FlashAttnCudaGpu, Fp16EveryPathAndGqaRatio) {
@@ -354,22 +413,164 @@ TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {
     lp.num_kv_heads = 4;
     lp.head_size = 96;
     lp.scale = 0.1f;
-    const AttentionMetadata md = wl.metadata();
-    KVCacheView hc = wl.cache();
-    DeviceTensor k = to_device(hc.key), v = to_device(hc.value);
-    DeviceTensor nk = to_device(wl.new_keys()), nv = to_device(wl.new_values());
-    FlashAttnCuda impl(lp);
-    impl.write_kv_cache(nk.view, nv.view, {k.view, v.view}, md);
-    synchronize("cache writer");
-    reference::write_kv_cache(lp, wl.new_keys(), wl.new_values(), hc, md);
-    std::vector<std::uint8_t> got(span_bytes(hc.key)), want(span_bytes(hc.key));
-    k.buffer.download(got.data(), got.size());
-    std::memcpy(want.data(), hc.key.data, want.size());
-    EXPECT_EQ(got, want);
-    v.buffer.download(got.data(), got.size());
-    std::memcpy(want.data(), hc.value.data, want.size());
-    EXPECT_EQ(got, want);
+    expect_cache_writes_match(lp, wl);
   }
+}
+
+// ---- fp8 (e4m3) cache --------------------------------------------------------------------
+
+GpuCase fp8_case() {
+  GpuCase c;
+  c.kv_cache_dtype = "fp8_e4m3";
+  c.k_scale = 0.05f;  // values in [-1, 1] are stored as up to ±20, well inside e4m3's ±448
+  c.v_scale = 0.7f;
+  return c;
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheOddLengthsGqaRatiosLayoutsAndDtypes) {
+  REQUIRE_GPU();
+  for (int group : {1, 4, 8})
+    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd})
+      for (ScalarType dt : {ScalarType::bf16, ScalarType::f16}) {
+        SCOPED_TRACE("group " + std::to_string(group) + (layout == CacheLayout::nhd ? " NHD " : " HND ") +
+                     std::string(to_string(dt)));
+        GpuCase c = fp8_case();
+        c.dtype = dt;
+        c.layout = layout;
+        c.kv_heads = 2;
+        c.heads = 2 * group;
+        c.seqs = {{1, 1}, {131, 1}, {509, 2}, {389, 389}, {257, 67}, {61, 61}};
+        c.seed = 300 + static_cast<std::uint64_t>(group);
+        const Outcome o = check_case(c);
+        EXPECT_TRUE(o.summary.kv_fp8);
+        EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma") << "fp8 batches take the portable prefill";
+        EXPECT_EQ(o.summary.decode_loads, "fp8 cp.async, widened in shared memory");
+      }
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheEveryHeadSize) {
+  REQUIRE_GPU();
+  for (int hs = 8; hs <= 256; hs += 8) {
+    SCOPED_TRACE("head_size " + std::to_string(hs));
+    GpuCase c = fp8_case();
+    c.heads = 4;
+    c.head_size = hs;
+    c.seqs = {{131, 1}, {77, 77}, {200, 3}};
+    c.seed = 400 + static_cast<std::uint64_t>(hs);
+    const Outcome o = check_case(c);
+    EXPECT_GT(o.summary.decode_ctas, 0);
+    EXPECT_GT(o.summary.prefill_ctas, 0);
+  }
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheSplitKvDecodeWithSinksSoftCapAndWindow) {
+  REQUIRE_GPU();
+  GpuCase c = fp8_case();
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.seqs = {{8191, 1}, {3001, 2}};
+  c.sinks = true;
+  c.softcap = 5.0f;
+  const Outcome o = check_case(c);
+  EXPECT_GT(o.summary.max_splits, 1) << o.summary.describe();
+  GpuCase w = fp8_case();
+  w.window = 37;
+  w.alibi = true;
+  w.seqs = {{301, 301}, {700, 1}, {257, 40}};
+  check_case(w);
+}
+
+// Every finite e4m3 byte, subnormals and negative zero included, widens exactly. A query
+// that sees a single key (one-token sequences in decode; the first token of a causal prefill)
+// outputs that key's V row times v_scale, element by element, so a single byte value widened
+// wrongly shows here (a relative-L2 check over random caches would average it away).
+TEST(FlashAttnCudaGpu, Fp8CacheWidensEveryByteValueExactly) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (bool prefill : {false, true}) {
+      SCOPED_TRACE(std::string(to_string(dt)) + (prefill ? " prefill" : " decode"));
+      WorkloadSpec spec;
+      spec.num_heads = 2;
+      spec.num_kv_heads = 1;
+      spec.head_size = 128;
+      spec.dtype = dt;
+      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.v_scale = 0.75f;
+      const int len = prefill ? 64 : 1;  // 64 tokens × 2 heads: the prefill kernel's batch
+      spec.sequences = {{len, len}, {len, len}};
+      PagedWorkload wl(spec);
+      LayerParams lp;
+      lp.num_heads = spec.num_heads;
+      lp.num_kv_heads = spec.num_kv_heads;
+      lp.head_size = spec.head_size;
+      lp.scale = 0.1f;
+      lp.kv_cache_dtype = spec.kv_cache_dtype;
+      lp.v_scale = spec.v_scale;
+      const KVCacheView hc = wl.cache();
+      const AttentionMetadata md = wl.metadata();
+      // Key 0 of the two sequences: V rows of 128 bytes, all 256 values once (NaNs as zero).
+      auto* vbytes = static_cast<std::uint8_t*>(hc.value.data);
+      for (int seq = 0; seq < 2; ++seq) {
+        const std::int64_t page = md.block_table[static_cast<std::size_t>(seq * md.max_blocks_per_seq)];
+        std::uint8_t* row = vbytes + page * hc.value.stride[0];  // token 0 of the page, KV head 0
+        for (int d = 0; d < 128; ++d) {
+          const int byte = seq * 128 + d;
+          row[d] = static_cast<std::uint8_t>((byte & 0x7F) == 0x7F ? 0x00 : byte);
+        }
+      }
+      std::vector<std::int32_t> tokens(static_cast<std::size_t>(wl.num_tokens()));
+      std::iota(tokens.begin(), tokens.end(), 0);
+      const std::vector<double> ref = reference::attend(lp, wl.query(), hc, md, tokens);
+      DeviceTensor q = to_device(wl.query());
+      DeviceTensor k = to_device(hc.key);
+      DeviceTensor v = to_device(hc.value);
+      DeviceTensor o = device_like(wl.output());
+      o.buffer.fill_bytes(0xFF);
+      FlashAttnCuda impl(lp);
+      const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+      EXPECT_EQ(FlashAttnCuda::summary(*plan).prefill_seqs, prefill ? 2 : 0);
+      impl.run(*plan);
+      synchronize("fp8 widening test");
+      copy_to_host(o, wl.output());
+      const TensorView ho = wl.output();
+      const double rel = dt == ScalarType::bf16 ? 0x1p-8 : 0x1p-11;  // one rounding of the output
+      for (int seq = 0; seq < 2; ++seq)
+        for (std::int64_t e = 0; e < spec.num_heads * 128; ++e) {
+          const std::int64_t i = std::int64_t(md.query_start_loc[static_cast<std::size_t>(seq)]) * spec.num_heads * 128 + e;
+          const double want = ref[static_cast<std::size_t>(i)];
+          ASSERT_NEAR(reference::load(ho.data, ho.dtype, i), want, std::abs(want) * rel) << "sequence " << seq << ", element " << e;
+        }
+    }
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
+      SCOPED_TRACE(std::string(to_string(dt)) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
+      WorkloadSpec spec;
+      spec.num_heads = 8;
+      spec.num_kv_heads = 4;
+      spec.head_size = 72;
+      spec.dtype = dt;
+      spec.block_size = 32;
+      spec.layout = layout;
+      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.value_range = 3.0f;  // with k_scale 0.004 some values saturate at ±448
+      spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
+      spec.fill_cache = false;
+      PagedWorkload wl(spec);
+      LayerParams lp;
+      lp.num_heads = 8;
+      lp.num_kv_heads = 4;
+      lp.head_size = 72;
+      lp.scale = 0.1f;
+      lp.kv_cache_dtype = "fp8_e4m3";
+      lp.k_scale = 0.004f;
+      lp.v_scale = 0.3f;
+      const std::vector<std::uint8_t> keys = expect_cache_writes_match(lp, wl);
+      EXPECT_NE(std::count(keys.begin(), keys.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
+    }
 }
 
 TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
@@ -392,9 +593,14 @@ TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
   TensorView skewed = q.view;
   skewed.stride[0] = 4 * 64 + 4;  // rows no longer 16-byte aligned
   EXPECT_THROW(impl.forward(skewed, {k.view, v.view}, wl.metadata(), o.view), ValueError);
+  LayerParams e5m2 = lp;
+  e5m2.kv_cache_dtype = "fp8_e5m2";
+  EXPECT_THROW(FlashAttnCuda{e5m2}, NotImplementedError);
+  // An fp8 layer needs an fp8 (or u8) cache, and a 16-bit layer a cache of its own dtype.
   LayerParams fp8 = lp;
   fp8.kv_cache_dtype = "fp8_e4m3";
-  EXPECT_THROW(FlashAttnCuda{fp8}, NotImplementedError);
+  FlashAttnCuda fp8_impl(fp8);
+  EXPECT_THROW(fp8_impl.forward(q.view, {k.view, v.view}, wl.metadata(), o.view), ValueError);
 }
 
 }  // namespace

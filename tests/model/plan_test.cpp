@@ -137,13 +137,19 @@ TEST(PlanExamples, EveryFamilyOnHopper) {
 
 // On the CPU the route is fixed (spec §8.3): CPU_ATTN, CPU_MLA for MLA models (block 16);
 // the block size is the CPU's 128; Mamba-like layers and the indexer are unchanged.
+// CPU_ATTN declares HND (LBHNC) first, as vLLM's CPU cache is [blocks, heads, tokens, dims].
 TEST(PlanExamples, EveryFamilyOnCpu) {
   for (PlanExpect e : hopper_expectations()) {
     if (e.model == "deepseek_v32") continue;  // sparse attention has no CPU route (below)
     const bool mla = e.model.starts_with("deepseek");
+    bool attention = false;
     for (GroupExpect& g : e.groups)
-      if (g.kind != "mamba") g.backend = mla ? "CPU_MLA" : "CPU_ATTN";
+      if (g.kind != "mamba") {
+        g.backend = mla ? "CPU_MLA" : "CPU_ATTN";
+        attention = true;
+      }
     e.block_size = mla ? 16 : 128;
+    if (attention && !mla) e.layout = "LBHNC";
     expect_plan(plan_on(e.model, "cpu"), e, "cpu");
   }
 }

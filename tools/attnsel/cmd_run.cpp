@@ -1,7 +1,9 @@
 // `attnsel run`: the main job. Selects the backend for the host as `select` does, builds a
 // synthetic paged workload for a model shape, runs prefill then decode steps through the
 // backend's kernel, checks a sample against the reference, and reports the throughput
-// next to the machine's ceilings measured in the same run.
+// next to the machine's ceilings measured in the same run. For attnsel's CUDA kernels the
+// workload lives in GPU memory, the steps are timed with CUDA events, and the ceiling is
+// the GPU's read bandwidth (no CPU ceilings are claimed for a GPU run).
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -12,7 +14,9 @@
 #include "json_output.hpp"
 #include "progress_bar.hpp"
 #include "runtime/ceilings.hpp"
+#include "runtime/device_ceilings.hpp"
 #include "runtime/run_job.hpp"
+#include "runtime/workload_device.hpp"
 #include "workload_options.hpp"
 
 namespace attnsel::cli {
@@ -84,6 +88,8 @@ int run_run(RunOptions o) {
   spec.new_tokens = o.new_tokens;
   spec.decode_steps = o.decode_steps;
   spec.check = o.check;
+  spec.device = chosen.device;
+  const bool gpu = spec.device == kernel::DeviceKind::cuda;
   // Shapes the kernel cannot run are usage errors (e.g. a head size the backend lacks).
   as_usage([&] { (void)chosen.make_impl(runtime::layer_params(spec)); });
 
@@ -101,7 +107,9 @@ int run_run(RunOptions o) {
     std::fflush(stdout);
   }
   runtime::Ceilings ceil;
-  if (o.ceilings) ceil = runtime::measure_ceilings(std::size_t{512} << 20);
+  runtime::DeviceCeilings gpu_ceil;
+  if (o.ceilings && gpu) gpu_ceil = runtime::measure_device_ceilings();
+  else if (o.ceilings) ceil = runtime::measure_ceilings(std::size_t{512} << 20);
 
   ProgressBar bar(o.progress && !o.output.json);
   const runtime::RunReport r =
@@ -112,11 +120,21 @@ int run_run(RunOptions o) {
 
   const bool bf16_peak = chosen.isa.find("BF16") != std::string::npos && ceil.bf16_gflops > 0;
   const double compute_peak = bf16_peak ? ceil.bf16_gflops : ceil.fp32_gflops;
+  const double read_gbps = gpu ? gpu_ceil.read_gbps : ceil.read_gbps;
+  nlohmann::json ceilings_json = nullptr;
+  if (o.ceilings && gpu)
+    ceilings_json = {{"device", gpu_ceil.device}, {"read_gb_per_s", gpu_ceil.read_gbps}};
+  else if (o.ceilings)
+    ceilings_json = {{"read_gb_per_s", ceil.read_gbps},
+                     {"fp32_gflop_per_s", ceil.fp32_gflops},
+                     {"bf16_gflop_per_s", ceil.bf16_gflops},
+                     {"threads", ceil.threads}};
   if (o.output.json) {
     print_json({{"platform", chosen.platform->spec()},
                 {"backend", s.backend},
                 {"class", s.class_path},
                 {"isa", chosen.isa},
+                {"device", runtime::device_label(spec.device)},
                 {"model",
                  {{"num_heads", spec.model.num_heads},
                   {"num_kv_heads", spec.model.num_kv_heads},
@@ -133,22 +151,22 @@ int run_run(RunOptions o) {
                   {"new_tokens", spec.new_tokens},
                   {"distinct_caches", r.distinct_caches},
                   {"cache_bytes", r.cache_bytes}}},
-                {"ceilings",
-                 o.ceilings ? nlohmann::json{{"read_gb_per_s", ceil.read_gbps},
-                                             {"fp32_gflop_per_s", ceil.fp32_gflops},
-                                             {"bf16_gflop_per_s", ceil.bf16_gflops},
-                                             {"threads", ceil.threads}}
-                            : nlohmann::json(nullptr)},
+                {"ceilings", ceilings_json},
                 {"check", {{"prefill", check_json(r.check_prefill)}, {"decode", check_json(r.check_decode)},
                            {"passed", r.check_passed()}}},
                 {"prefill", phase_json(r.prefill)},
                 {"decode", phase_json(r.decode)}});
     return r.check_passed() ? kExitChosen : kExitCheckFailed;
   }
-  fmt::print("Caches:    {} distinct layer cache{} ({}){}\n", r.distinct_caches, r.distinct_caches == 1 ? "" : "s",
-             bytes_label(static_cast<double>(r.cache_bytes)),
+  fmt::print("Caches:    {} distinct layer cache{} ({}) in {} memory{}\n", r.distinct_caches,
+             r.distinct_caches == 1 ? "" : "s", bytes_label(static_cast<double>(r.cache_bytes)),
+             gpu ? runtime::device_label(spec.device) : "host",
              r.distinct_caches < spec.model.num_layers ? ", shared round-robin by the layers" : "");
-  if (o.ceilings)
+  if (o.ceilings && gpu)
+    fmt::print("Ceilings:  device read {:.0f} GB/s on {}  (measured now; no GPU compute probe, so prefill has no "
+               "fraction)\n",
+               gpu_ceil.read_gbps, gpu_ceil.device);
+  else if (o.ceilings)
     fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} threads, measured now)\n", ceil.read_gbps,
                ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
                ceil.threads);
@@ -157,13 +175,15 @@ int run_run(RunOptions o) {
     fmt::print("Prefill:   {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GFLOP/s ({:.3f} TFLOP/s){}\n",
                r.prefill.tokens, r.prefill.seconds, r.prefill.tokens_per_s(), r.prefill.gflops(),
                r.prefill.gflops() / 1000,
-               o.ceilings ? fmt::format(" = {:.0f} % of the {} peak", 100 * r.prefill.gflops() / compute_peak,
-                                        bf16_peak ? "bf16 dot-product" : "fp32 FMA")
-                          : "");
+               o.ceilings && !gpu ? fmt::format(" = {:.0f} % of the {} peak", 100 * r.prefill.gflops() / compute_peak,
+                                                bf16_peak ? "bf16 dot-product" : "fp32 FMA")
+                                  : "");
   if (r.decode.steps > 0)
     fmt::print("Decode:    {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GB/s of K/V{}\n", r.decode.tokens,
                r.decode.seconds, r.decode.tokens_per_s(), r.decode.gbps(),
-               o.ceilings ? fmt::format(" = {:.0f} % of the read bandwidth", 100 * r.decode.gbps() / ceil.read_gbps) : "");
+               o.ceilings ? fmt::format(" = {:.0f} % of the {}read bandwidth", 100 * r.decode.gbps() / read_gbps,
+                                        gpu ? "device " : "")
+                          : "");
   return r.check_passed() ? kExitChosen : kExitCheckFailed;
 }
 

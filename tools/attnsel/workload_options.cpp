@@ -6,6 +6,9 @@
 #include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
 #include "kernels/cpu/cpu_attention.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "runtime/workload_device.hpp"
 
 namespace attnsel::cli {
 
@@ -118,6 +121,13 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   const bool builtin_cpu = out.selection.backend == "CPU_ATTN" &&
                            out.selection.class_path == AttentionBackendEnum["CPU_ATTN"].value();
   out.isa = builtin_cpu ? kernel::cpu::cpu_attention_isa(out.dtype, m.kv_cache_dtype) : "-";
+  const auto member = AttentionBackendEnum.find(out.selection.backend);
+  const bool builtin = member && out.selection.class_path == member->value();
+  out.device = runtime::workload_device(out.selection.backend, builtin);
+  if (out.device == kernel::DeviceKind::cuda && kernel::cuda::cuda_kernels_unavailable_reason().empty()) {
+    const kernel::cuda::DeviceInfo d = kernel::cuda::device_info(0);
+    out.isa = fmt::format("CUDA on {} (sm_{}{})", d.name, d.major, d.minor);
+  }
 
   if (!m.layout.empty()) {
     const auto l = parse_layout(m.layout);

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
+#include "kernels/cpu/dynamic_teams.hpp"
 #include "kernels/cpu/work.hpp"
 #include "kernels/cpu/work_plan.hpp"
 #include "kernels/fp8.hpp"
@@ -97,24 +98,6 @@ void* thread_buffer(std::size_t bytes) {
   return b.p;
 }
 constexpr int kScratchTag = 0, kPartialTag = 1;
-
-// OpenMP's dynamic adjustment (libgomp sizes a team by the load average) for the kernel's
-// regions only: on an oversubscribed machine a full team's spin-waiting workers steal
-// the cores from the thread that has the work (50× slowdowns were measured); on an idle
-// machine nothing changes. The caller's setting is restored.
-class DynamicTeams {
- public:
-  // An explicit OMP_DYNAMIC in the environment is the user's choice and is left alone.
-  DynamicTeams() : previous_(omp_get_dynamic()) {
-    if (std::getenv("OMP_DYNAMIC") == nullptr) omp_set_dynamic(1);
-  }
-  ~DynamicTeams() { omp_set_dynamic(previous_); }
-  DynamicTeams(const DynamicTeams&) = delete;
-  DynamicTeams& operator=(const DynamicTeams&) = delete;
-
- private:
-  int previous_;
-};
 
 class CpuAttentionImpl final : public AttentionImpl {
  public:

@@ -61,6 +61,33 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
   while (!mbar_try_wait(bar, parity))
     if (clock64() - start > (1ll << 35)) __trap();
 }
+/// The same wait with the whole loop, timeout included, in one asm statement. Around the C++
+/// loop above, ptxas allocates a warp-specialised kernel's consumers within the kernel's
+/// launch-bound registers (168 at 384 threads) instead of their setmaxnreg budget; with this
+/// one it honours the budget. The Hopper prefill needs that at d=256 (O alone is 128
+/// registers per thread); at d≤128 it runs faster with the C++ loop (docs/KERNELS.md, v7).
+__device__ __forceinline__ void mbar_wait_in_asm(std::uint32_t bar, std::uint32_t parity) {
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile(
+      "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
+      "mov.u64 t0, %%clock64;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "mov.u64 t1, %%clock64;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.lt.u64 done, t1, 34359738368;\n"
+      "@done bra WAIT;\n"
+      "trap;\n"
+      "DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+#else
+  (void)bar;
+  (void)parity;
+  __trap();
+#endif
+}
 /// Contiguous global→shared copy by the bulk-copy engine; completes bytes on `bar`.
 __device__ __forceinline__ void bulk_copy_g2s(std::uint32_t dst, const void* src, std::uint32_t bytes,
                                               std::uint32_t bar) {

@@ -1,6 +1,9 @@
 // The cache-write kernel (vLLM's reshape_and_cache): scatters each new token's keys and
-// values into its slot of the paged cache, 16 bytes per thread. Slot -1 marks padding.
+// values into its slot of the paged cache, 8 elements per thread. Slot -1 marks padding.
+// A 16-bit cache takes the elements as they are; an e4m3 cache takes value / scale,
+// rounded to nearest even and saturated (as vLLM's fp8 writer does).
 #include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
@@ -25,13 +28,57 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
   }
 }
 
+/// Eight T (16 bytes) times `inv_scale` -> eight e4m3 bytes.
+template <class T>
+__device__ __forceinline__ uint2 quantize8(uint4 x, float inv_scale) {
+  const T* e = reinterpret_cast<const T*>(&x);
+  std::uint32_t w[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const std::uint32_t lo = float2_to_e4m3x2(to_float(e[4 * i]) * inv_scale, to_float(e[4 * i + 1]) * inv_scale);
+    const std::uint32_t hi = float2_to_e4m3x2(to_float(e[4 * i + 2]) * inv_scale, to_float(e[4 * i + 3]) * inv_scale);
+    w[i] = lo | (hi << 16);
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+template <class T>
+__global__ void __launch_bounds__(128) cache_write_e4m3_kernel(const __grid_constant__ CacheWriteParams p) {
+  const int tok = blockIdx.x;
+  const std::int64_t slot = p.slot_mapping[tok];
+  if (slot < 0) return;
+  const std::int64_t page = slot / p.block_size;
+  const int off = static_cast<int>(slot % p.block_size);
+  const int chunks = p.head_size / 8;
+  const T* key = static_cast<const T*>(p.key);
+  const T* value = static_cast<const T*>(p.value);
+  auto* kc = static_cast<std::uint8_t*>(p.k_cache);
+  auto* vc = static_cast<std::uint8_t*>(p.v_cache);
+  for (int idx = threadIdx.x; idx < p.num_kv_heads * chunks; idx += blockDim.x) {
+    const int h = idx / chunks, c = (idx % chunks) * 8;
+    const uint4 k = *reinterpret_cast<const uint4*>(key + tok * p.key_stride_tok + h * p.key_stride_head + c);
+    const uint4 v = *reinterpret_cast<const uint4*>(value + tok * p.value_stride_tok + h * p.value_stride_head + c);
+    *reinterpret_cast<uint2*>(kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c) =
+        quantize8<T>(k, p.k_inv_scale);
+    *reinterpret_cast<uint2*>(vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c) =
+        quantize8<T>(v, p.v_inv_scale);
+  }
+}
+
 }  // namespace
 
-void launch_cache_write(const CacheWriteParams& p, void* stream) {
+void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* stream) {
   if (p.num_tokens == 0) return;
-  cache_write_kernel<<<p.num_tokens, 128, 0, static_cast<cudaStream_t>(stream)>>>(p);
-  check_launch("cache_write_kernel", cfg_string("tokens={} kv_heads={} head_size={} block_size={}", p.num_tokens,
-                                                 p.num_kv_heads, p.head_size, p.block_size));
+  const std::string cfg = cfg_string("tokens={} kv_heads={} head_size={} block_size={} cache={}", p.num_tokens,
+                                     p.num_kv_heads, p.head_size, p.block_size, to_fp8 ? "fp8_e4m3" : "16-bit");
+  const auto s = static_cast<cudaStream_t>(stream);
+  if (!to_fp8) {
+    cache_write_kernel<<<p.num_tokens, 128, 0, s>>>(p);
+    check_launch("cache_write_kernel", cfg);
+    return;
+  }
+  dispatch_elem(e, [&]<class T>() { cache_write_e4m3_kernel<T><<<p.num_tokens, 128, 0, s>>>(p); });
+  check_launch("cache_write_e4m3_kernel", cfg);
 }
 
 }  // namespace attnsel::kernel::cuda

@@ -6,7 +6,9 @@
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
-// tile, reset by that CTA), so a split decode is one launch.
+// tile, reset by that CTA), so a split decode is one launch. An fp8 (e4m3) cache is copied
+// raw (half the bytes per stage) and widened in shared memory before each tile; its scales
+// act in fp32 (k_scale in the score scale, v_scale on the output).
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"
@@ -18,7 +20,7 @@ namespace {
 /// SM was measured slower (docs/KERNELS.md); two CTAs of 2-3 stages each it is.
 enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1 };
 
-template <class T, int DP, int LOADS>
+template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
@@ -26,9 +28,13 @@ struct DecodeConfig {
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr int kTileElems = kKeys * kRS;
-  static constexpr int kStageBytes = 2 * kTileElems * int(sizeof(T));
+  // An fp8 cache's stages hold the raw e4m3 bytes (K then V, DP bytes a key); one widened
+  // K/V tile pair in T follows them.
+  static constexpr int kRawTileBytes = kKeys * DP;
+  static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
   static constexpr int kStages = DP <= 128 ? 3 : 2;
-  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
+  static constexpr std::size_t kWideOffset = std::size_t(kStages) * kStageBytes;
+  static constexpr std::size_t kPipeBytes = kWideOffset + (FP8 ? 2 * kTileElems * sizeof(T) : 0);
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
   static constexpr std::size_t kBarOffset = kQElems * sizeof(T) + kPipeBytes;  // 16-byte aligned
@@ -64,15 +70,22 @@ __device__ __forceinline__ void issue_kv_tile_bulk(const AttnParams& p, const st
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
-template <class T, int DP, int LOADS>
+template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
-  using C = DecodeConfig<T, DP, LOADS>;
+  using C = DecodeConfig<T, DP, LOADS, FP8>;
   constexpr bool kBulk = LOADS != kLoadsCpAsync;
+  static_assert(!(kBulk && FP8), "fp8 caches are staged with cp.async (the planner picks it)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
   auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
   auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
+  // fp8: raw stages, and the widened tile pair every warp computes on.
+  auto* pipe_bytes = reinterpret_cast<std::uint8_t*>(pipe);
+  auto raw_k = [&](int s) { return pipe_bytes + s * C::kStageBytes; };
+  auto raw_v = [&](int s) { return pipe_bytes + s * C::kStageBytes + C::kRawTileBytes; };
+  T* wide_k = reinterpret_cast<T*>(pipe_bytes + C::kWideOffset);
+  T* wide_v = wide_k + C::kTileElems;
 
   const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.kv_head;
@@ -98,7 +111,10 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const std::uint32_t bars = smem_addr(smem_raw) + C::kBarOffset;
   auto issue = [&](int t) {
     const int s = t % C::kStages;
-    if constexpr (kBulk)
+    if constexpr (FP8)
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, raw_k(s),
+                                                       raw_v(s));
+    else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                                        k_stage(s), v_stage(s), bars + 8 * s);
     else
@@ -154,14 +170,19 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     }
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs);
+    if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % C::kStages), wide_k);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % C::kStages), wide_v);
+    }
     const int nxt = it + C::kStages - 1;
-    if (nxt < ntiles) issue(nxt);
+    if (nxt < ntiles) issue(nxt);  // into the stage widened at it - 1
     if constexpr (!kBulk) cp_async_commit();
+    if constexpr (FP8) __syncthreads();  // the widened tile is complete
 
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
-    const T* ks = k_stage(it % C::kStages) + warp * 16 * C::kRS;
-    const T* vs = v_stage(it % C::kStages) + warp * 16 * C::kRS;
+    const T* ks = (FP8 ? wide_k : k_stage(it % C::kStages)) + warp * 16 * C::kRS;
+    const T* vs = (FP8 ? wide_v : v_stage(it % C::kStages)) + warp * 16 * C::kRS;
     float s[2][4];
     qk_tile<T, DP, 2>(s, qf, ks);
     const bool masked = key0 < full_lo || key0 + 16 > full_hi;
@@ -232,7 +253,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     if (!split_mode) {
       const bool has_sink = p.sinks != nullptr;
       const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-      const float sc = finish_scale(mx, L, sink, has_sink);
+      const float sc = finish_scale(mx, L, sink, has_sink) * p.v_scale;
       uint2 packed;
       packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
       packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
@@ -267,11 +288,15 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     };
     const bool has_sink = p.sinks != nullptr;
     const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
+    // The partials come from L2: unrolled, eight loads are in flight per round trip instead
+    // of one (33 dependent round trips were most of a 1 × 32k decode's fixed cost).
     float mx = sink;
+#pragma unroll 8
     for (int sp = 0; sp < num_splits; ++sp) mx = fmaxf(mx, __ldcg(p.part_lse + prow(sp)));
     const float ref = mx == -INFINITY ? 0.0f : mx;
     float denom = has_sink ? fast_exp2(sink - ref) : 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll 8
     for (int sp = 0; sp < num_splits; ++sp) {
       const float wgt = fast_exp2(__ldcg(p.part_lse + prow(sp)) - ref);
       const float4 v = __ldcg(reinterpret_cast<const float4*>(p.part_o + prow(sp) * p.head_size + d));
@@ -281,7 +306,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
       acc[2] += wgt * v.z;
       acc[3] += wgt * v.w;
     }
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    const float inv = denom > 0.0f ? p.v_scale / denom : 0.0f;
     uint2 packed;
     packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
     packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
@@ -292,24 +317,26 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
 
 }  // namespace
 
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream) {
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, bool kv_fp8, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      auto go = [&]<int LOADS>() {
-        using C = DecodeConfig<T, DP, LOADS>;
-        auto kernel = decode_kernel<T, DP, LOADS>;
+      auto go = [&]<int LOADS, bool FP8>() {
+        using C = DecodeConfig<T, DP, LOADS, FP8>;
+        auto kernel = decode_kernel<T, DP, LOADS, FP8>;
         const std::string cfg =
-            cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
-                       e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
-                       C::kSmemBytes, LOADS == 0 ? "cp.async" : "bulk", C::kStages);
+            cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
+                       e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
+                       p.num_kv_heads, p.num_work, C::kSmemBytes, FP8 ? "fp8 cp.async+widen" : LOADS == 0 ? "cp.async" : "bulk",
+                       C::kStages);
         check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
                    "decode_kernel: cudaFuncSetAttribute", cfg);
         kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
         check_launch("decode_kernel", cfg);
       };
-      if (loads == kLoadsBulk) go.template operator()<kLoadsBulk>();
-      else go.template operator()<kLoadsCpAsync>();
+      if (kv_fp8) go.template operator()<kLoadsCpAsync, true>();
+      else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
+      else go.template operator()<kLoadsCpAsync, false>();
     });
   });
 }

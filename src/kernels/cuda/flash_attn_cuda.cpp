@@ -102,6 +102,22 @@ class Packer {
 
 Elem elem_of(ScalarType t) { return t == ScalarType::bf16 ? Elem::bf16 : Elem::f16; }
 
+/// Whether the layer's cache is e4m3 (the only fp8 format FLASH_ATTN declares); checks that
+/// the cache tensor holds what the layer says.
+bool uses_fp8_cache(const LayerParams& lp, const TensorView& cache, ScalarType activations) {
+  if (cache_encoding(lp.kv_cache_dtype, activations).quantized) {
+    if (cache.dtype != ScalarType::fp8_e4m3 && cache.dtype != ScalarType::u8)
+      throw ValueError(fmt::format("kv_cache_dtype '{}' needs an fp8_e4m3 (or u8) cache, got {}", lp.kv_cache_dtype,
+                                   cache.describe()));
+    return true;
+  }
+  if (cache.dtype != activations)
+    throw ValueError(fmt::format("FLASH_ATTN's CUDA kernels need the KV cache dtype ({}) to equal the query dtype ({}) "
+                                 "unless kv_cache_dtype is fp8",
+                                 to_string(cache.dtype), to_string(activations)));
+  return false;
+}
+
 void check_device_tensor(const TensorView& t, std::string_view name, int device) {
   if (t.device != DeviceKind::cuda)
     throw ValueError(fmt::format("FLASH_ATTN's CUDA kernels need {} in device memory, but it is on the CPU: {}", name,
@@ -179,6 +195,7 @@ struct FlashAttnCuda::Plan {
   int box_rows = 0;
   TensorMaps maps;
   int device = 0;
+  bool kv_fp8 = false;  // e4m3 cache: decode and the portable prefill stage it raw and widen it
   PlanSummary summary;
   std::shared_ptr<const DeviceConstants> constants;  // keeps sinks/slopes alive
 };
@@ -192,9 +209,9 @@ FlashAttnCuda::FlashAttnCuda(const LayerParams& params, CudaTuning tuning)
                                  "of 8 up to 256",
                                  params_.head_size));
   const CacheEncoding enc = cache_encoding(params_.kv_cache_dtype, ScalarType::bf16);
-  if (enc.quantized)
-    throw NotImplementedError(fmt::format("kv_cache_dtype '{}': fp8 KV cache not yet implemented in attnsel's CUDA "
-                                          "kernels",
+  if (enc.quantized && enc.stored != ScalarType::fp8_e4m3)
+    throw NotImplementedError(fmt::format("kv_cache_dtype '{}' is not supported by FLASH_ATTN's CUDA kernels; "
+                                          "supported: auto, float16, bfloat16, fp8, fp8_e4m3",
                                           params_.kv_cache_dtype));
   auto c = std::make_shared<DeviceConstants>();
   if (!params_.sinks.empty()) {
@@ -216,12 +233,10 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   const int device = key.device_index;
   for (auto [t, name] : {std::pair{&key, "key"}, {&value, "value"}, {&cache.key, "key_cache"}, {&cache.value, "value_cache"}})
     check_device_tensor(*t, name, device);
-  if (key.dtype != cache.key.dtype)
-    throw ValueError(fmt::format("the CUDA cache writer needs the cache dtype ({}) to equal the key dtype ({})",
-                                 to_string(cache.key.dtype), to_string(key.dtype)));
   if (key.dtype != ScalarType::bf16 && key.dtype != ScalarType::f16)
     throw ValueError(fmt::format("key dtype {} is not supported by FLASH_ATTN's CUDA kernels; supported: f16, bf16",
                                  to_string(key.dtype)));
+  const bool fp8 = uses_fp8_cache(params_, cache.key, key.dtype);
   check(cudaSetDevice(device), "cudaSetDevice");
   const int n = md.num_actual_tokens;
   StreamBuffer slots(std::size_t(n) * sizeof(std::int64_t));
@@ -248,7 +263,11 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   p.num_kv_heads = params_.num_kv_heads;
   p.head_size = params_.head_size;
   p.block_size = cache.block_size();
-  launch_cache_write(p, nullptr);
+  if (fp8) {
+    p.k_inv_scale = 1.0f / params_.k_scale;
+    p.v_inv_scale = 1.0f / params_.v_scale;
+  }
+  launch_cache_write(p, elem_of(key.dtype), fp8, nullptr);
 }
 
 std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView& query, const KVCacheView& cache,
@@ -263,15 +282,14 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   if (query.dtype != ScalarType::bf16 && query.dtype != ScalarType::f16)
     throw ValueError(fmt::format("query dtype {} is not supported by FLASH_ATTN's CUDA kernels; supported: f16, bf16",
                                  to_string(query.dtype)));
-  if (cache.key.dtype != query.dtype)
-    throw ValueError(fmt::format("FLASH_ATTN's CUDA kernels need the KV cache dtype ({}) to equal the query dtype ({})",
-                                 to_string(cache.key.dtype), to_string(query.dtype)));
+  const bool kv_fp8 = uses_fp8_cache(params_, cache.key, query.dtype);
   check(cudaSetDevice(device), "cudaSetDevice");
   const DeviceFacts facts = device_facts(device);
 
   auto plan = std::make_shared<Plan>();
   plan->device = device;
   plan->elem = elem_of(query.dtype);
+  plan->kv_fp8 = kv_fp8;
   plan->constants = constants_;
   const LayerParams& lp = params_;
   const int group = lp.num_heads / lp.num_kv_heads;
@@ -301,9 +319,13 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.block_size = cache.block_size();
   p.num_tokens = md.num_actual_tokens;
   constexpr float kLog2e = 1.4426950408889634f;
-  p.scale_log2 = lp.scale * kLog2e;
+  // An fp8 cache holds k / k_scale and v / v_scale: k_scale joins the score scale and
+  // v_scale multiplies the normalised output, both in fp32.
+  const float k_scale = kv_fp8 ? lp.k_scale : 1.0f;
+  p.v_scale = kv_fp8 ? lp.v_scale : 1.0f;
+  p.scale_log2 = lp.scale * k_scale * kLog2e;
   if (lp.logits_soft_cap > 0.0f) {
-    p.softcap_inv = lp.scale / lp.logits_soft_cap;
+    p.softcap_inv = lp.scale * k_scale / lp.logits_soft_cap;
     p.softcap_log2 = lp.logits_soft_cap * kLog2e;
   }
   const MaskRule rule = MaskRule::from(lp);
@@ -369,11 +391,12 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   std::vector<PrefillWork> pwork;
   bool hopper = false;
   if (!prefill_seqs.empty()) {
-    hopper = tuning_.use_hopper && facts.major == 9 && facts.minor == 0 && (hs == 64 || hs == 128 || hs == 256) &&
+    // fp8 caches take the portable kernel: the Hopper kernel's TMA copies land in shared
+    // memory as stored, and its wgmma reads them from there (no register widening step).
+    hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 && hopper_head_dim(hs) != 0 &&
              p.block_size % 16 == 0;
     if (hopper) {
-      const int keys = hs <= 128 ? 128 : 64;  // the Hopper kernel's key tile
-      plan->box_rows = std::gcd(p.block_size, keys);
+      plan->box_rows = std::gcd(p.block_size, hopper_key_tile(hopper_head_dim(hs)));
       if (const std::string err = encode_tma_maps(query, cache, plan->box_rows, plan->maps); !err.empty())
         hopper = false;  // e.g. a stride TMA cannot express: the portable kernel computes the same
     }
@@ -422,7 +445,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));
   plan->num_prefill_work = static_cast<int>(pwork.size());
   plan->hopper = hopper;
-  plan->decode_loads = facts.major >= 9 && tuning_.decode_bulk ? 1 : 0;
+  plan->decode_loads = facts.major >= 9 && tuning_.decode_bulk && !kv_fp8 ? 1 : 0;
   if (part_tokens > 0) {
     const std::size_t rows = std::size_t(max_splits) * part_tokens * lp.num_heads;
     const std::size_t floats = rows * (std::size_t(hs) + 1);
@@ -440,7 +463,8 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   sum.decode_ctas = plan->num_decode_work;
   sum.max_splits = max_splits;
   sum.merge_rows = part_tokens;
-  sum.decode_loads = plan->decode_loads == 1 ? "bulk" : "cp.async";
+  sum.decode_loads = kv_fp8 ? "fp8 cp.async, widened in shared memory" : plan->decode_loads == 1 ? "bulk" : "cp.async";
+  sum.kv_fp8 = kv_fp8;
   sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
   sum.prefill_ctas = plan->num_prefill_work;
   sum.prefill_kernel = prefill_seqs.empty() ? "" : (hopper ? "sm90-wgmma" : "sm80-mma");
@@ -453,7 +477,7 @@ void FlashAttnCuda::run(const Plan& plan) const {
   if (plan.num_decode_work) {
     p.work = plan.decode_work;
     p.num_work = plan.num_decode_work;
-    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_loads, nullptr);
+    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_loads, plan.kv_fp8, nullptr);
   }
   if (plan.num_prefill_work) {
     p.work = plan.prefill_work;
@@ -461,7 +485,7 @@ void FlashAttnCuda::run(const Plan& plan) const {
     if (plan.hopper)
       launch_prefill_sm90(p, plan.elem, p.head_size, plan.maps.bytes.data(), plan.box_rows, nullptr);
     else
-      launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, nullptr);
+      launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, nullptr);
   }
 }
 

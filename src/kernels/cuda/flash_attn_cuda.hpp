@@ -50,10 +50,11 @@ struct PlanSummary {
   int decode_ctas = 0;
   int max_splits = 1;
   int merge_rows = 0;          ///< query tokens whose slices are merged
-  std::string decode_loads;    ///< "bulk" or "cp.async"
+  std::string decode_loads;    ///< "bulk", "cp.async" or "fp8 cp.async, widened in shared memory"
   int prefill_seqs = 0;
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
+  bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
   std::string describe() const;
 };
 

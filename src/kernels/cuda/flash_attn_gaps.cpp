@@ -10,8 +10,12 @@ namespace attnsel::kernel::cuda {
 std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, const RuntimeEnv& env) {
   std::vector<std::string> gaps;
   const std::string kv = c.kv_cache_dtype.value_or("auto");
-  if (kv.starts_with("fp8"))
-    gaps.push_back(fmt::format("kv_cache_dtype '{}': fp8 KV cache not yet implemented in attnsel's CUDA kernels", kv));
+  // fp8 / fp8_e4m3 caches are computed (decode and the portable prefill widen e4m3 in
+  // registers, scaled by k_scale/v_scale); other fp8 formats are not.
+  if (kv.starts_with("fp8") && kv != "fp8" && kv != "fp8_e4m3")
+    gaps.push_back(fmt::format("kv_cache_dtype '{}' is not implemented in attnsel's CUDA kernels (fp8 caches: fp8, "
+                               "fp8_e4m3)",
+                               kv));
   if ((kv == "float16" && c.dtype != DType::float16) || (kv == "bfloat16" && c.dtype != DType::bfloat16))
     gaps.push_back(fmt::format("a {} KV cache with {} activations is not implemented in attnsel's CUDA kernels (the "
                                "cache dtype must equal the model dtype)",
@@ -20,7 +24,8 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, 
     gaps.push_back(fmt::format("head size {} is not implemented in attnsel's CUDA kernels (multiples of 8 up to 256)",
                                c.head_size));
   if (c.use_per_head_quant_scales)
-    gaps.push_back("per-head quantization scales are not implemented in attnsel's CUDA kernels");
+    gaps.push_back("per-head quantization scales are not implemented in attnsel's CUDA kernels (the fp8 cache takes "
+                   "one k_scale and one v_scale per layer)");
   if (c.use_mm_prefix)
     gaps.push_back("mm_prefix (PrefixLM bidirectional attention) is not implemented in attnsel's CUDA kernels");
   if (c.use_dcp)

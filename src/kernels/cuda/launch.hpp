@@ -61,6 +61,7 @@ struct AttnParams {
   float softcap_log2 = 0.0f;   ///< cap * log2(e)
   std::int32_t window_left = -1;   ///< keys with pos - j > window_left are hidden (-1 = none)
   std::int32_t window_right = -1;  ///< keys with j - pos > window_right are hidden (0 = causal)
+  float v_scale = 1.0f;        ///< output multiplier: the fp8 cache's v_scale (1 for 16-bit caches)
   const float* sinks = nullptr;        ///< [num_heads] sink logits, natural log domain
   const float* alibi_slopes = nullptr; ///< [num_heads]
 
@@ -79,13 +80,15 @@ struct AttnParams {
 [[noreturn]] void throw_cuda_error(int code, const char* what, const std::string& config);
 
 // Launchers. Each validates nothing (the host planner has) and checks the launch.
-/// loads: 0 = cp.async (sm_80+), 1 = bulk copies (sm_90 only). Split sequences are merged
-/// by the last slice's CTA.
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, void* stream);
-void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream);
+/// loads: 0 = cp.async (sm_80+), 1 = bulk copies (sm_90 only; 16-bit caches only). Split
+/// sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes (copied
+/// raw with cp.async, widened exactly to `e` in shared memory before each tile; k_scale is
+/// folded into the score scale by the planner, v_scale is p.v_scale).
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, bool kv_fp8, void* stream);
+void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_dim, const void* tma, int box_rows, void* stream);
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, const void* tma, int box_rows, void* stream);
 
 struct CacheWriteParams {
   const void* key = nullptr;
@@ -98,13 +101,25 @@ struct CacheWriteParams {
   std::int64_t v_stride_block = 0, v_stride_tok = 0, v_stride_head = 0;
   const std::int64_t* slot_mapping = nullptr;
   std::int32_t num_tokens = 0, num_kv_heads = 0, head_size = 0, block_size = 16;
+  // fp8 caches: stored = saturate_e4m3(value * inv_scale), rounded to nearest even.
+  float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
 };
-void launch_cache_write(const CacheWriteParams& p, void* stream);
+/// to_fp8 = false copies 16-bit elements; true quantises `e` elements to e4m3.
+void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* stream);
 
 /// Decode kernel geometry, shared with the planner.
 inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
 inline constexpr int kDecodeKeyTile = 64;   ///< keys per pipeline stage
 inline constexpr int kPrefillRows = 64;     ///< rows per CTA in the mma.sync prefill kernel
 inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hopper kernel
+/// Keys per tile in the Hopper kernel: 128 up to d=128; 80 at d=256 (O alone is 128
+/// registers per consumer thread there, and 2 stages of 80-key K and V tiles fill shared memory).
+constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80; }
+/// The head size the Hopper kernel computes with: 64, 128 or 256, the next one up from the
+/// layer's (0 above 256). The TMA boxes read the columns past the real head size as zeros,
+/// so padded columns add nothing to Q·Kᵀ and produce output columns that are not stored.
+constexpr int hopper_head_dim(int head_size) {
+  return head_size <= 64 ? 64 : head_size <= 128 ? 128 : head_size <= 256 ? 256 : 0;
+}
 
 }  // namespace attnsel::kernel::cuda

@@ -4,14 +4,15 @@
 // One CTA = 64 packed query rows (4 warps × 16) of one KV head's group; keys stream in
 // tiles of 64 (32 for head dimensions above 128) through a double-buffered cp.async
 // pipeline; each warp keeps its rows' online-softmax state in registers and skips tiles
-// its rows cannot see (causal, sliding window).
+// its rows cannot see (causal, sliding window). It also takes every fp8 (e4m3) batch:
+// raw cp.async stages, widened in shared memory before each tile.
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
 
-template <class T, int DP>
+template <class T, int DP, bool FP8>
 struct PrefillConfig {
   static constexpr int kThreads = 128;
   static constexpr int kRows = kPrefillRows;
@@ -21,17 +22,27 @@ struct PrefillConfig {
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kRows * kRS;
   static constexpr int kTileElems = kKeys * kRS;
-  static constexpr std::size_t kSmemBytes = (std::size_t(kQElems) + std::size_t(kStages) * 2 * kTileElems) * sizeof(T);
+  // An fp8 cache's stages hold raw e4m3 bytes (K then V); one widened T pair follows.
+  static constexpr int kRawTileBytes = kKeys * DP;
+  static constexpr std::size_t kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * sizeof(T);
+  static constexpr std::size_t kWideOffset = kStages * kStageBytes;
+  static constexpr std::size_t kSmemBytes =
+      kQElems * sizeof(T) + kWideOffset + (FP8 ? 2 * kTileElems * sizeof(T) : 0);
 };
 
-template <class T, int DP>
+template <class T, int DP, bool FP8>
 __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant__ AttnParams p) {
-  using C = PrefillConfig<T, DP>;
+  using C = PrefillConfig<T, DP, FP8>;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
   auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
   auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
+  auto* pipe_bytes = reinterpret_cast<std::uint8_t*>(pipe);
+  auto raw_k = [&](int s) { return pipe_bytes + s * C::kStageBytes; };
+  auto raw_v = [&](int s) { return pipe_bytes + s * C::kStageBytes + C::kRawTileBytes; };
+  T* wide_k = reinterpret_cast<T*>(pipe_bytes + C::kWideOffset);
+  T* wide_v = wide_k + C::kTileElems;
 
   const PrefillWork w = static_cast<const PrefillWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.head;
@@ -51,9 +62,15 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   const int ntiles = kv_end > kv_begin ? (kv_end - kv_begin + C::kKeys - 1) / C::kKeys : 0;
   const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
 
+  // fp8 caches land raw (cp.async) and are widened in shared memory before each tile.
+  auto load_tile = [&](int t0, int stage) {
+    if constexpr (FP8)
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, raw_k(stage), raw_v(stage));
+    else
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, k_stage(stage), v_stage(stage));
+  };
   load_q_rows<T, DP, C::kRows, C::kThreads>(p, pr, kvh, row0, qs);
-  if (ntiles > 0)
-    load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin, kv_end, k_stage(0), v_stage(0));
+  if (ntiles > 0) load_tile(kv_begin, 0);
   cp_async_commit();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -71,20 +88,23 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     cp_async_wait<0>();
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs + warp * 16 * C::kRS);
-    if (it + 1 < ntiles)
-      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + (it + 1) * C::kKeys, kv_end,
-                                                 k_stage((it + 1) % 2), v_stage((it + 1) % 2));
+    if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % 2), wide_k);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % 2), wide_v);
+    }
+    if (it + 1 < ntiles) load_tile(kv_begin + (it + 1) * C::kKeys, (it + 1) % 2);  // into the stage widened at it - 1
     cp_async_commit();
+    if constexpr (FP8) __syncthreads();  // the widened tile is complete
 
     const int key0 = kv_begin + it * C::kKeys;
     // Skip tiles none of this warp's rows can see.
     if (!warp_active || key0 >= w_last.hi || key0 + C::kKeys <= w_first.lo) continue;
     float s[C::kNT][4];
-    qk_tile<T, DP, C::kNT>(s, qf, k_stage(it % 2));
+    qk_tile<T, DP, C::kNT>(s, qf, FP8 ? wide_k : k_stage(it % 2));
     const bool masked = key0 < w_last.lo || key0 + C::kKeys > w_first.hi;
     score_tile<C::kNT>(p, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, C::kNT>(st, s);
-    pv_tile<T, DP, C::kNT>(st, s, v_stage(it % 2));
+    pv_tile<T, DP, C::kNT>(st, s, FP8 ? wide_v : v_stage(it % 2));
   }
   cp_async_wait<0>();
 
@@ -99,7 +119,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     const int head = kvh * p.group + row % p.group;
     const bool has_sink = p.sinks != nullptr;
     const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink);
+    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * p.v_scale;
     T* dst = stage + (lane / 4 + 8 * h) * C::kRS + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < DP / 8; ++j)
@@ -122,19 +142,23 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
 
 }  // namespace
 
-void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, void* stream) {
+void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      using C = PrefillConfig<T, DP>;
-      auto kernel = prefill_sm80_kernel<T, DP>;
-      const std::string cfg = cfg_string("elem={} head_size={} pad={} heads={}/{} work={} smem={}",
-                                          e == Elem::bf16 ? "bf16" : "f16", p.head_size, DP, p.num_heads,
-                                          p.num_kv_heads, p.num_work, C::kSmemBytes);
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
-                 "prefill_sm80_kernel: cudaFuncSetAttribute", cfg);
-      kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
-      check_launch("prefill_sm80_kernel", cfg);
+      auto go = [&]<bool FP8>() {
+        using C = PrefillConfig<T, DP, FP8>;
+        auto kernel = prefill_sm80_kernel<T, DP, FP8>;
+        const std::string cfg = cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={}",
+                                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size,
+                                            DP, p.num_heads, p.num_kv_heads, p.num_work, C::kSmemBytes);
+        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
+                   "prefill_sm80_kernel: cudaFuncSetAttribute", cfg);
+        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+        check_launch("prefill_sm80_kernel", cfg);
+      };
+      if (kv_fp8) go.template operator()<true>();
+      else go.template operator()<false>();
     });
   });
 }

@@ -8,9 +8,10 @@
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory.
 //
-// Head dimensions 64, 128 and 256 (bf16/fp16 cache) take this path; everything else takes
-// the mma.sync kernel. Ping-pong scheduling between the consumers and intra-warpgroup
-// overlap of softmax with the next S are the next steps (docs/KERNELS.md).
+// Every head size up to 256 (bf16/fp16 cache) takes this path, computed as 64, 128 or 256
+// with the columns past the real size read as zeros by TMA. Ping-pong scheduling between
+// the consumers and intra-warpgroup overlap of softmax with the next S are the next steps
+// (docs/KERNELS.md).
 #include <cuda.h>
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
@@ -24,10 +25,7 @@ template <class T, int D>
 struct HopperConfig {
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
-  // d=256 takes 64-key tiles: 80 spills (ptxas allocates this kernel within 168 registers
-  // per thread despite setmaxnreg) and 128 does not fit in shared memory. d=256 is the
-  // slow case (docs/KERNELS.md).
-  static constexpr int kKeys = D <= 128 ? 128 : 64;
+  static constexpr int kKeys = hopper_key_tile(D);
   static constexpr int kNT = kKeys / 8;
   static_assert(kKeys % 16 == 0, "P·V steps over 16 keys");
   static constexpr int kStages = 2;
@@ -54,6 +52,12 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
   for (int i = 0; i < NT; ++i)
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
+}
+/// Barrier waits: at d=256 the consumers need their full setmaxnreg budget, which ptxas
+/// grants only around the asm-loop wait; at d≤128 the C++-loop wait measured 6–15 % faster.
+template <int D> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
+  if constexpr (D > 128) mbar_wait_in_asm(bar, parity);
+  else mbar_wait(bar, parity);
 }
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -144,7 +148,7 @@ __global__ void __launch_bounds__(384, 1)
           off = key % p.block_size;
         }
         if (lane == 0) {
-          mbar_wait(k_empty(s), par ^ 1);
+          wait_phase<D>(k_empty(s), par ^ 1);
           mbar_arrive_expect_tx(k_full(s), bytes);
         }
         __syncwarp();
@@ -152,7 +156,7 @@ __global__ void __launch_bounds__(384, 1)
           for (int c = 0; c < C::kChunks; ++c)
             tma_load_4d(k_s(s) + c * C::kKeys * 128 + lane * box_rows * 128, &tm_k, k_full(s), c * 64, kvh, off, page);
         if (lane == 0) {
-          mbar_wait(v_empty(s), par ^ 1);
+          wait_phase<D>(v_empty(s), par ^ 1);
           mbar_arrive_expect_tx(v_full(s), bytes);
         }
         __syncwarp();
@@ -185,14 +189,14 @@ __global__ void __launch_bounds__(384, 1)
     WarpState<D> st;
     st.init();
     float sacc[C::kNT][4];
-    if (ntiles > 0) mbar_wait(q_full, 0);
+    if (ntiles > 0) wait_phase<D>(q_full, 0);
 
     for (int t = 0; t < ntiles; ++t) {
       const int s = t % C::kStages;
       const std::uint32_t par = (t / C::kStages) & 1;
       const int key0 = kv_begin + t * C::kKeys;
 
-      mbar_wait(k_full(s), par);
+      wait_phase<D>(k_full(s), par);
       fence_operand<C::kNT>(sacc);
       wgmma_fence();
   #pragma unroll
@@ -212,7 +216,7 @@ __global__ void __launch_bounds__(384, 1)
       score_tile<C::kNT>(p, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
       softmax_tile<D, C::kNT>(st, sacc);
 
-      mbar_wait(v_full(s), par);
+      wait_phase<D>(v_full(s), par);
       if (key0 + C::kKeys > seq_len) {
         // Rows past the sequence hold stale or unloaded data (maybe NaN): zero them, so
         // that P = 0 there contributes exactly nothing.
@@ -276,7 +280,7 @@ __global__ void __launch_bounds__(384, 1)
     for (int idx = ctid % 128; idx < 64 * CH; idx += 128) {
       const int rl = idx / CH, d = (idx % CH) * 8;
       const int r = wg_row0 + rl;
-      if (r >= rows_valid) continue;
+      if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
       const int c = d / 64, chunk = (d % 64) / 8;
       const uint4 v = *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
       *reinterpret_cast<uint4*>(out + std::int64_t(q_begin + q0 + r) * p.o_stride_tok + head * p.o_stride_head + d) = v;
@@ -287,7 +291,7 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_dim, const void* tma, int box_rows, void* stream) {
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, const void* tma, int box_rows, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   dispatch_elem(e, [&]<class T>() {
@@ -295,8 +299,8 @@ void launch_prefill_sm90(const AttnParams& p, Elem e, int head_dim, const void* 
       using C = HopperConfig<T, D>;
       auto kernel = prefill_sm90_kernel<T, D>;
       const std::string cfg =
-          cfg_string("elem={} head_size={} heads={}/{} work={} box_rows={} block_size={} smem={}",
-                      e == Elem::bf16 ? "bf16" : "f16", D, p.num_heads, p.num_kv_heads, p.num_work, box_rows,
+          cfg_string("elem={} head_size={} (as {}) heads={}/{} work={} box_rows={} block_size={} smem={}",
+                      e == Elem::bf16 ? "bf16" : "f16", head_size, D, p.num_heads, p.num_kv_heads, p.num_work, box_rows,
                       p.block_size, C::kSmemBytes);
       check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
                  "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
@@ -304,13 +308,13 @@ void launch_prefill_sm90(const AttnParams& p, Elem e, int head_dim, const void* 
                                                                                               maps[2], box_rows);
       check_launch("prefill_sm90_kernel", cfg);
     };
-    switch (head_dim) {
+    switch (hopper_head_dim(head_size)) {
       case 64: go.template operator()<64>(); break;
       case 128: go.template operator()<128>(); break;
       case 256: go.template operator()<256>(); break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
-                         cfg_string("head size {} is not one of 64, 128, 256", head_dim));
+                         cfg_string("head size {} is above 256", head_size));
     }
   });
 }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "kernels/cuda/device_common.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 
 namespace attnsel::kernel::cuda {
 
@@ -61,6 +62,44 @@ __device__ __forceinline__ void load_kv_tile(const AttnParams& p, const std::int
     }
     cp_async16(smem_addr(ks + r * kRowStride<DP> + c * 8), ksrc, valid);
     cp_async16(smem_addr(vs + r * kRowStride<DP> + c * 8), vsrc, valid);
+  }
+}
+
+/// load_kv_tile for an e4m3 cache, first half: cp.async the raw bytes of keys
+/// [t0, t0 + NKEYS) into staging tiles of NKEYS rows × DP bytes (8 bytes per copy: head
+/// sizes are multiples of 8, not 16); keys at or past kv_end and the padding are zero-filled.
+template <int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void load_kv_tile_e4m3_raw(const AttnParams& p, const std::int32_t* block_row, int kv_head,
+                                                      int t0, int kv_end, std::uint8_t* ks, std::uint8_t* vs) {
+  constexpr int CH = DP / 8;
+  const auto* kb = static_cast<const std::uint8_t*>(p.k) + kv_head * p.k_stride_head;
+  const auto* vb = static_cast<const std::uint8_t*>(p.v) + kv_head * p.v_stride_head;
+  for (int idx = threadIdx.x; idx < NKEYS * CH; idx += NTHREADS) {
+    const int r = idx / CH, c = idx % CH;
+    const int key = t0 + r;
+    const bool valid = key < kv_end && c * 8 < p.head_size;
+    const std::uint8_t* ksrc = kb;
+    const std::uint8_t* vsrc = vb;
+    if (valid) {
+      const std::int64_t page = block_row[key / p.block_size];
+      const int off = key % p.block_size;
+      ksrc = kb + page * p.k_stride_block + off * p.k_stride_tok + c * 8;
+      vsrc = vb + page * p.v_stride_block + off * p.v_stride_tok + c * 8;
+    }
+    cp_async8(smem_addr(ks + r * DP + c * 8), ksrc, valid);
+    cp_async8(smem_addr(vs + r * DP + c * 8), vsrc, valid);
+  }
+}
+
+/// Second half: widens a landed staging tile (NKEYS × DP e4m3 bytes) into the padded T
+/// layout the mma.sync code reads (exact; the scales are applied later, in fp32).
+template <class T, int DP, int NKEYS, int NTHREADS>
+__device__ __forceinline__ void widen_e4m3_tile(const std::uint8_t* raw, T* wide) {
+  constexpr int CH = DP / 8;
+  for (int idx = threadIdx.x; idx < NKEYS * CH; idx += NTHREADS) {
+    const int r = idx / CH, c = idx % CH;
+    const uint2 b = *reinterpret_cast<const uint2*>(raw + r * DP + c * 8);
+    *reinterpret_cast<uint4*>(wide + r * kRowStride<DP> + c * 8) = e4m3x8_to<T>(b);
   }
 }
 
