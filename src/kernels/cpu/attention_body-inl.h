@@ -916,7 +916,8 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   // HND caches keep each head's rows of a block contiguous: a step then prefetches exactly
   // the rows of the next step (a run per block, K and V in step), one step ahead: 10 %
   // faster than whole blocks a tile ahead, and two steps ahead overflows L1 (KERNELS.md v11).
-  const std::int64_t head_bytes = static_cast<std::int64_t>(c.block_size) * D * static_cast<std::int64_t>(Kv<K>::kBytes);
+  const std::int64_t head_bytes =
+      static_cast<std::int64_t>(c.block_size) * D * static_cast<std::int64_t>(Kv<K>::kBytes);
   const bool head_runs = whole_blocks && c.k_stride[1] == D && c.v_stride[1] == D &&
                          c.k_stride[2] == static_cast<std::int64_t>(c.block_size) * D && c.v_stride[2] == c.k_stride[2];
   auto prefetch_step = [&](std::int64_t step) {
