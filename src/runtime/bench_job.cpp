@@ -14,18 +14,7 @@ namespace attnsel::runtime {
 
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                             CacheLayout layout, double scale) {
-  auto base = [&] {
-    WorkloadSpec w;
-    w.num_heads = 32;
-    w.num_kv_heads = 8;
-    w.head_size = 128;
-    w.dtype = dtype;
-    w.kv_cache_dtype = kv_cache_dtype;
-    w.block_size = 16;
-    w.layout = layout;
-    w.spare_blocks = 0;
-    return w;
-  };
+  auto base = [&] { return bench_workload(dtype, kv_cache_dtype, layout, 32, 8); };
   auto scaled = [&](int n) { return std::max(16, static_cast<int>(std::lround(n * scale))); };
   std::vector<BenchCase> cases;
   {
@@ -45,6 +34,20 @@ std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std:
     cases.push_back(std::move(c));
   }
   return cases;
+}
+
+WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout,
+                            int heads, int kv_heads) {
+  WorkloadSpec w;
+  w.num_heads = heads;
+  w.num_kv_heads = kv_heads;
+  w.head_size = 128;
+  w.dtype = dtype;
+  w.kv_cache_dtype = kv_cache_dtype;
+  w.block_size = 16;
+  w.layout = layout;
+  w.spare_blocks = 0;
+  return w;
 }
 
 kernel::LayerParams bench_layer_params(const WorkloadSpec& w) {

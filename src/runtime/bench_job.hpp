@@ -45,6 +45,10 @@ struct BenchResult {
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                             CacheLayout layout, double scale = 1.0);
 
+/// The workload every bench case starts from: d=128, block 16, no spare blocks, the given
+/// heads, dtypes and layout (sequences are the case's).
+WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout,
+                            int heads, int kv_heads);
 /// The layer a bench case runs: the workload's shape, scale 1/sqrt(head size), its cache
 /// dtype and scales.
 kernel::LayerParams bench_layer_params(const WorkloadSpec& w);

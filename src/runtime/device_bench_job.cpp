@@ -17,18 +17,7 @@ namespace attnsel::runtime {
 
 std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                                 CacheLayout layout, double scale) {
-  auto base = [&](int heads, int kv_heads) {
-    WorkloadSpec w;
-    w.num_heads = heads;
-    w.num_kv_heads = kv_heads;
-    w.head_size = 128;
-    w.dtype = dtype;
-    w.kv_cache_dtype = kv_cache_dtype;
-    w.block_size = 16;
-    w.layout = layout;
-    w.spare_blocks = 0;
-    return w;
-  };
+  auto base = [&](int heads, int kv_heads) { return bench_workload(dtype, kv_cache_dtype, layout, heads, kv_heads); };
   auto scaled = [&](int n) { return std::max(16, static_cast<int>(std::lround(n * scale))); };
   std::vector<BenchCase> cases;
   {
