@@ -50,18 +50,6 @@ WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cach
   return w;
 }
 
-kernel::LayerParams bench_layer_params(const WorkloadSpec& w) {
-  kernel::LayerParams p;
-  p.num_heads = w.num_heads;
-  p.num_kv_heads = w.num_kv_heads;
-  p.head_size = w.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(p.head_size));
-  p.kv_cache_dtype = w.kv_cache_dtype;
-  p.k_scale = w.k_scale;
-  p.v_scale = w.v_scale;
-  return p;
-}
-
 std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md) {
   std::vector<std::int32_t> tokens;
   for (int s = 0; s < md.num_seqs && tokens.size() < 4; ++s)
@@ -72,7 +60,7 @@ std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& 
 BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
                            const std::string& isa, int repeats) {
   PagedWorkload w(c.workload);
-  const kernel::LayerParams p = bench_layer_params(c.workload);
+  const kernel::LayerParams p = layer_params_for(c.workload);
   const auto impl = make_impl(p);
   const kernel::AttentionMetadata md = w.metadata();
 

@@ -49,9 +49,6 @@ std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std:
 /// heads, dtypes and layout (sequences are the case's).
 WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout,
                             int heads, int kv_heads);
-/// The layer a bench case runs: the workload's shape, scale 1/sqrt(head size), its cache
-/// dtype and scales.
-kernel::LayerParams bench_layer_params(const WorkloadSpec& w);
 /// The query tokens whose outputs a bench case checks: the last one of each of the first
 /// four sequences (the longest contexts).
 std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md);

@@ -43,7 +43,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   using namespace kernel::cuda;
   DeviceReadProbe probe;  // first: throws with the reason when there is no usable GPU
   PagedWorkload w(c.workload);
-  const kernel::LayerParams p = bench_layer_params(c.workload);
+  const kernel::LayerParams p = layer_params_for(c.workload);
   const auto impl = make_impl(p);
   const kernel::AttentionMetadata md = w.metadata();
   const kernel::KVCacheView host_cache = w.cache();

@@ -1,6 +1,7 @@
 #include "runtime/paged_workload.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -59,6 +60,18 @@ void fill_uniform(std::span<std::uint8_t> bytes, ScalarType type, float range, s
   SplitMix64 rng{seed};
   const std::size_t n = bytes.size() / kernel::element_size(type);
   for (std::size_t i = 0; i < n; ++i) put(bytes.data(), type, i, rng.uniform(range));
+}
+
+kernel::LayerParams layer_params_for(const WorkloadSpec& w) {
+  kernel::LayerParams p;
+  p.num_heads = w.num_heads;
+  p.num_kv_heads = w.num_kv_heads;
+  p.head_size = w.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(w.head_size));
+  p.kv_cache_dtype = w.kv_cache_dtype;
+  p.k_scale = w.k_scale;
+  p.v_scale = w.v_scale;
+  return p;
 }
 
 std::vector<std::int64_t> cache_strides(CacheLayout layout, int block_size, int num_kv_heads, int head_size) {

@@ -84,6 +84,10 @@ class PagedWorkload {
 /// Fills `bytes` with values uniform in [-range, range) encoded as `type` (deterministic in `seed`).
 void fill_uniform(std::span<std::uint8_t> bytes, kernel::ScalarType type, float range, std::uint64_t seed);
 
+/// A layer matching the workload: its heads and head size, scale 1/sqrt(head size), its
+/// cache dtype and k/v scales (everything else at LayerParams' defaults).
+kernel::LayerParams layer_params_for(const WorkloadSpec& w);
+
 /// Strides (elements) of a [num_blocks, block_size, num_kv_heads, head_size] cache view.
 std::vector<std::int64_t> cache_strides(CacheLayout layout, int block_size, int num_kv_heads, int head_size);
 

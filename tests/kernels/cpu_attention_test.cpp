@@ -22,7 +22,7 @@ using runtime::SequenceShape;
 using runtime::WorkloadSpec;
 using testing::describe;
 using testing::expect_matches_reference;
-using testing::layer_for;
+using runtime::layer_params_for;
 
 // Decode and prefill mixed, both orders, odd and prime lengths.
 const std::vector<SequenceShape> kMixed = {{1, 1}, {61, 1}, {17, 17}, {131, 3}, {7, 1}};
@@ -42,7 +42,7 @@ Case make_case(ScalarType dtype, int heads, int kv_heads, int head_size, std::ve
   c.spec.head_size = head_size;
   c.spec.sequences = std::move(seqs);
   c.spec.seed = static_cast<std::uint64_t>(heads * 131 + kv_heads * 17 + head_size);
-  c.params = layer_for(c.spec);
+  c.params = layer_params_for(c.spec);
   c.options.num_threads = 2;
   return c;
 }
@@ -220,7 +220,7 @@ TEST(CpuAttention, StridedQueryAndOutput) {
   const std::int64_t shape[3] = {T, 4, 64}, strides[3] = {4 * row, row, 1};
   const TensorView qs = TensorView::strided(qbuf.data(), ScalarType::f32, shape, strides);
   const TensorView os = TensorView::strided(obuf.data(), ScalarType::f32, shape, strides);
-  const LayerParams p = layer_for(spec);
+  const LayerParams p = layer_params_for(spec);
   make_cpu_attention_impl(p)->forward(qs, w.cache(), w.metadata(), os);
   reference::forward(p, w.query(), w.cache(), w.metadata(), w.output());
   for (int t = 0; t < T; ++t)
@@ -244,7 +244,7 @@ TEST(CpuAttention, LeavesPaddingTokensUntouched) {
   md.num_seqs = 2;
   md.num_actual_tokens = 3;
   w.poison_output();
-  make_cpu_attention_impl(layer_for(spec))->forward(w.query(), w.cache(), md, w.output());
+  make_cpu_attention_impl(layer_params_for(spec))->forward(w.query(), w.cache(), md, w.output());
   const TensorView out = w.output();
   for (int i = 0; i < 3 * 4 * 32; ++i) EXPECT_TRUE(std::isfinite(reference::load(out.data, out.dtype, i))) << i;
   for (int i = 3 * 4 * 32; i < 4 * 4 * 32; ++i) EXPECT_TRUE(std::isnan(reference::load(out.data, out.dtype, i))) << i;
@@ -266,7 +266,7 @@ TEST(CpuAttention, CacheWriterMatchesReferenceBitForBit) {
         spec.sequences = {{19, 19}, {40, 3}, {1, 1}};
         spec.fill_cache = false;
         PagedWorkload a(spec), b(spec);
-        LayerParams p = layer_for(spec);
+        LayerParams p = layer_params_for(spec);
         std::vector<std::int64_t> slots(a.metadata().slot_mapping.begin(), a.metadata().slot_mapping.end());
         slots[1] = -1;  // a skipped (padding) token
         AttentionMetadata md = a.metadata();
@@ -293,7 +293,7 @@ TEST(CpuAttention, WriteThenAttendEqualsReference) {
   spec.k_scale = 0.25f;
   spec.sequences = {{40, 40}, {77, 1}};
   PagedWorkload w(spec);
-  LayerParams p = layer_for(spec);
+  LayerParams p = layer_params_for(spec);
   const auto impl = make_cpu_attention_impl(p);
   impl->write_kv_cache(w.new_keys(), w.new_values(), w.cache(), w.metadata());
   testing::expect_matches_reference(*impl, w, "write then attend");

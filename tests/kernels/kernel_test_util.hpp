@@ -4,7 +4,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <numeric>
@@ -29,19 +28,6 @@ inline std::string describe(const runtime::WorkloadSpec& s, const LayerParams& p
                      s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND", attn_type_name(p.attn_type), p.causal,
                      p.sliding_window ? *p.sliding_window : 0, p.logits_soft_cap, !p.alibi_slopes.empty(),
                      !p.sinks.empty(), seqs);
-}
-
-/// A layer matching the workload's shape.
-inline LayerParams layer_for(const runtime::WorkloadSpec& s) {
-  LayerParams p;
-  p.num_heads = s.num_heads;
-  p.num_kv_heads = s.num_kv_heads;
-  p.head_size = s.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
-  p.kv_cache_dtype = s.kv_cache_dtype;
-  p.k_scale = s.k_scale;
-  p.v_scale = s.v_scale;
-  return p;
 }
 
 /// The exact outputs of every query token, [tokens, num_heads, head_size].

@@ -59,7 +59,7 @@ TEST_F(PluginKernel, ExampleKernelMatchesTheReference) {
       for (const Shape& sh : {Shape{4, 2, 16, 16}, Shape{6, 1, 40, 5}, Shape{3, 3, 24, 8}}) {
         const WorkloadSpec s = spec(dtype, sh.heads, sh.kv_heads, sh.head_size, sh.block_size, layout);
         PagedWorkload w(s);
-        const LayerParams p = kernel::testing::layer_for(s);
+        const LayerParams p = runtime::layer_params_for(s);
         auto impl = backend->make_impl(p);
         EXPECT_LE(kernel::testing::expect_matches_reference(*impl, w, kernel::testing::describe(s, p)), 1.0);
       }
@@ -70,7 +70,7 @@ TEST_F(PluginKernel, ExampleCacheWriteMatchesTheReferenceWriter) {
     WorkloadSpec s = spec(ScalarType::bf16, 4, 2, 24, 16, layout);
     s.fill_cache = false;
     PagedWorkload ours(s), theirs(s);
-    const LayerParams p = kernel::testing::layer_for(s);
+    const LayerParams p = runtime::layer_params_for(s);
     example_backend()->make_impl(p)->write_kv_cache(ours.new_keys(), ours.new_values(), ours.cache(), ours.metadata());
     kernel::reference::write_kv_cache(p, theirs.new_keys(), theirs.new_values(), theirs.cache(), theirs.metadata());
     const kernel::KVCacheView a = ours.cache(), b = theirs.cache();
@@ -82,7 +82,7 @@ TEST_F(PluginKernel, ExampleCacheWriteMatchesTheReferenceWriter) {
 
 TEST_F(PluginKernel, LayerParametersTheKernelDoesNotComputeAreRefusedWithTheReason) {
   auto backend = example_backend();
-  const LayerParams base = kernel::testing::layer_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd));
+  const LayerParams base = runtime::layer_params_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd));
   LayerParams window = base;
   window.sliding_window = 8;
   EXPECT_THAT(error_of([&] { (void)backend->make_impl(window); }),
@@ -99,7 +99,7 @@ TEST_F(PluginKernel, LayerParametersTheKernelDoesNotComputeAreRefusedWithTheReas
 TEST_F(PluginKernel, HostChecksRunBeforeThePluginSeesTheTensors) {
   const WorkloadSpec s = spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd);
   PagedWorkload w(s);
-  auto impl = example_backend()->make_impl(kernel::testing::layer_for(s));
+  auto impl = example_backend()->make_impl(runtime::layer_params_for(s));
   kernel::TensorView wrong = w.output();
   wrong.shape[1] = 3;  // not num_heads
   EXPECT_THROW(impl->forward(w.query(), w.cache(), w.metadata(), wrong), ValueError);
@@ -109,10 +109,10 @@ TEST_F(PluginKernel, FailuresInsidePluginKernelsAreErrorsWithTheirMessage) {
   auto backend = std::dynamic_pointer_cast<const AttentionBackend>(resolve_class(qualified(kPluginC, "init_failing_kernel")));
   WorkloadSpec s = spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd);
   PagedWorkload w(s);
-  LayerParams unlucky = kernel::testing::layer_for(s);
+  LayerParams unlucky = runtime::layer_params_for(s);
   unlucky.head_size = 13;
   EXPECT_THAT(error_of([&] { (void)backend->make_impl(unlucky); }), HasSubstr("cannot run this layer: head size 13 is unlucky"));
-  auto impl = backend->make_impl(kernel::testing::layer_for(s));
+  auto impl = backend->make_impl(runtime::layer_params_for(s));
   EXPECT_NO_THROW(impl->write_kv_cache(w.new_keys(), w.new_values(), w.cache(), w.metadata()));
   try {
     impl->forward(w.query(), w.cache(), w.metadata(), w.output());
@@ -129,14 +129,14 @@ TEST_F(PluginKernel, KernelInstancesAreDestroyedByThePlugin) {
   ASSERT_NE(handle, nullptr);
   auto destroyed = reinterpret_cast<int (*)()>(::dlsym(handle, "test_plugin_kernels_destroyed"));
   const int before = destroyed();
-  (void)backend->make_impl(kernel::testing::layer_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd)));
+  (void)backend->make_impl(runtime::layer_params_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd)));
   EXPECT_EQ(destroyed(), before + 1);
   ::dlclose(handle);
 }
 
 TEST_F(PluginKernel, AKernelInstanceKeepsItsLibraryLoaded) {
   const WorkloadSpec s = spec(ScalarType::bf16, 4, 2, 16, 16, CacheLayout::nhd);
-  std::unique_ptr<kernel::AttentionImpl> impl = example_backend()->make_impl(kernel::testing::layer_for(s));
+  std::unique_ptr<kernel::AttentionImpl> impl = example_backend()->make_impl(runtime::layer_params_for(s));
   plugin::reset_plugins_for_testing();
   reset_registry_for_testing();
   // Only `impl` holds the plugin now; its code must still run.
