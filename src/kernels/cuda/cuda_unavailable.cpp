@@ -47,14 +47,6 @@ EventTimer::EventTimer() { unavailable(); }
 EventTimer::~EventTimer() = default;
 void EventTimer::start() { unavailable(); }
 float EventTimer::stop() { unavailable(); }
-std::size_t span_bytes(const TensorView& t) {
-  std::int64_t last = 0;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (t.shape[d] == 0) return 0;
-    last += (t.shape[d] - 1) * t.stride[d];
-  }
-  return static_cast<std::size_t>(last + 1) * element_size(t.dtype);
-}
 DeviceTensor to_device(const TensorView&, int) { unavailable(); }
 DeviceTensor device_like(const TensorView&, int) { unavailable(); }
 void copy_to_host(const DeviceTensor&, const TensorView&) { unavailable(); }

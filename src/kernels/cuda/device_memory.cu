@@ -42,15 +42,6 @@ __global__ void fill_uniform_kernel(T* data, std::size_t n, std::uint64_t seed, 
 
 }  // namespace
 
-std::size_t span_bytes(const TensorView& t) {
-  std::int64_t last = 0;
-  for (int d = 0; d < t.ndim; ++d) {
-    if (t.shape[d] == 0) return 0;
-    last += (t.shape[d] - 1) * t.stride[d];
-  }
-  return static_cast<std::size_t>(last + 1) * element_size(t.dtype);
-}
-
 DeviceTensor device_like(const TensorView& like, int device) {
   check(cudaSetDevice(device), "cudaSetDevice");
   DeviceTensor d;

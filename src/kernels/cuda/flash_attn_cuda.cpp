@@ -135,6 +135,18 @@ void check_device_tensor(const TensorView& t, std::string_view name, int device)
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+/// The paged cache's [block, token, head] strides, into the cache writer's or the attention
+/// kernels' parameters (both name them alike).
+template <class Params>
+void set_cache_strides(Params& p, const KVCacheView& cache) {
+  p.k_stride_block = cache.key.stride[0];
+  p.k_stride_tok = cache.key.stride[1];
+  p.k_stride_head = cache.key.stride[2];
+  p.v_stride_block = cache.value.stride[0];
+  p.v_stride_tok = cache.value.stride[1];
+  p.v_stride_head = cache.value.stride[2];
+}
+
 }  // namespace
 
 bool cuda_kernels_built() { return true; }
@@ -252,12 +264,7 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   p.value_stride_head = value.stride[1];
   p.k_cache = cache.key.data;
   p.v_cache = cache.value.data;
-  p.k_stride_block = cache.key.stride[0];
-  p.k_stride_tok = cache.key.stride[1];
-  p.k_stride_head = cache.key.stride[2];
-  p.v_stride_block = cache.value.stride[0];
-  p.v_stride_tok = cache.value.stride[1];
-  p.v_stride_head = cache.value.stride[2];
+  set_cache_strides(p, cache);
   p.slot_mapping = static_cast<const std::int64_t*>(slots.data());
   p.num_tokens = n;
   p.num_kv_heads = params_.num_kv_heads;
@@ -305,12 +312,7 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.o_stride_head = output.stride[1];
   p.k = cache.key.data;
   p.v = cache.value.data;
-  p.k_stride_block = cache.key.stride[0];
-  p.k_stride_tok = cache.key.stride[1];
-  p.k_stride_head = cache.key.stride[2];
-  p.v_stride_block = cache.value.stride[0];
-  p.v_stride_tok = cache.value.stride[1];
-  p.v_stride_head = cache.value.stride[2];
+  set_cache_strides(p, cache);
   p.block_table_stride = md.max_blocks_per_seq;
   p.num_heads = lp.num_heads;
   p.num_kv_heads = lp.num_kv_heads;
