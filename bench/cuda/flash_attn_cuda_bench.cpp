@@ -4,7 +4,10 @@
 // Writes one JSON document (--json) that scripts/bench_torch_sdpa.py joins with PyTorch's
 // FlashAttention-2 and cuDNN timings on the same shapes.
 //
-//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--reps N] [--only SUBSTRING]
+//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only SUBSTRING]
+//
+// --sweep adds planner variants (decode copies, split alignment and count; the portable
+// prefill); --variant LABEL runs only the variant of that label (e.g. for a profiler).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -211,7 +214,7 @@ std::vector<Shape> shapes(bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path, only;
+  std::string json_path, only, only_variant;
   bool quick = false, sweep = false;
   int reps = 20;
   for (int i = 1; i < argc; ++i) {
@@ -221,8 +224,13 @@ int main(int argc, char** argv) {
     else if (a == "--sweep") sweep = true;
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--variant" && i + 1 < argc) {
+      only_variant = argv[++i];
+      sweep = true;
+    }
     else {
-      std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--reps N] [--only SUBSTRING]\n");
+      std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] "
+                           "[--only SUBSTRING]\n");
       return 2;
     }
   }
@@ -251,9 +259,15 @@ int main(int argc, char** argv) {
       const ak::LayerParams lp = layer(s);
       std::vector<std::pair<std::string, cu::CudaTuning>> variants = {{"default", {}}};
       if (sweep && s.kind == "decode") {
-        cu::CudaTuning t;
-        t.decode_bulk = false;
-        variants.push_back({"cp.async", t});
+        for (auto [name, copies] : {std::pair{"cp.async", cu::DecodeCopies::cp_async},
+                                    std::pair{"bulk", cu::DecodeCopies::bulk_rows}}) {
+          cu::CudaTuning t;
+          t.decode_copies = copies;
+          variants.push_back({name, t});
+        }
+        cu::CudaTuning a64;
+        a64.split_align_keys = 64;
+        variants.push_back({"align64", a64});
         for (double waves : {0.75, 1.5}) {
           cu::CudaTuning w;
           w.split_waves = waves;
@@ -266,6 +280,7 @@ int main(int argc, char** argv) {
         variants.push_back({"portable", t});
       }
       for (const auto& [label, tuning] : variants) {
+        if (!only_variant.empty() && label != only_variant) continue;
         cu::FlashAttnCuda impl(lp, tuning);
         const auto plan = impl.plan(b.q.view, {b.k.view, b.v.view}, b.md(), b.o.view);
         b.o.buffer.fill_bytes(0xFF);

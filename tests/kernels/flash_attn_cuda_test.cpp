@@ -213,18 +213,51 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
 
 // ---- on a GPU ---------------------------------------------------------------------------
 
-TEST(FlashAttnCudaGpu, DecodeEveryHeadSize) {
+TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
   REQUIRE_GPU();
-  for (int loads = 0; loads < 2; ++loads)
+  const bool hopper = device_info(0).major >= 9;
+  for (DecodeCopies copies : {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes})
     for (int hs = 8; hs <= 256; hs += 8) {
-      SCOPED_TRACE("head_size " + std::to_string(hs) + " loads " + std::to_string(loads));
+      SCOPED_TRACE("head_size " + std::to_string(hs) + " copies " + std::to_string(static_cast<int>(copies)));
       GpuCase c;
       c.head_size = hs;
       c.seqs = decode_batch();
       c.seed = static_cast<std::uint64_t>(hs);
-      c.tuning.decode_bulk = loads > 0;
+      c.tuning.decode_copies = copies;
       const Outcome o = check_case(c);
       EXPECT_GT(o.summary.decode_ctas, 0);
+      // What runs: TMA boxes need sm_90 and a head size padded (to 32s) to a multiple of 64.
+      const bool pad64 = (hs + 31) / 32 * 32 % 64 == 0;
+      const char* want = !hopper || copies == DecodeCopies::cp_async                 ? "cp.async"
+                         : copies == DecodeCopies::bulk_rows || !pad64               ? "bulk"
+                                                                                     : "tma";
+      EXPECT_EQ(o.summary.decode_loads, want);
+    }
+}
+
+TEST(FlashAttnCudaGpu, TmaDecodeSlicesPagesAndWindows) {
+  REQUIRE_GPU();
+  // Boxes of gcd(block, 64) keys; slices aligned to them; windows whose first key is not
+  // box-aligned; sequence ends inside a box (the unwritten slots are NaN).
+  for (int bs : {16, 32, 48, 128})
+    for (bool split : {false, true}) {
+      SCOPED_TRACE("block " + std::to_string(bs) + (split ? " split" : ""));
+      GpuCase c;
+      c.heads = 16;
+      c.kv_heads = 4;
+      c.block_size = bs;
+      c.seqs = {{4099, 1}, {77, 1}, {1203, 3}};
+      c.window = 1001;
+      c.tuning.decode_copies = DecodeCopies::tma_boxes;
+      c.tuning.split_waves = split ? 4.0 : 0.01;
+      const Outcome o = check_case(c);
+      EXPECT_EQ(o.summary.max_splits > 1, split) << o.summary.describe();
+      GpuCase h = c;
+      h.layout = CacheLayout::hnd;
+      h.window.reset();
+      h.softcap = 7.0f;
+      h.sinks = true;
+      check_case(h);
     }
 }
 
@@ -389,7 +422,7 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   const Outcome os = check_case(s);
   EXPECT_GT(os.summary.max_splits, 1) << os.summary.describe();
   GpuCase a = c;
-  a.tuning.decode_bulk = false;
+  a.tuning.decode_copies = DecodeCopies::cp_async;
   a.layout = CacheLayout::hnd;
   check_case(a);
   GpuCase d = c;

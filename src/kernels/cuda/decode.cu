@@ -2,7 +2,9 @@
 //
 // One CTA = 16 packed query rows (query tokens × the query heads sharing one KV head, so
 // K and V are read once per group) against one slice of the keys. Four warps take 16 keys
-// each of every 64-key tile; tiles stream through a 2–3 stage cp.async pipeline. The warps'
+// each of every 64-key tile; tiles stream through a 2–3 stage pipeline, filled by cp.async
+// (sm_80+), by one bulk copy per key row, or by TMA boxes of a page slice × 64 columns
+// (sm_90; 128-byte swizzled, so ldmatrix reads them through Swizzled128). The warps'
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
@@ -10,6 +12,9 @@
 // raw (half the bytes per stage) and widened in shared memory before each tile; its scales
 // act in fp32 (k_scale in the score scale, v_scale on the output; per-KV-head scales are
 // read once per CTA, whose rows all share one KV head).
+#include <cstring>
+#include <type_traits>
+
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/tile_common.cuh"
@@ -17,10 +22,8 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-/// Loads: cp.async (any sm_80+) or bulk copies (sm_90). A deeper pipeline with one CTA per
-/// SM was measured slower (docs/KERNELS.md); two CTAs of 2-3 stages each it is.
-enum DecodeLoads : int { kLoadsCpAsync = 0, kLoadsBulk = 1 };
-
+/// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
+/// 2-3 stages each it is.
 template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
@@ -28,7 +31,12 @@ struct DecodeConfig {
   static constexpr int kKeys = kDecodeKeyTile;  // 16 per warp
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
-  static constexpr int kTileElems = kKeys * kRS;
+  static constexpr bool kTma = LOADS == kLoadsTma;
+  static_assert(!kTma || DP % 64 == 0, "TMA tiles are made of 64-column chunks");
+  // TMA tiles are dense 64-column chunks (Swizzled128); the others padded rows.
+  using KVLayout = std::conditional_t<kTma, Swizzled128<kKeys>, PaddedRows<DP>>;
+  static constexpr int kTileElems = kTma ? kKeys * DP : kKeys * kRS;
+  static constexpr int kWarpSliceElems = kTma ? 16 * 64 : 16 * kRS;  // a warp's 16 keys in a tile
   // An fp8 cache's stages hold the raw e4m3 bytes (K then V, DP bytes a key); one widened
   // K/V tile pair in T follows them.
   static constexpr int kRawTileBytes = kKeys * DP;
@@ -38,8 +46,10 @@ struct DecodeConfig {
   static constexpr std::size_t kPipeBytes = kWideOffset + (FP8 ? 2 * kTileElems * sizeof(T) : 0);
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
-  static constexpr std::size_t kBarOffset = kQElems * sizeof(T) + kPipeBytes;  // 16-byte aligned
-  static constexpr std::size_t kSmemBytes = kBarOffset + 8 * kStages;
+  static constexpr std::size_t kQBytes = kQElems * sizeof(T);  // a multiple of 16
+  // TMA's swizzle pattern repeats every 1024 bytes: its stages start on such a boundary.
+  static constexpr std::size_t kAlignSlack = kTma ? 1024 : 0;
+  static constexpr std::size_t kSmemBytes = kQBytes + kAlignSlack + kPipeBytes + 8 * kStages;
 };
 
 /// Hopper loading: one bulk copy per key row (K and V), completing on the stage's mbarrier;
@@ -71,14 +81,46 @@ __device__ __forceinline__ void issue_kv_tile_bulk(const AttnParams& p, const st
 
 __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 
+/// Hopper TMA loading: warp 0 issues one box per (page slice of box_rows keys, 64-column
+/// chunk, K or V) — 16 boxes of 2 KB for a 64-key tile at d=128 and block 16, where row
+/// copies take 128 requests of 256 bytes. t0 is a multiple of box_rows, which divides the
+/// page size, so every box lies in one page. A box's keys past kv_end arrive too (cache
+/// rows of another slice, or unwritten slots): the kernel masks them and zeroes their V.
+template <int DP, int NKEYS>
+__device__ __forceinline__ void issue_kv_tile_tma(const AttnParams& p, const std::int32_t* block_row, int kv_head,
+                                                  int t0, int kv_end, std::uint32_t ks, std::uint32_t vs,
+                                                  std::uint32_t bar, int box_rows, const CUtensorMap* tm_k,
+                                                  const CUtensorMap* tm_v) {
+  constexpr int kChunks = DP / 64;
+  if (threadIdx.x >= 32) return;
+  const int lane = threadIdx.x;
+  const int nbox = ceil_div(min(kv_end - t0, NKEYS), box_rows);
+  const int requests = nbox * kChunks * 2;
+  if (lane == 0) mbar_arrive_expect_tx(bar, std::uint32_t(requests * box_rows * 128));
+  __syncwarp();
+  for (int r = lane; r < requests; r += 32) {
+    const int b = r % nbox, c = (r / nbox) % kChunks;
+    const bool is_v = r >= nbox * kChunks;
+    const int key = t0 + b * box_rows;
+    const int page = block_row[key / p.block_size];
+    const std::uint32_t dst = (is_v ? vs : ks) + std::uint32_t(c * NKEYS * 128 + b * box_rows * 128);
+    tma_load_4d(dst, is_v ? tm_v : tm_k, bar, c * 64, kv_head, key % p.block_size, page);
+  }
+}
+
 template <class T, int DP, int LOADS, bool FP8>
-__global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ AttnParams p) {
+__global__ void __launch_bounds__(128)
+    decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
+                  const __grid_constant__ CUtensorMap tm_v, const int box_rows) {
   using C = DecodeConfig<T, DP, LOADS, FP8>;
-  constexpr bool kBulk = LOADS != kLoadsCpAsync;
-  static_assert(!(kBulk && FP8), "fp8 caches are staged with cp.async (the planner picks it)");
+  constexpr bool kBulk = LOADS == kLoadsBulk;
+  constexpr bool kMbar = LOADS != kLoadsCpAsync;  // bulk and TMA copies complete on mbarriers
+  static_assert(!(kMbar && FP8), "fp8 caches are staged with cp.async (the planner picks it)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
-  T* pipe = qs + C::kQElems;
+  const std::uint32_t q_end = smem_addr(smem_raw) + std::uint32_t(C::kQBytes);
+  const std::uint32_t pipe_pad = C::kTma ? ((q_end + 1023u) & ~1023u) - q_end : 0u;
+  T* pipe = reinterpret_cast<T*>(smem_raw + C::kQBytes + pipe_pad);
   auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
   auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
   // fp8: raw stages, and the widened tile pair every warp computes on.
@@ -100,16 +142,17 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   const int last_row = min(row0 + kDecodeRows - 1, pr.rows - 1);
   const int pos_min = pr.ctx + row0 / p.group, pos_max = pr.ctx + last_row / p.group;
   const KeyRange vis_first = visible_keys(p, pos_min, seq_len), vis_last = visible_keys(p, pos_max, seq_len);
-  const int lo = vis_first.lo, hi = vis_last.hi;  // union of the rows' visible keys
   const int num_splits = p.seq_splits[seq];
+  const int lo = vis_first.lo & ~(p.split_align - 1);  // slices and TMA boxes start aligned
+  const int hi = vis_last.hi;                           // (union of the rows' visible keys)
   const int span = max(hi - lo, 0);
-  const int chunk = num_splits == 1 ? span : ceil_div(ceil_div(span, num_splits), C::kKeys) * C::kKeys;
+  const int chunk = num_splits == 1 ? span : ceil_div(ceil_div(span, num_splits), p.split_align) * p.split_align;
   const int kv_begin = lo + w.split * chunk;
   const int kv_end = min(hi, kv_begin + chunk);
   const int ntiles = kv_end > kv_begin ? ceil_div(kv_end - kv_begin, C::kKeys) : 0;
   const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
 
-  const std::uint32_t bars = smem_addr(smem_raw) + C::kBarOffset;
+  const std::uint32_t bars = smem_addr(pipe) + std::uint32_t(C::kPipeBytes);
   auto issue = [&](int t) {
     const int s = t % C::kStages;
     if constexpr (FP8)
@@ -118,16 +161,20 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                                        k_stage(s), v_stage(s), bars + 8 * s);
+    else if constexpr (C::kTma)
+      issue_kv_tile_tma<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(k_stage(s)),
+                                      smem_addr(v_stage(s)), bars + 8 * s, box_rows, &tm_k, &tm_v);
     else
       load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, k_stage(s),
                                                  v_stage(s));
   };
 
   load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
-  if constexpr (kBulk) {
+  if constexpr (kMbar) {
     cp_async_commit();
-    // Bulk copies write only head_size columns: zero the padding columns once.
-    if (DP > p.head_size) {
+    // Bulk copies write only head_size columns: zero the padding columns once (TMA boxes
+    // read the columns past the head size as zeros).
+    if (kBulk && DP > p.head_size) {
       const int pad_chunks = (DP - p.head_size) / 8;
       for (int idx = threadIdx.x; idx < C::kStages * 2 * C::kKeys * pad_chunks; idx += C::kThreads) {
         T* row = pipe + (idx / pad_chunks) * C::kRS;
@@ -168,7 +215,7 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
   std::uint32_t qf[DP / 16][4];
 
   for (int it = 0; it < ntiles; ++it) {
-    if constexpr (kBulk) {
+    if constexpr (kMbar) {
       mbar_wait(bars + 8 * (it % C::kStages), (it / C::kStages) & 1);
       if (it == 0) cp_async_wait<0>();
     } else {
@@ -182,19 +229,27 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
     }
     const int nxt = it + C::kStages - 1;
     if (nxt < ntiles) issue(nxt);  // into the stage widened at it - 1
-    if constexpr (!kBulk) cp_async_commit();
+    if constexpr (!kMbar) cp_async_commit();
     if constexpr (FP8) __syncthreads();  // the widened tile is complete
 
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
-    const T* ks = (FP8 ? wide_k : k_stage(it % C::kStages)) + warp * 16 * C::kRS;
-    const T* vs = (FP8 ? wide_v : v_stage(it % C::kStages)) + warp * 16 * C::kRS;
+    const T* ks = (FP8 ? wide_k : k_stage(it % C::kStages)) + warp * C::kWarpSliceElems;
+    T* vs = (FP8 ? wide_v : v_stage(it % C::kStages)) + warp * C::kWarpSliceElems;
+    if constexpr (C::kTma)
+      if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
+        const int first = kv_end - key0;
+        for (int i = lane; i < (16 - first) * (DP / 8); i += 32)
+          *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(vs) +
+                                    C::KVLayout::offset(first + i / (DP / 8), i % (DP / 8))) = make_uint4(0, 0, 0, 0);
+        __syncwarp();
+      }
     float s[2][4];
-    qk_tile<T, DP, 2>(s, qf, ks);
+    qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
     const bool masked = key0 < full_lo || key0 + 16 > full_hi;
     score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, 2>(st, s);
-    pv_tile<T, DP, 2>(st, s, vs);
+    pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
   }
 
   // ---- combine the four warps' states ------------------------------------------------
@@ -323,26 +378,34 @@ __global__ void __launch_bounds__(128) decode_kernel(const __grid_constant__ Att
 
 }  // namespace
 
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, bool kv_fp8, void* stream) {
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
+                   const void* kv_maps, int box_rows, void* stream) {
   if (p.num_work == 0) return;
+  CUtensorMap maps[2] = {};
+  if (loads == kLoadsTma) std::memcpy(maps, kv_maps, sizeof(maps));
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
       auto go = [&]<int LOADS, bool FP8>() {
         using C = DecodeConfig<T, DP, LOADS, FP8>;
         auto kernel = decode_kernel<T, DP, LOADS, FP8>;
+        const char* how = FP8 ? "fp8 cp.async+widen" : LOADS == kLoadsCpAsync ? "cp.async" : LOADS == kLoadsBulk ? "bulk" : "tma";
         const std::string cfg =
-            cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={}",
+            cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
                        e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
-                       p.num_kv_heads, p.num_work, C::kSmemBytes, FP8 ? "fp8 cp.async+widen" : LOADS == 0 ? "cp.async" : "bulk",
-                       C::kStages);
+                       p.num_kv_heads, p.num_work, C::kSmemBytes, how, C::kStages, box_rows);
         check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
                    "decode_kernel: cudaFuncSetAttribute", cfg);
-        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
+        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1],
+                                                                                              box_rows);
         check_launch("decode_kernel", cfg);
       };
       if (kv_fp8) go.template operator()<kLoadsCpAsync, true>();
       else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
-      else go.template operator()<kLoadsCpAsync, false>();
+      else if (loads != kLoadsTma) go.template operator()<kLoadsCpAsync, false>();
+      else if constexpr (DP % 64 == 0) go.template operator()<kLoadsTma, false>();
+      else
+        throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "decode_kernel",
+                         cfg_string("TMA loads need a head dimension padded to a multiple of 64, not {}", DP));
     });
   });
 }

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <mutex>
@@ -135,6 +136,15 @@ void check_device_tensor(const TensorView& t, std::string_view name, int device)
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
+/// The decode kernel's copies for a tuning choice on a device of compute capability `major`.
+/// Bulk and TMA copies land bytes as stored, so an fp8 cache (widened after landing) takes
+/// cp.async; TMA boxes are 64 columns wide, so the padded head size must be a multiple of 64.
+DecodeLoads choose_decode_loads(DecodeCopies want, int major, bool kv_fp8, int head_dim_pad) {
+  if (kv_fp8 || major < 9 || want == DecodeCopies::cp_async) return kLoadsCpAsync;
+  if (want == DecodeCopies::bulk_rows || head_dim_pad % 64 != 0) return kLoadsBulk;
+  return kLoadsTma;
+}
+
 /// The paged cache's [block, token, head] strides, into the cache writer's or the attention
 /// kernels' parameters (both name them alike).
 template <class Params>
@@ -203,8 +213,10 @@ struct FlashAttnCuda::Plan {
   const PrefillWork* prefill_work = nullptr;
   int num_prefill_work = 0;
   bool hopper = false;
-  int decode_loads = 0;  // 0 cp.async, 1 bulk copies
-  int box_rows = 0;
+  DecodeLoads decode_loads = kLoadsCpAsync;
+  int decode_box_rows = 0;  // keys per TMA box in decode (kLoadsTma)
+  KVTensorMaps decode_maps;
+  int box_rows = 0;         // keys per TMA box in the Hopper prefill
   TensorMaps maps;
   int device = 0;
   bool kv_fp8 = false;  // e4m3 cache: decode and the portable prefill stage it raw and widen it
@@ -469,7 +481,16 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));
   plan->num_prefill_work = static_cast<int>(pwork.size());
   plan->hopper = hopper;
-  plan->decode_loads = facts.major >= 9 && tuning_.decode_bulk && !kv_fp8 ? 1 : 0;
+  plan->decode_loads = choose_decode_loads(tuning_.decode_copies, facts.major, kv_fp8, plan->head_dim_pad);
+  p.split_align = static_cast<std::int32_t>(std::bit_ceil(static_cast<unsigned>(std::max(16, tuning_.split_align_keys))));
+  if (plan->decode_loads == kLoadsTma && !dwork.empty()) {
+    // A box holds a page slice: box_rows divides the page and the 64-key tile, and slices
+    // start on box boundaries.
+    plan->decode_box_rows = std::gcd(p.block_size, kDecodeKeyTile);
+    p.split_align = std::max(p.split_align, plan->decode_box_rows);
+    if (!encode_kv_tma_maps(cache, plan->decode_box_rows, plan->decode_maps).empty())
+      plan->decode_loads = kLoadsBulk;  // e.g. a stride TMA cannot express: row copies read the same
+  }
   if (part_tokens > 0) {
     const std::size_t rows = std::size_t(max_splits) * part_tokens * lp.num_heads;
     const std::size_t floats = rows * (std::size_t(hs) + 1);
@@ -487,7 +508,10 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   sum.decode_ctas = plan->num_decode_work;
   sum.max_splits = max_splits;
   sum.merge_rows = part_tokens;
-  sum.decode_loads = kv_fp8 ? "fp8 cp.async, widened in shared memory" : plan->decode_loads == 1 ? "bulk" : "cp.async";
+  sum.decode_loads = kv_fp8                                ? "fp8 cp.async, widened in shared memory"
+                     : plan->decode_loads == kLoadsTma  ? "tma"
+                     : plan->decode_loads == kLoadsBulk ? "bulk"
+                                                        : "cp.async";
   sum.kv_fp8 = kv_fp8;
   sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
   sum.prefill_ctas = plan->num_prefill_work;
@@ -501,7 +525,8 @@ void FlashAttnCuda::run(const Plan& plan) const {
   if (plan.num_decode_work) {
     p.work = plan.decode_work;
     p.num_work = plan.num_decode_work;
-    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_loads, plan.kv_fp8, nullptr);
+    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_loads, plan.kv_fp8, plan.decode_maps.bytes.data(),
+                  plan.decode_box_rows, nullptr);
   }
   if (plan.num_prefill_work) {
     p.work = plan.prefill_work;

@@ -35,13 +35,22 @@ std::unique_ptr<AttentionImpl> make_flash_attn_cuda_impl(const LayerParams& para
 /// explicit reason each (empty = covered).
 std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env);
 
+/// How the decode kernel fills shared memory (16-bit caches; fp8 caches always use cp.async).
+enum class DecodeCopies {
+  automatic,  ///< the measured best where it applies: TMA boxes on sm_90, else cp.async
+  cp_async,   ///< 16-byte cp.async per thread (any sm_80+)
+  bulk_rows,  ///< sm_90: one bulk copy per key row
+  tma_boxes,  ///< sm_90: one TMA box per page slice and 64 columns (head size padded to 64s)
+};
+
 /// Planner knobs (defaults are the tuned values; the benchmark sweeps them).
 struct CudaTuning {
   double split_waves = 1.0;   ///< decode: split long sequences until the grid fills this many waves
   int min_split_keys = 256;   ///< decode: never cut a sequence into slices shorter than this
   int decode_max_rows = 64;   ///< query tokens × group up to this take the split-KV kernel
   bool use_hopper = true;     ///< use the sm_90a prefill kernel where it applies
-  bool decode_bulk = true;    ///< sm_90: load decode keys with the bulk-copy engine, not cp.async
+  DecodeCopies decode_copies = DecodeCopies::automatic;  ///< falls back where a choice cannot apply
+  int split_align_keys = 16;  ///< decode: key slices start on multiples of this (a power of 2)
 };
 
 /// What a plan will launch (for reports and the benchmark).
@@ -50,7 +59,7 @@ struct PlanSummary {
   int decode_ctas = 0;
   int max_splits = 1;
   int merge_rows = 0;          ///< query tokens whose slices are merged
-  std::string decode_loads;    ///< "bulk", "cp.async" or "fp8 cp.async, widened in shared memory"
+  std::string decode_loads;    ///< "tma", "bulk", "cp.async" or "fp8 cp.async, widened in shared memory"
   int prefill_seqs = 0;
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill

@@ -76,6 +76,7 @@ struct AttnParams {
   std::int32_t num_part_tokens = 0;  ///< query tokens of the sequences that are split
   std::int32_t* split_counters = nullptr;  ///< per split row tile; zero between runs
   const std::int32_t* seq_splits = nullptr;  ///< [num_seqs] number of key slices (1 = no split)
+  std::int32_t split_align = 16;  ///< decode slices start on multiples of this many keys (a power of 2)
 
   const void* work = nullptr;  ///< DecodeWork[] or PrefillWork[]
   std::int32_t num_work = 0;
@@ -85,12 +86,21 @@ struct AttnParams {
 [[noreturn]] void throw_cuda_error(int code, const char* what, const std::string& config);
 
 // Launchers. Each validates nothing (the host planner has) and checks the launch.
-/// loads: 0 = cp.async (sm_80+), 1 = bulk copies (sm_90 only; 16-bit caches only). Split
-/// sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes (copied
-/// raw with cp.async, widened exactly to `e` in shared memory before each tile; k_scale is
-/// folded into the score scale by the planner, v_scale is p.v_scale; per-head scales
-/// multiply both per CTA, see score_scale and output_scale).
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, int loads, bool kv_fp8, void* stream);
+/// How the decode kernel copies keys and values into shared memory.
+enum DecodeLoads : int {
+  kLoadsCpAsync = 0,  ///< 16-byte cp.async per thread (sm_80+)
+  kLoadsBulk = 1,     ///< one bulk copy per key row (sm_90; 16-bit caches)
+  kLoadsTma = 2,      ///< one TMA box per page slice and 64 columns, 128-byte swizzled (sm_90;
+                      ///< 16-bit caches; head_dim_pad a multiple of 64; p.split_align a
+                      ///< multiple of the box's keys)
+};
+/// Split sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes
+/// (copied raw with cp.async, widened exactly to `e` in shared memory before each tile;
+/// k_scale is folded into the score scale by the planner, v_scale is p.v_scale; per-head
+/// scales multiply both per CTA, see score_scale and output_scale). kv_maps:
+/// the two encoded tensor maps (K, V) for kLoadsTma, else unused (may be null).
+void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
+                   const void* kv_maps, int box_rows, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).

@@ -12,6 +12,25 @@ namespace attnsel::kernel::cuda {
 /// different bank groups without a swizzle.
 template <int DP> inline constexpr int kRowStride = DP + 8;
 
+/// Where ldmatrix finds 16-byte unit `unit` of row `row` of a key/value tile, in bytes from
+/// the tile's (or a warp's 16-row slice's) start. Two layouts:
+/// PaddedRows: rows of DP elements padded as above (cp.async and per-row bulk copies).
+template <int DP>
+struct PaddedRows {
+  static __device__ __forceinline__ std::uint32_t offset(int row, int unit) {
+    return std::uint32_t(row * kRowStride<DP> + unit * 8) * 2;
+  }
+};
+/// Swizzled128: what TMA writes with 128-byte swizzling — 64-column (128-byte) chunks of
+/// ROWS rows each, one after another; within a chunk, unit u of row r sits at position
+/// u ^ (r % 8). The slice start must be 1024-byte aligned (8 rows × 128 bytes).
+template <int ROWS>
+struct Swizzled128 {
+  static __device__ __forceinline__ std::uint32_t offset(int row, int unit) {
+    return std::uint32_t((unit / 8) * ROWS * 128 + row * 128 + (((unit % 8) ^ (row % 8)) << 4));
+  }
+};
+
 /// Query rows are packed: row r of a sequence is query token r / group of query head
 /// kv_head * group + r % group, so the heads sharing a KV head read K and V once.
 struct PackedRows {
@@ -131,7 +150,7 @@ __device__ __forceinline__ void load_q_frags(std::uint32_t (&qf)[DP / 16][4], co
 }
 
 /// Scores of 16 rows against 8*NT keys (NT n8 tiles, NT even), raw q·k.
-template <class T, int DP, int NT>
+template <class T, int DP, int NT, class Layout = PaddedRows<DP>>
 __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const std::uint32_t (&qf)[DP / 16][4], const T* ks) {
   const int lane = threadIdx.x % 32;
   const std::uint32_t base = smem_addr(ks);
@@ -144,7 +163,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const std::uint32_t (
     for (int n2 = 0; n2 < NT / 2; ++n2) {
       const int key = n2 * 16 + (lane % 8) + (lane / 16) * 8;
       std::uint32_t kf[4];
-      ldmatrix_x4(kf, base + (key * kRowStride<DP> + chunk * 8) * 2);
+      ldmatrix_x4(kf, base + Layout::offset(key, chunk));
       mma16816<T>(s[2 * n2], qf[kk], kf[0], kf[1]);
       mma16816<T>(s[2 * n2 + 1], qf[kk], kf[2], kf[3]);
     }
@@ -152,7 +171,7 @@ __device__ __forceinline__ void qk_tile(float (&s)[NT][4], const std::uint32_t (
 }
 
 /// O += P·V for 16 rows and 8*NT keys; s holds the (already exponentiated) probabilities.
-template <class T, int DP, int NT>
+template <class T, int DP, int NT, class Layout = PaddedRows<DP>>
 __device__ __forceinline__ void pv_tile(WarpState<DP>& st, const float (&s)[NT][4], const T* vs) {
   const int lane = threadIdx.x % 32;
   const std::uint32_t base = smem_addr(vs);
@@ -168,7 +187,7 @@ __device__ __forceinline__ void pv_tile(WarpState<DP>& st, const float (&s)[NT][
     for (int j = 0; j < DP / 16; ++j) {
       std::uint32_t vf[4];
       const int chunk = 2 * j + lane / 16;
-      ldmatrix_x4_trans(vf, base + (key * kRowStride<DP> + chunk * 8) * 2);
+      ldmatrix_x4_trans(vf, base + Layout::offset(key, chunk));
       mma16816<T>(st.o[2 * j], a, vf[0], vf[1]);
       mma16816<T>(st.o[2 * j + 1], a, vf[2], vf[3]);
     }

@@ -39,6 +39,23 @@ std::string encode(EncodeTiled fn, CUtensorMap* map, const TensorView& t, int ra
   return "";
 }
 
+/// K and V maps into maps[0] and maps[1].
+std::string encode_kv(EncodeTiled fn, const KVCacheView& cache, int box_rows, CUtensorMap* maps) {
+  const std::uint64_t es = 2;  // 16-bit elements
+  const TensorView* kv[2] = {&cache.key, &cache.value};
+  for (int i = 0; i < 2; ++i) {
+    const TensorView& t = *kv[i];
+    const cuuint64_t dims[4] = {cuuint64_t(t.shape[3]), cuuint64_t(t.shape[2]), cuuint64_t(t.shape[1]),
+                                cuuint64_t(t.shape[0])};
+    const cuuint64_t strides[3] = {cuuint64_t(t.stride[2]) * es, cuuint64_t(t.stride[1]) * es,
+                                   cuuint64_t(t.stride[0]) * es};
+    const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
+    if (auto e = encode(fn, &maps[i], t, 4, dims, strides, box, i == 0 ? "key_cache" : "value_cache"); !e.empty())
+      return e;
+  }
+  return "";
+}
+
 }  // namespace
 
 std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, TensorMaps& out) {
@@ -52,17 +69,17 @@ std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, i
     const cuuint32_t box[3] = {64, 1, 128};
     if (auto e = encode(fn, &maps[0], query, 3, dims, strides, box, "query"); !e.empty()) return e;
   }
-  const TensorView* kv[2] = {&cache.key, &cache.value};
-  for (int i = 0; i < 2; ++i) {
-    const TensorView& t = *kv[i];
-    const cuuint64_t dims[4] = {cuuint64_t(t.shape[3]), cuuint64_t(t.shape[2]), cuuint64_t(t.shape[1]),
-                                cuuint64_t(t.shape[0])};
-    const cuuint64_t strides[3] = {cuuint64_t(t.stride[2]) * es, cuuint64_t(t.stride[1]) * es,
-                                   cuuint64_t(t.stride[0]) * es};
-    const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
-    if (auto e = encode(fn, &maps[1 + i], t, 4, dims, strides, box, i == 0 ? "key_cache" : "value_cache"); !e.empty())
-      return e;
-  }
+  if (auto e = encode_kv(fn, cache, box_rows, &maps[1]); !e.empty()) return e;
+  static_assert(sizeof(maps) == sizeof(out.bytes));
+  std::memcpy(out.bytes.data(), maps, sizeof(maps));
+  return "";
+}
+
+std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, KVTensorMaps& out) {
+  const EncodeTiled fn = encoder();
+  if (!fn) return "the driver does not provide cuTensorMapEncodeTiled";
+  CUtensorMap maps[2];
+  if (auto e = encode_kv(fn, cache, box_rows, maps); !e.empty()) return e;
   static_assert(sizeof(maps) == sizeof(out.bytes));
   std::memcpy(out.bytes.data(), maps, sizeof(maps));
   return "";

@@ -1,4 +1,4 @@
-// Internal: TMA tensor maps for the Hopper prefill kernel, encoded on the host through the
+// Internal: TMA tensor maps for the Hopper prefill and decode kernels, encoded on the host through the
 // driver's cuTensorMapEncodeTiled (reached via the runtime, so nothing links libcuda).
 #pragma once
 
@@ -16,9 +16,16 @@ struct alignas(64) TensorMaps {
   std::array<std::byte, 3 * 128> bytes{};
 };
 
+/// Two CUtensorMap objects (K, V cache), as the decode kernel takes them.
+struct alignas(64) KVTensorMaps {
+  std::array<std::byte, 2 * 128> bytes{};
+};
+
 /// Encodes the maps: Q boxes of 64 columns × 128 query tokens of one head; K/V boxes of
 /// 64 columns × box_rows keys of one page and one KV head. Returns an error text, or "" on
 /// success (the caller then takes another kernel and says why).
 std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, TensorMaps& out);
+/// The K/V maps alone (boxes of 64 columns × box_rows keys of one page and one KV head).
+std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, KVTensorMaps& out);
 
 }  // namespace attnsel::kernel::cuda
