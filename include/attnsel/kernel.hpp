@@ -17,7 +17,8 @@
 // (on both sides when not causal); sinks add to the softmax denominator only.
 // Encoder layers write their keys and values with write_kv_cache, then attend over
 // the cache like any other layer. The cache stores the model dtype for "auto",
-// else the kv_cache_dtype's type; fp8 caches hold x / scale (saturated).
+// else the kv_cache_dtype's type; fp8 caches hold x / scale (saturated), with one scale per
+// layer or one per KV head (LayerParams::k_scales / v_scales).
 #pragma once
 
 #include <cstdint>
@@ -105,6 +106,12 @@ struct ATTNSEL_API LayerParams {
   std::string kv_cache_dtype = "auto";      ///< "auto" | "fp8" | "fp8_e4m3" | "fp8_e5m2" | ...
   float k_scale = 1.0f;                     ///< dequantisation scales for fp8 caches
   float v_scale = 1.0f;
+  /// Per-KV-head dequantisation scales for fp8 caches (vLLM's per-head quant scales): empty
+  /// = every head uses k_scale / v_scale; else [num_kv_heads], and KV head h is stored as
+  /// x / k_scales[h] and read back as stored * k_scales[h] (the scalar is then unused).
+  /// Ignored, like the scalars, by caches that are not fp8.
+  std::vector<float> k_scales;
+  std::vector<float> v_scales;
 };
 
 /// Geometry of the paged cache: key and value caches are separate views of rank 4 whose

@@ -72,7 +72,7 @@ struct CacheReader {
   const KVCacheView& cache;
   const AttentionMetadata& md;
   ScalarType stored;  // the encoding's type (a u8 view is read as fp8)
-  double k_scale, v_scale;
+  std::vector<double> k_scale, v_scale;  // per KV head (1 for caches that are not fp8)
 
   std::int64_t offset(const TensorView& t, int s, std::int64_t pos, int h) const {
     const std::int64_t bs = t.shape[1];
@@ -80,17 +80,24 @@ struct CacheReader {
     return block * t.stride[0] + (pos % bs) * t.stride[1] + h * t.stride[2];
   }
   double key(int s, std::int64_t pos, int h, int d) const {
-    return load(cache.key.data, stored, offset(cache.key, s, pos, h) + d) * k_scale;
+    return load(cache.key.data, stored, offset(cache.key, s, pos, h) + d) * k_scale[idx(h)];
   }
   double value(int s, std::int64_t pos, int h, int d) const {
-    return load(cache.value.data, stored, offset(cache.value, s, pos, h) + d) * v_scale;
+    return load(cache.value.data, stored, offset(cache.value, s, pos, h) + d) * v_scale[idx(h)];
   }
 };
 
 CacheReader make_reader(const LayerParams& p, const KVCacheView& cache, const AttentionMetadata& md,
                         ScalarType model_dtype) {
   const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, model_dtype);
-  return CacheReader{cache, md, enc.stored, enc.quantized ? p.k_scale : 1.0, enc.quantized ? p.v_scale : 1.0};
+  CacheReader rd{cache, md, enc.stored, std::vector<double>(idx(p.num_kv_heads), 1.0),
+                 std::vector<double>(idx(p.num_kv_heads), 1.0)};
+  if (enc.quantized)
+    for (int h = 0; h < p.num_kv_heads; ++h) {
+      rd.k_scale[idx(h)] = key_scale(p, h);
+      rd.v_scale[idx(h)] = value_scale(p, h);
+    }
+  return rd;
 }
 
 // Exact attention of one query token, all heads, into out[num_heads * head_size].
@@ -161,15 +168,16 @@ void write_kv_cache(const LayerParams& p, const TensorView& key, const TensorVie
                     const AttentionMetadata& md) {
   validate_cache_write_args(p, key, value, cache, md);
   const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, key.dtype);
-  // Quantise as every kernel does: x * (1/scale), both in float, then round to the cache type.
-  const float k_inv = enc.quantized ? 1.0f / p.k_scale : 1.0f;
-  const float v_inv = enc.quantized ? 1.0f / p.v_scale : 1.0f;
   const std::int64_t bs = cache.key.shape[1];
   for (int i = 0; i < md.num_actual_tokens; ++i) {
     const std::int64_t slot = md.slot_mapping[idx(i)];
     if (slot < 0) continue;
     const std::int64_t block = slot / bs, in_block = slot % bs;
     for (int h = 0; h < p.num_kv_heads; ++h) {
+      // Quantise as every kernel does: x * (1/scale) with the head's scale, both in float,
+      // then round to the cache type.
+      const float k_inv = enc.quantized ? 1.0f / key_scale(p, h) : 1.0f;
+      const float v_inv = enc.quantized ? 1.0f / value_scale(p, h) : 1.0f;
       const std::int64_t kc = block * cache.key.stride[0] + in_block * cache.key.stride[1] + h * cache.key.stride[2];
       const std::int64_t vc =
           block * cache.value.stride[0] + in_block * cache.value.stride[1] + h * cache.value.stride[2];

@@ -20,7 +20,8 @@ double load(const void* base, ScalarType t, std::int64_t offset);
 void store(void* base, ScalarType t, std::int64_t offset, double v);
 
 /// vLLM's reshape_and_cache: validates, then writes token i's key and value to
-/// slot_mapping[i] (fp8 caches store value / scale).
+/// slot_mapping[i] (fp8 caches store value / scale, the scale of the
+/// value's KV head when the layer has per-head scales).
 void write_kv_cache(const LayerParams& p, const TensorView& key, const TensorView& value, const KVCacheView& cache,
                     const AttentionMetadata& md);
 

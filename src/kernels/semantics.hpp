@@ -13,6 +13,7 @@
 //  * A query that sees no key writes zeros.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -61,6 +62,15 @@ struct CacheEncoding {
   ScalarType stored = ScalarType::f32;  ///< f32, f16, bf16, fp8_e4m3 or fp8_e5m2
   bool quantized = false;               ///< fp8: stored * scale = value
 };
+
+/// The fp8 dequantisation scales of KV head `kv_head`: its per-head scale when the layer
+/// has them, else the layer's scalar (validate_layer_params checked the lengths).
+inline float key_scale(const LayerParams& p, int kv_head) {
+  return p.k_scales.empty() ? p.k_scale : p.k_scales[static_cast<std::size_t>(kv_head)];
+}
+inline float value_scale(const LayerParams& p, int kv_head) {
+  return p.v_scales.empty() ? p.v_scale : p.v_scales[static_cast<std::size_t>(kv_head)];
+}
 
 /// Throws ValueError for a kv_cache_dtype the kernels do not know.
 CacheEncoding cache_encoding(std::string_view kv_cache_dtype, ScalarType model_dtype);

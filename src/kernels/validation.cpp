@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <utility>
 
 #include "attnsel/errors.hpp"
 #include "attnsel/kernel.hpp"
@@ -177,6 +178,18 @@ void validate_layer_params(const LayerParams& p) {
   const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, ScalarType::f32);
   if (enc.quantized && (!finite(p.k_scale) || p.k_scale <= 0.0f || !finite(p.v_scale) || p.v_scale <= 0.0f))
     fail(fmt::format("k_scale = {} and v_scale = {}; fp8 caches need positive finite scales", p.k_scale, p.v_scale));
+  // Per-head scales are checked whatever the cache: a wrong length is a wrong layer either way.
+  for (const auto& [scales, name] : {std::pair{&p.k_scales, "k_scales"}, std::pair{&p.v_scales, "v_scales"}}) {
+    if (scales->empty()) continue;
+    if (scales->size() != static_cast<std::size_t>(p.num_kv_heads))
+      fail(fmt::format("{} has {} entries; it must be empty (one scale per layer) or have one per KV head: "
+                       "num_kv_heads = {}",
+                       name, scales->size(), p.num_kv_heads));
+    for (std::size_t h = 0; h < scales->size(); ++h)
+      if (!finite((*scales)[h]) || (*scales)[h] <= 0.0f)
+        fail(fmt::format("{}[{}] = {}; per-head quantization scales must be positive finite numbers", name, h,
+                         (*scales)[h]));
+  }
   if (p.attn_type == AttentionType::encoder_decoder) {
     // Cross attention has no common position axis between decoder queries and encoder keys.
     if (p.sliding_window)

@@ -75,6 +75,13 @@ std::unique_ptr<kernel::AttentionImpl> make_plugin_impl(std::shared_ptr<const Sh
                                                         const kernel::LayerParams& params) {
   kernel::validate_layer_params(params);
   const std::string label = fmt::format("{} (plugin backend {})", declaration.name, qualname);
+  // attnsel_layer_params (plugin ABI v1) carries one k_scale and one v_scale: a plugin
+  // cannot be handed per-head scales, and computing with the scalars would be wrong.
+  if (!params.k_scales.empty() || !params.v_scales.empty())
+    throw ValueError(fmt::format("{} cannot run this layer: per-KV-head quantization scales (LayerParams::k_scales / "
+                                 "v_scales) cannot be passed through the plugin ABI, which carries one k_scale and "
+                                 "one v_scale per layer",
+                                 label));
   const attnsel_layer_params c = to_c_layer_params(params);
   MessageBuffer error;
   void* instance = nullptr;

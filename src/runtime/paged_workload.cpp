@@ -71,6 +71,8 @@ kernel::LayerParams layer_params_for(const WorkloadSpec& w) {
   p.kv_cache_dtype = w.kv_cache_dtype;
   p.k_scale = w.k_scale;
   p.v_scale = w.v_scale;
+  p.k_scales = w.k_scales;
+  p.v_scales = w.v_scales;
   return p;
 }
 
@@ -85,6 +87,9 @@ PagedWorkload::PagedWorkload(WorkloadSpec spec) : spec_(std::move(spec)) {
   if (s.block_size < 1) throw ValueError("PagedWorkload: block_size must be at least 1");
   if (s.num_heads < 1 || s.num_kv_heads < 1 || s.head_size < 1)
     throw ValueError("PagedWorkload: heads and head_size must be at least 1");
+  for (const auto* scales : {&s.k_scales, &s.v_scales})
+    if (!scales->empty() && scales->size() != static_cast<std::size_t>(s.num_kv_heads))
+      throw ValueError("PagedWorkload: per-head k_scales/v_scales need one entry per KV head (or none)");
   cache_type_ = kernel::cache_encoding(s.kv_cache_dtype, s.dtype).stored;
   const bool quantized = kernel::cache_encoding(s.kv_cache_dtype, s.dtype).quantized;
 
@@ -151,12 +156,17 @@ PagedWorkload::PagedWorkload(WorkloadSpec spec) : spec_(std::move(spec)) {
   }
   if (!s.fill_cache) return;
   const auto strides = cache_strides(s.layout, s.block_size, s.num_kv_heads, s.head_size);
-  const float k_inv = quantized ? 1.0f / s.k_scale : 1.0f, v_inv = quantized ? 1.0f / s.v_scale : 1.0f;
+  // The cache holds x * (1 / scale), the KV head's scale when the spec has per-head scales.
+  auto inverse = [&](const std::vector<float>& per_head, float scalar, int h) {
+    if (!quantized) return 1.0f;
+    return 1.0f / (per_head.empty() ? scalar : per_head[static_cast<std::size_t>(h)]);
+  };
   for (std::size_t q = 0; q < s.sequences.size(); ++q) {
     for (int pos = 0; pos < s.sequences[q].seq_len; ++pos) {
       const std::int64_t block = block_table_[q * static_cast<std::size_t>(max_blocks_per_seq_) +
                                               static_cast<std::size_t>(pos / s.block_size)];
       for (int h = 0; h < s.num_kv_heads; ++h) {
+        const float k_inv = inverse(s.k_scales, s.k_scale, h), v_inv = inverse(s.v_scales, s.v_scale, h);
         const std::int64_t base = block * strides[0] + (pos % s.block_size) * strides[1] + h * strides[2];
         for (int d = 0; d < s.head_size; ++d) {
           const auto at = static_cast<std::size_t>(base + d);

@@ -30,6 +30,8 @@ struct WorkloadSpec {
   std::string kv_cache_dtype = "auto";
   float k_scale = 1.0f;
   float v_scale = 1.0f;
+  std::vector<float> k_scales;     ///< fp8: per-KV-head scales (empty = k_scale for every head)
+  std::vector<float> v_scales;
   int block_size = 16;
   CacheLayout layout = CacheLayout::nhd;
   std::vector<SequenceShape> sequences;
@@ -85,7 +87,8 @@ class PagedWorkload {
 void fill_uniform(std::span<std::uint8_t> bytes, kernel::ScalarType type, float range, std::uint64_t seed);
 
 /// A layer matching the workload: its heads and head size, scale 1/sqrt(head size), its
-/// cache dtype and k/v scales (everything else at LayerParams' defaults).
+/// cache dtype and k/v scales, per layer and per KV head (everything else at LayerParams'
+/// defaults).
 kernel::LayerParams layer_params_for(const WorkloadSpec& w);
 
 /// Strides (elements) of a [num_blocks, block_size, num_kv_heads, head_size] cache view.

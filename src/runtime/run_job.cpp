@@ -198,6 +198,8 @@ kernel::LayerParams layer_params(const RunSpec& spec) {
   p.kv_cache_dtype = spec.kv_cache_dtype;
   p.k_scale = spec.k_scale;
   p.v_scale = spec.v_scale;
+  p.k_scales = spec.k_scales;
+  p.v_scales = spec.v_scales;
   return p;
 }
 

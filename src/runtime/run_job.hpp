@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "attnsel/kernel.hpp"
 #include "runtime/accuracy.hpp"
@@ -31,6 +32,8 @@ struct RunSpec {
   std::string kv_cache_dtype = "auto";
   float k_scale = 1.0f;      ///< fp8 caches: dequantisation scales (the layer's k_scale/v_scale)
   float v_scale = 1.0f;
+  std::vector<float> k_scales;  ///< fp8 caches: per-KV-head scales (empty = k_scale/v_scale)
+  std::vector<float> v_scales;
   int block_size = 16;
   CacheLayout layout = CacheLayout::nhd;
   int batch = 4;

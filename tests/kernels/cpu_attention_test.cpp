@@ -70,6 +70,8 @@ void run_case(Case c, bool all_variants = false) {
   c.params.kv_cache_dtype = c.spec.kv_cache_dtype;
   c.params.k_scale = c.spec.k_scale;
   c.params.v_scale = c.spec.v_scale;
+  c.params.k_scales = c.spec.k_scales;
+  c.params.v_scales = c.spec.v_scales;
   PagedWorkload w(c.spec);
   const std::vector<double> ref = testing::reference_outputs(c.params, w);
   const std::vector<Variant> list = all_variants ? variants() : std::vector<Variant>{{0, c.options.allow_bf16_dot}};
@@ -115,6 +117,17 @@ TEST(CpuAttention, KvCacheDtypesWithScales) {
       c.spec.kv_cache_dtype = kv;
       c.spec.k_scale = 0.37f;
       c.spec.v_scale = 2.5f;
+      run_case(c, true);
+    }
+}
+
+TEST(CpuAttention, PerHeadKvScalesOnEveryTarget) {
+  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+    for (ScalarType dtype : {ScalarType::bf16, ScalarType::f32}) {
+      Case c = make_case(dtype, 8, 4, 80, kMixed);
+      c.spec.kv_cache_dtype = kv;
+      c.spec.k_scales = {0.05f, 0.12f, 0.31f, 0.07f};
+      c.spec.v_scales = {0.5f, 1.7f, 3.1f, 0.9f};
       run_case(c, true);
     }
 }

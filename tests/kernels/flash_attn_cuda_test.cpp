@@ -48,6 +48,7 @@ struct GpuCase {
   AttentionType attn_type = AttentionType::decoder;
   std::string kv_cache_dtype = "auto";
   float k_scale = 1.0f, v_scale = 1.0f;
+  std::vector<float> k_scales, v_scales;  // per KV head (empty = the scalars)
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -71,6 +72,8 @@ LayerParams layer_params(const GpuCase& c) {
   p.kv_cache_dtype = c.kv_cache_dtype;
   p.k_scale = c.k_scale;
   p.v_scale = c.v_scale;
+  p.k_scales = c.k_scales;
+  p.v_scales = c.v_scales;
   for (int h = 0; h < c.heads && c.sinks; ++h) p.sinks.push_back(-1.0f + 0.37f * static_cast<float>(h % 9));
   for (int h = 0; h < c.heads && c.alibi; ++h) p.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   return p;
@@ -91,6 +94,8 @@ Outcome check_case(const GpuCase& c) {
   spec.kv_cache_dtype = c.kv_cache_dtype;  // fp8: the cache holds value / scale, saturated
   spec.k_scale = c.k_scale;
   spec.v_scale = c.v_scale;
+  spec.k_scales = c.k_scales;  // the cache holds each KV head's values over its own scales
+  spec.v_scales = c.v_scales;
   PagedWorkload wl(spec);
   const LayerParams lp = layer_params(c);
   const AttentionMetadata md = wl.metadata();
@@ -191,13 +196,11 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.kv_cache_dtype = "fp8";
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
-  c.use_per_head_quant_scales = true;
-  auto gaps = flash_attn_cuda_gaps(c, env);
-  ASSERT_EQ(gaps.size(), 1u);
-  EXPECT_NE(gaps[0].find("per-head quantization scales are not implemented"), std::string::npos) << gaps[0];
+  c.use_per_head_quant_scales = true;  // computed: LayerParams::k_scales / v_scales
+  EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.use_per_head_quant_scales = false;
   c.kv_cache_dtype = "fp8_e5m2";
-  gaps = flash_attn_cuda_gaps(c, env);
+  auto gaps = flash_attn_cuda_gaps(c, env);
   ASSERT_EQ(gaps.size(), 1u);
   EXPECT_NE(gaps[0].find("'fp8_e5m2' is not implemented"), std::string::npos) << gaps[0];
   c.kv_cache_dtype = "auto";
@@ -601,6 +604,106 @@ TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
       lp.kv_cache_dtype = "fp8_e4m3";
       lp.k_scale = 0.004f;
       lp.v_scale = 0.3f;
+      const std::vector<std::uint8_t> keys = expect_cache_writes_match(lp, wl);
+      EXPECT_NE(std::count(keys.begin(), keys.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
+    }
+}
+
+// ---- fp8 cache with per-KV-head scales (vLLM's per-head quant scales) ---------------------
+
+/// Distinct per-KV-head scales: keys 0.05, 0.09, 0.13, ... (values in [-1, 1] stored as up
+/// to ±20, inside e4m3's ±448), values 0.5, 1.7, 3.1, ... (a head given another's scale
+/// is off by a factor of at least 1.3).
+GpuCase per_head_case(int kv_heads, int group) {
+  GpuCase c = fp8_case();
+  c.kv_heads = kv_heads;
+  c.heads = kv_heads * group;
+  for (int h = 0; h < kv_heads; ++h) {
+    c.k_scales.push_back(0.05f + 0.04f * static_cast<float>(h));
+    c.v_scales.push_back(0.5f + 1.2f * static_cast<float>(h) + 0.2f * static_cast<float>(h * h % 3));
+  }
+  return c;
+}
+
+TEST(FlashAttnCudaGpu, Fp8PerHeadScalesUnsplitDecodeAndPortablePrefill) {
+  REQUIRE_GPU();
+  for (int group : {1, 4, 8})
+    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16}) {
+      SCOPED_TRACE("group " + std::to_string(group) + " " + std::string(to_string(dt)));
+      GpuCase c = per_head_case(group == 8 ? 3 : 5, group);
+      c.dtype = dt;
+      c.layout = group == 4 ? CacheLayout::hnd : CacheLayout::nhd;
+      c.seqs = {{1, 1}, {131, 1}, {211, 2}, {389, 389}, {257, 67}, {61, 61}, {7, 1}};
+      c.seed = 700 + static_cast<std::uint64_t>(group);
+      const Outcome o = check_case(c);
+      EXPECT_TRUE(o.summary.kv_fp8);
+      EXPECT_EQ(o.summary.max_splits, 1) << "short sequences are not split: " << o.summary.describe();
+      EXPECT_GT(o.summary.decode_ctas, 0);
+      EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma") << "fp8 batches take the portable prefill";
+    }
+}
+
+TEST(FlashAttnCudaGpu, Fp8PerHeadScalesSplitKvDecodeMergesEachHeadWithItsScale) {
+  REQUIRE_GPU();
+  GpuCase c = per_head_case(8, 4);
+  c.seqs = {{8191, 1}, {3001, 2}, {4099, 1}};
+  c.sinks = true;
+  c.softcap = 5.0f;  // the soft-cap's scale carries the head's k scale too
+  const Outcome o = check_case(c);
+  EXPECT_GT(o.summary.max_splits, 1) << o.summary.describe();
+  EXPECT_GT(o.summary.merge_rows, 0) << o.summary.describe();
+  GpuCase plain = per_head_case(8, 4);
+  plain.seqs = c.seqs;
+  plain.seed = 11;
+  EXPECT_GT(check_case(plain).summary.max_splits, 1);
+}
+
+TEST(FlashAttnCudaGpu, Fp8PerHeadScalesWithVariantsAndOnlyOneSidePerHead) {
+  REQUIRE_GPU();
+  GpuCase w = per_head_case(4, 2);
+  w.window = 37;
+  w.alibi = true;
+  w.head_size = 72;
+  w.seqs = {{301, 301}, {700, 1}, {257, 40}, {13, 13}};
+  check_case(w);
+  // Per-head key scales with the layer's value scale, and the other way round.
+  GpuCase k_only = per_head_case(4, 2);
+  k_only.v_scales.clear();
+  k_only.v_scale = 2.5f;
+  k_only.seqs = {{509, 1}, {97, 97}, {2053, 1}};
+  check_case(k_only);
+  GpuCase v_only = per_head_case(4, 2);
+  v_only.k_scales.clear();
+  v_only.k_scale = 0.07f;
+  v_only.seqs = k_only.seqs;
+  check_case(v_only);
+}
+
+TEST(FlashAttnCudaGpu, Fp8PerHeadScalesCacheWriterMatchesTheReferenceBytes) {
+  REQUIRE_GPU();
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
+      SCOPED_TRACE(std::string(to_string(dt)) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
+      WorkloadSpec spec;
+      spec.num_heads = 8;
+      spec.num_kv_heads = 4;
+      spec.head_size = 72;
+      spec.dtype = dt;
+      spec.block_size = 32;
+      spec.layout = layout;
+      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.value_range = 3.0f;  // KV head 0's key scale 0.004 saturates some values at ±448
+      spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
+      spec.fill_cache = false;
+      PagedWorkload wl(spec);
+      LayerParams lp;
+      lp.num_heads = 8;
+      lp.num_kv_heads = 4;
+      lp.head_size = 72;
+      lp.scale = 0.1f;
+      lp.kv_cache_dtype = "fp8_e4m3";
+      lp.k_scales = {0.004f, 0.5f, 1.7f, 3.1f};
+      lp.v_scales = {0.3f, 2.9f, 0.011f, 1.3f};
       const std::vector<std::uint8_t> keys = expect_cache_writes_match(lp, wl);
       EXPECT_NE(std::count(keys.begin(), keys.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
     }

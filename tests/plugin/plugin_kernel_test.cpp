@@ -96,6 +96,20 @@ TEST_F(PluginKernel, LayerParametersTheKernelDoesNotComputeAreRefusedWithTheReas
   EXPECT_THAT(error_of([&] { (void)backend->make_impl(fp8); }), HasSubstr("kv_cache_dtype 'auto') only"));
 }
 
+TEST_F(PluginKernel, PerHeadQuantScalesAreRefusedBeforeThePluginIsAsked) {
+  // The C ABI carries one k_scale and one v_scale per layer: a plugin handed only those
+  // would compute every head with the wrong scale.
+  LayerParams p = runtime::layer_params_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd));
+  p.kv_cache_dtype = "fp8";
+  p.k_scales = {0.5f, 1.7f};
+  EXPECT_THAT(error_of([&] { (void)example_backend()->make_impl(p); }),
+              HasSubstr("cannot run this layer: per-KV-head quantization scales (LayerParams::k_scales / v_scales) "
+                        "cannot be passed through the plugin ABI"));
+  p.k_scales.clear();
+  p.v_scales = {0.5f, 1.7f};
+  EXPECT_THAT(error_of([&] { (void)example_backend()->make_impl(p); }), HasSubstr("plugin ABI"));
+}
+
 TEST_F(PluginKernel, HostChecksRunBeforeThePluginSeesTheTensors) {
   const WorkloadSpec s = spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd);
   PagedWorkload w(s);

@@ -88,6 +88,25 @@ TEST(RunJob, CheckCatchesAWrongKernel) {
   EXPECT_EQ(r.check_decode.comparison.first_failures[0].dim, 5);
 }
 
+TEST(RunJob, Fp8CacheWithPerHeadScales) {
+  RunSpec s = small_spec();
+  s.kv_cache_dtype = "fp8_e4m3";
+  s.k_scales = {0.05f, 0.21f};
+  s.v_scales = {0.5f, 1.7f};
+  EXPECT_EQ(layer_params(s).k_scales, s.k_scales);
+  EXPECT_EQ(layer_params(s).v_scales, s.v_scales);
+  auto cpu = [](const kernel::LayerParams& p) { return kernel::cpu::make_cpu_attention_impl(p); };
+  EXPECT_TRUE(run_job(s, cpu).check_passed());
+  // An implementation that used one scale for every head (here: the per-layer default 1)
+  // writes and reads a different cache than the checked layer: the check must fail.
+  auto per_layer_only = [](kernel::LayerParams p) {
+    p.k_scales.clear();
+    p.v_scales.clear();
+    return kernel::cpu::make_cpu_attention_impl(p);
+  };
+  EXPECT_FALSE(run_job(s, per_layer_only).check_passed());
+}
+
 TEST(RunJob, RejectsImpossibleSpecs) {
   RunSpec s = small_spec();
   s.batch = 0;

@@ -174,6 +174,8 @@ struct Scratch {
   float* l;       // running sum [kMaxRows]
   float* alpha;   // rescale factors of the current tile [kMaxRows]
   std::uint8_t* zero;  // a zero row (any element type) for keys past the end of a tile
+  float qk_scale = 1.0f;  // this KV head's LayerCtx::qk_scale (× its per-head key scale)
+  float v_scale = 1.0f;   // this KV head's LayerCtx::v_scale (× its per-head value scale)
 };
 
 // Layout: shared tile buffers, then kMaxItemKvHeads per-head blocks (queries, accumulators,
@@ -352,19 +354,19 @@ HWY_INLINE void FinishItem(const LayerCtx& c, const WorkItem& it, const ItemGeom
     const float* o = s.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
     if (it.partial >= 0) {
       float* po = part.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
-      for (int d = 0; d < D; ++d) po[d] = o[d] * c.v_scale;
+      for (int d = 0; d < D; ++d) po[d] = o[d] * s.v_scale;
       part.m[r] = s.m[r];
       part.l[r] = s.l[r];
       continue;
     }
     // Normalise; a sink adds exp(sink) to the denominator only.
     const float m = s.m[r], l = s.l[r];
-    float factor = l > 0.0f ? c.v_scale / l : 0.0f;
+    float factor = l > 0.0f ? s.v_scale / l : 0.0f;
     if (c.sinks) {
       const float sink = c.sinks[head];
       const float m2 = l > 0.0f ? std::max(m, sink) : sink;
       const float w = l > 0.0f ? std::exp(m - m2) : 0.0f;
-      factor = w * c.v_scale / (l * w + std::exp(sink - m2));
+      factor = w * s.v_scale / (l * w + std::exp(sink - m2));
     }
     const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
     switch (c.q_type) {
@@ -544,7 +546,7 @@ HWY_INLINE void QkF32(const LayerCtx& c, const KeyTile& t, const float* const* k
   const std::size_t L = hn::Lanes(df);
   const std::size_t RP = NV * L;
   constexpr int KG = NV >= 16 ? 1 : 16 / NV;
-  const VF scale = hn::Set(df, c.qk_scale);
+  const VF scale = hn::Set(df, s.qk_scale);
   for (int kg = 0; kg < t.nk; kg += KG) {
     VF acc[KG][NV];
     for (int k = 0; k < KG; ++k)
@@ -571,7 +573,7 @@ HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
   constexpr int KB = 16 / R;
   const DF df;
   const int D = c.head_size;
-  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  const __m512 scale = _mm512_set1_ps(s.qk_scale);
   for (int kg = 0; kg < t.nk; kg += KB) {
     __m512 acc[16];
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
@@ -706,7 +708,7 @@ HWY_INLINE void QkBf16(const LayerCtx& c, const KeyTile& t, const std::uint16_t*
   constexpr std::size_t RP = NV * 16;
   constexpr int KG = 16 / NV;
   const auto* qp = reinterpret_cast<const std::uint32_t*>(s.qp);
-  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  const __m512 scale = _mm512_set1_ps(s.qk_scale);
   for (int kg = 0; kg < t.nk; kg += KG) {
     __m512 acc[KG][NV];
     for (int k = 0; k < KG; ++k)
@@ -732,7 +734,7 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
   constexpr int KB = 16 / R;
   const int D = c.head_size;
   const auto* q = reinterpret_cast<const std::uint16_t*>(s.qp);
-  const __m512 scale = _mm512_set1_ps(c.qk_scale);
+  const __m512 scale = _mm512_set1_ps(s.qk_scale);
   for (int kg = 0; kg < t.nk; kg += KB) {
     __m512 acc[16];
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
@@ -863,6 +865,8 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   for (int j = 0; j < H; ++j) {
     hs[j] = HeadScratch(base, j, D);
     sub[j] = it.head(j, c.group);
+    hs[j].qk_scale = c.qk_scale * (c.k_head_scales ? c.k_head_scales[sub[j].kv_head] : 1.0f);
+    hs[j].v_scale = c.v_scale * (c.v_head_scales ? c.v_head_scales[sub[j].kv_head] : 1.0f);
     if constexpr (FR > 0) {
       PackQueryRows<FR>(c, sub[j], g, hs[j], ATTNSEL_BF16_VARIANT);
     } else {

@@ -134,10 +134,16 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   c.head_size = p.head_size;
   c.group = p.num_heads / p.num_kv_heads;
   c.kv = kv_type_of(enc.stored);
-  // E4M3 bytes decode as value / 256 in the kernels (see Kv<e4m3>).
-  const float k_deq = enc.quantized ? p.k_scale * (c.kv == KvType::e4m3 ? 256.0f : 1.0f) : 1.0f;
-  c.v_scale = enc.quantized ? p.v_scale * (c.kv == KvType::e4m3 ? 256.0f : 1.0f) : 1.0f;
+  // E4M3 bytes decode as value / 256 in the kernels (see Kv<e4m3>). Per-head scales act per
+  // KV head on top of the layer's factor (the kernels apply them per item head).
+  const float fp8_unit = c.kv == KvType::e4m3 ? 256.0f : 1.0f;
+  const bool k_per_head = enc.quantized && !p.k_scales.empty();
+  const bool v_per_head = enc.quantized && !p.v_scales.empty();
+  const float k_deq = enc.quantized ? (k_per_head ? 1.0f : p.k_scale) * fp8_unit : 1.0f;
+  c.v_scale = enc.quantized ? (v_per_head ? 1.0f : p.v_scale) * fp8_unit : 1.0f;
   c.qk_scale = p.scale * k_deq;
+  c.k_head_scales = k_per_head ? p.k_scales.data() : nullptr;
+  c.v_head_scales = v_per_head ? p.v_scales.data() : nullptr;
   c.soft_cap = p.logits_soft_cap;
   c.causal = mask.causal;
   c.window = mask.window;
@@ -245,8 +251,13 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
   check_cpu_tensors({&key, &value, &cache.key, &cache.value});
   check_block_size(cache);
   const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, key.dtype);
-  const float k_inv = enc.quantized ? 1.0f / p.k_scale : 1.0f;
-  const float v_inv = enc.quantized ? 1.0f / p.v_scale : 1.0f;
+  // x * (1/scale) in float, the head's scale when the layer has per-head scales.
+  std::vector<float> k_inv(static_cast<std::size_t>(p.num_kv_heads), 1.0f), v_inv(k_inv);
+  if (enc.quantized)
+    for (int h = 0; h < p.num_kv_heads; ++h) {
+      k_inv[static_cast<std::size_t>(h)] = 1.0f / key_scale(p, h);
+      v_inv[static_cast<std::size_t>(h)] = 1.0f / value_scale(p, h);
+    }
   const std::int64_t bs = cache.block_size();
   const int D = p.head_size;
   const std::size_t out_bytes = element_size(enc.stored);
@@ -280,8 +291,8 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
     const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
     for (int h = 0; h < p.num_kv_heads; ++h) {
-      write_row(key, cache.key, i, h, slot, k_inv);
-      write_row(value, cache.value, i, h, slot, v_inv);
+      write_row(key, cache.key, i, h, slot, k_inv[static_cast<std::size_t>(h)]);
+      write_row(value, cache.value, i, h, slot, v_inv[static_cast<std::size_t>(h)]);
     }
   }
 }

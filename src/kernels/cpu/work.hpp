@@ -25,6 +25,10 @@ struct LayerCtx {
   int group = 1;            ///< query heads per KV head
   float qk_scale = 1.0f;    ///< softmax scale × key dequantisation scale
   float v_scale = 1.0f;     ///< value dequantisation scale
+  /// fp8 caches with per-head scales: [num_kv_heads] multipliers of qk_scale / v_scale
+  /// (the layer's scalar is then 1), else null.
+  const float* k_head_scales = nullptr;
+  const float* v_head_scales = nullptr;
   float soft_cap = 0.0f;    ///< 0 = off
   bool causal = true;
   std::int64_t window = -1; ///< W - 1, or -1 for no sliding window
@@ -77,7 +81,7 @@ struct WorkItem {
   }
 };
 
-/// Unnormalised results of one split: o[rows][head_size] (already × v_scale), running max
+/// Unnormalised results of one split: o[rows][head_size] (already × the head's v_scale), running max
 /// m[rows] and sum l[rows] of the exponentials relative to m. Rows of KV head j of an item
 /// start at row j × kMaxRows.
 struct PartialView {

@@ -1,7 +1,8 @@
 // The cache-write kernel (vLLM's reshape_and_cache): scatters each new token's keys and
 // values into its slot of the paged cache, 8 elements per thread. Slot -1 marks padding.
-// A 16-bit cache takes the elements as they are; an e4m3 cache takes value / scale,
-// rounded to nearest even and saturated (as vLLM's fp8 writer does).
+// A 16-bit cache takes the elements as they are; an e4m3 cache takes value / scale (the
+// layer's scale, or the KV head's with per-head scales), rounded to nearest even and
+// saturated (as vLLM's fp8 writer does).
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
 
@@ -58,10 +59,12 @@ __global__ void __launch_bounds__(128) cache_write_e4m3_kernel(const __grid_cons
     const int h = idx / chunks, c = (idx % chunks) * 8;
     const uint4 k = *reinterpret_cast<const uint4*>(key + tok * p.key_stride_tok + h * p.key_stride_head + c);
     const uint4 v = *reinterpret_cast<const uint4*>(value + tok * p.value_stride_tok + h * p.value_stride_head + c);
+    const float k_inv = p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale;
+    const float v_inv = p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale;
     *reinterpret_cast<uint2*>(kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c) =
-        quantize8<T>(k, p.k_inv_scale);
+        quantize8<T>(k, k_inv);
     *reinterpret_cast<uint2*>(vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c) =
-        quantize8<T>(v, p.v_inv_scale);
+        quantize8<T>(v, v_inv);
   }
 }
 

@@ -10,7 +10,8 @@
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. An fp8 (e4m3) cache is copied
 // raw (half the bytes per stage) and widened in shared memory before each tile; its scales
-// act in fp32 (k_scale in the score scale, v_scale on the output).
+// act in fp32 (k_scale in the score scale, v_scale on the output; per-KV-head scales are
+// read once per CTA, whose rows all share one KV head).
 #include <cstring>
 #include <type_traits>
 
@@ -199,6 +200,11 @@ __global__ void __launch_bounds__(128)
   WarpState<DP> st;
   st.init();
   RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
+  // The CTA's rows share one KV head: its fp8 scales (per head or per layer) apply to all.
+  // Partials are stored without the value scale; whoever writes the output applies it, so
+  // every slice of a row tile (same KV head) is merged consistently.
+  const ScoreScale score_sc = score_scale(p, kvh);
+  const float out_sc = output_scale(p, kvh);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     ri.vis[h].lo = max(ri.vis[h].lo, kv_begin);
@@ -241,7 +247,7 @@ __global__ void __launch_bounds__(128)
     float s[2][4];
     qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
     const bool masked = key0 < full_lo || key0 + 16 > full_hi;
-    score_tile<2>(p, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+    score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, 2>(st, s);
     pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
   }
@@ -308,7 +314,7 @@ __global__ void __launch_bounds__(128)
     if (!split_mode) {
       const bool has_sink = p.sinks != nullptr;
       const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-      const float sc = finish_scale(mx, L, sink, has_sink) * p.v_scale;
+      const float sc = finish_scale(mx, L, sink, has_sink) * out_sc;
       uint2 packed;
       packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
       packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
@@ -361,7 +367,7 @@ __global__ void __launch_bounds__(128)
       acc[2] += wgt * v.z;
       acc[3] += wgt * v.w;
     }
-    const float inv = denom > 0.0f ? p.v_scale / denom : 0.0f;
+    const float inv = denom > 0.0f ? out_sc / denom : 0.0f;
     uint2 packed;
     packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
     packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);

@@ -97,10 +97,25 @@ __device__ __forceinline__ void mma16816<__half>(float (&c)[4], const std::uint3
 }
 
 // ---- scores ----------------------------------------------------------------------------
+/// One KV head's score scales: the layer's, times the head's fp8 key scale when the cache
+/// has per-head scales (a CTA computes this once; all its rows share the KV head).
+struct ScoreScale {
+  float scale_log2;   ///< AttnParams::scale_log2 × k_scales[kv_head]
+  float softcap_inv;  ///< AttnParams::softcap_inv × k_scales[kv_head] (0 = no soft-cap)
+};
+__device__ __forceinline__ ScoreScale score_scale(const AttnParams& p, int kv_head) {
+  const float k = p.k_scales ? p.k_scales[kv_head] : 1.0f;
+  return {p.scale_log2 * k, p.softcap_inv * k};
+}
+/// The multiplier of one KV head's normalised output: v_scale × its per-head value scale.
+__device__ __forceinline__ float output_scale(const AttnParams& p, int kv_head) {
+  return p.v_scales ? p.v_scale * p.v_scales[kv_head] : p.v_scale;
+}
+
 /// Raw q·k to the log2 domain: scale, then the optional soft-cap.
-__device__ __forceinline__ float score_to_log2(const AttnParams& p, float s) {
-  if (p.softcap_inv != 0.0f) return p.softcap_log2 * fast_tanh(s * p.softcap_inv);
-  return s * p.scale_log2;
+__device__ __forceinline__ float score_to_log2(const AttnParams& p, const ScoreScale& sc, float s) {
+  if (sc.softcap_inv != 0.0f) return p.softcap_log2 * fast_tanh(s * sc.softcap_inv);
+  return s * sc.scale_log2;
 }
 
 /// Which keys a query at absolute position `pos` may see: [lo, hi).

@@ -263,10 +263,23 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   const bool fp8 = uses_fp8_cache(params_, cache.key, key.dtype);
   check(cudaSetDevice(device), "cudaSetDevice");
   const int n = md.num_actual_tokens;
-  StreamBuffer slots(std::size_t(n) * sizeof(std::int64_t));
-  if (n) check(cudaMemcpyAsync(slots.data(), md.slot_mapping.data(), std::size_t(n) * sizeof(std::int64_t),
-                               cudaMemcpyHostToDevice, 0),
-               "cudaMemcpyAsync (slot_mapping)");
+  if (n == 0) return;
+  // Per-head inverse scales, 1 / scale in float as the reference computes them, travel
+  // with the slot mapping in one upload.
+  std::vector<float> k_inv, v_inv;
+  if (fp8)
+    for (int h = 0; h < params_.num_kv_heads; ++h) {
+      if (!params_.k_scales.empty()) k_inv.push_back(1.0f / key_scale(params_, h));
+      if (!params_.v_scales.empty()) v_inv.push_back(1.0f / value_scale(params_, h));
+    }
+  Packer pk;
+  const std::size_t o_slots = pk.add(md.slot_mapping.data(), std::size_t(n));
+  const std::size_t o_k_inv = pk.add(k_inv.data(), k_inv.size());
+  const std::size_t o_v_inv = pk.add(v_inv.data(), v_inv.size());
+  StreamBuffer upload(pk.bytes().size());
+  check(cudaMemcpyAsync(upload.data(), pk.bytes().data(), pk.bytes().size(), cudaMemcpyHostToDevice, 0),
+        "cudaMemcpyAsync (slot_mapping and scales)");
+  auto at = [&](std::size_t off) { return static_cast<const void*>(static_cast<const std::byte*>(upload.data()) + off); };
   CacheWriteParams p;
   p.key = key.data;
   p.value = value.data;
@@ -277,7 +290,7 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   p.k_cache = cache.key.data;
   p.v_cache = cache.value.data;
   set_cache_strides(p, cache);
-  p.slot_mapping = static_cast<const std::int64_t*>(slots.data());
+  p.slot_mapping = static_cast<const std::int64_t*>(at(o_slots));
   p.num_tokens = n;
   p.num_kv_heads = params_.num_kv_heads;
   p.head_size = params_.head_size;
@@ -285,6 +298,8 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   if (fp8) {
     p.k_inv_scale = 1.0f / params_.k_scale;
     p.v_inv_scale = 1.0f / params_.v_scale;
+    if (!k_inv.empty()) p.k_inv_scales = static_cast<const float*>(at(o_k_inv));
+    if (!v_inv.empty()) p.v_inv_scales = static_cast<const float*>(at(o_v_inv));
   }
   launch_cache_write(p, elem_of(key.dtype), fp8, nullptr);
 }
@@ -334,9 +349,12 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.num_tokens = md.num_actual_tokens;
   constexpr float kLog2e = 1.4426950408889634f;
   // An fp8 cache holds k / k_scale and v / v_scale: k_scale joins the score scale and
-  // v_scale multiplies the normalised output, both in fp32.
-  const float k_scale = kv_fp8 ? lp.k_scale : 1.0f;
-  p.v_scale = kv_fp8 ? lp.v_scale : 1.0f;
+  // v_scale multiplies the normalised output, both in fp32. Per-KV-head scales are uploaded
+  // with the batch and multiply both per CTA (the layer's factor here is then 1).
+  const bool k_per_head = kv_fp8 && !lp.k_scales.empty();
+  const bool v_per_head = kv_fp8 && !lp.v_scales.empty();
+  const float k_scale = kv_fp8 && !k_per_head ? lp.k_scale : 1.0f;
+  p.v_scale = kv_fp8 && !v_per_head ? lp.v_scale : 1.0f;
   p.scale_log2 = lp.scale * k_scale * kLog2e;
   if (lp.logits_soft_cap > 0.0f) {
     p.softcap_inv = lp.scale * k_scale / lp.logits_soft_cap;
@@ -446,6 +464,8 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   const std::size_t o_sp = pk.add(seq_splits.data(), seq_splits.size());
   const std::size_t o_dw = pk.add(dwork.data(), dwork.size());
   const std::size_t o_pw = pk.add(pwork.data(), pwork.size());
+  const std::size_t o_ks = pk.add(lp.k_scales.data(), k_per_head ? lp.k_scales.size() : 0);
+  const std::size_t o_vs = pk.add(lp.v_scales.data(), v_per_head ? lp.v_scales.size() : 0);
   plan->meta = StreamBuffer(pk.bytes().size());
   check(cudaMemcpyAsync(plan->meta.data(), pk.bytes().data(), pk.bytes().size(), cudaMemcpyHostToDevice, 0),
         "cudaMemcpyAsync (attention metadata)");
@@ -454,6 +474,8 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.seq_lens = static_cast<const std::int32_t*>(at(o_sl));
   p.block_table = static_cast<const std::int32_t*>(at(o_bt));
   p.seq_splits = static_cast<const std::int32_t*>(at(o_sp));
+  p.k_scales = k_per_head ? static_cast<const float*>(at(o_ks)) : nullptr;
+  p.v_scales = v_per_head ? static_cast<const float*>(at(o_vs)) : nullptr;
   plan->decode_work = static_cast<const DecodeWork*>(at(o_dw));
   plan->num_decode_work = static_cast<int>(dwork.size());
   plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));

@@ -11,7 +11,8 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, 
   std::vector<std::string> gaps;
   const std::string kv = c.kv_cache_dtype.value_or("auto");
   // fp8 / fp8_e4m3 caches are computed (decode and the portable prefill widen e4m3 in
-  // registers, scaled by k_scale/v_scale); other fp8 formats are not.
+  // registers, scaled by k_scale/v_scale, per layer or per KV head: use_per_head_quant_scales
+  // is covered); other fp8 formats are not.
   if (kv.starts_with("fp8") && kv != "fp8" && kv != "fp8_e4m3")
     gaps.push_back(fmt::format("kv_cache_dtype '{}' is not implemented in attnsel's CUDA kernels (fp8 caches: fp8, "
                                "fp8_e4m3)",
@@ -23,9 +24,6 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, 
   if (c.head_size > 256)
     gaps.push_back(fmt::format("head size {} is not implemented in attnsel's CUDA kernels (multiples of 8 up to 256)",
                                c.head_size));
-  if (c.use_per_head_quant_scales)
-    gaps.push_back("per-head quantization scales are not implemented in attnsel's CUDA kernels (the fp8 cache takes "
-                   "one k_scale and one v_scale per layer)");
   if (c.use_mm_prefix)
     gaps.push_back("mm_prefix (PrefixLM bidirectional attention) is not implemented in attnsel's CUDA kernels");
   if (c.use_dcp)

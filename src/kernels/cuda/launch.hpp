@@ -62,6 +62,11 @@ struct AttnParams {
   std::int32_t window_left = -1;   ///< keys with pos - j > window_left are hidden (-1 = none)
   std::int32_t window_right = -1;  ///< keys with j - pos > window_right are hidden (0 = causal)
   float v_scale = 1.0f;        ///< output multiplier: the fp8 cache's v_scale (1 for 16-bit caches)
+  // fp8 caches with per-KV-head scales: [num_kv_heads] multipliers of the score scale
+  // (k_scales) and of v_scale (v_scales); the layer's scalar is then folded in as 1. Null =
+  // one scale per layer. Every CTA works on one KV head, so it reads one entry of each.
+  const float* k_scales = nullptr;
+  const float* v_scales = nullptr;
   const float* sinks = nullptr;        ///< [num_heads] sink logits, natural log domain
   const float* alibi_slopes = nullptr; ///< [num_heads]
 
@@ -91,7 +96,8 @@ enum DecodeLoads : int {
 };
 /// Split sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes
 /// (copied raw with cp.async, widened exactly to `e` in shared memory before each tile;
-/// k_scale is folded into the score scale by the planner, v_scale is p.v_scale). kv_maps:
+/// k_scale is folded into the score scale by the planner, v_scale is p.v_scale; per-head
+/// scales multiply both per CTA, see score_scale and output_scale). kv_maps:
 /// the two encoded tensor maps (K, V) for kLoadsTma, else unused (may be null).
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
                    const void* kv_maps, int box_rows, void* stream);
@@ -113,6 +119,10 @@ struct CacheWriteParams {
   std::int32_t num_tokens = 0, num_kv_heads = 0, head_size = 0, block_size = 16;
   // fp8 caches: stored = saturate_e4m3(value * inv_scale), rounded to nearest even.
   float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
+  // Per-KV-head inverse scales ([num_kv_heads], computed on the host as 1 / scale in
+  // float); null = the scalars above.
+  const float* k_inv_scales = nullptr;
+  const float* v_inv_scales = nullptr;
 };
 /// to_fp8 = false copies 16-bit elements; true quantises `e` elements to e4m3.
 void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* stream);

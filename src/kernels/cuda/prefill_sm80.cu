@@ -82,6 +82,9 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   WarpState<DP> st;
   st.init();
   const RowInfo ri = row_info(p, pr, kvh, warp_row0, seq_len);
+  // The CTA's rows share one KV head: its fp8 scales (per head or per layer) apply to all.
+  const ScoreScale score_sc = score_scale(p, kvh);
+  const float out_sc = output_scale(p, kvh);
   std::uint32_t qf[DP / 16][4];
 
   for (int it = 0; it < ntiles; ++it) {
@@ -102,7 +105,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     float s[C::kNT][4];
     qk_tile<T, DP, C::kNT>(s, qf, FP8 ? wide_k : k_stage(it % 2));
     const bool masked = key0 < w_last.lo || key0 + C::kKeys > w_first.hi;
-    score_tile<C::kNT>(p, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+    score_tile<C::kNT>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, C::kNT>(st, s);
     pv_tile<T, DP, C::kNT>(st, s, FP8 ? wide_v : v_stage(it % 2));
   }
@@ -119,7 +122,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     const int head = kvh * p.group + row % p.group;
     const bool has_sink = p.sinks != nullptr;
     const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * p.v_scale;
+    const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * out_sc;
     T* dst = stage + (lane / 4 + 8 * h) * C::kRS + 2 * (lane % 4);
 #pragma unroll
     for (int j = 0; j < DP / 8; ++j)

@@ -175,6 +175,8 @@ __global__ void __launch_bounds__(384, 1)
     RowInfo ri;
     const bool has_alibi = p.alibi_slopes != nullptr;
     const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
+    // 16-bit caches only (the planner sends fp8 to the portable kernel): no per-head scales.
+    const ScoreScale score_sc = score_scale(p, kvh);
   #pragma unroll
     for (int h = 0; h < 2; ++h) {
       const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
@@ -213,7 +215,7 @@ __global__ void __launch_bounds__(384, 1)
       if (lane == 0) mbar_arrive(k_empty(s));
 
       const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
-      score_tile<C::kNT>(p, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+      score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
       softmax_tile<D, C::kNT>(st, sacc);
 
       wait_phase<D>(v_full(s), par);

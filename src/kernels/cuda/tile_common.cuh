@@ -195,18 +195,20 @@ __device__ __forceinline__ void pv_tile(WarpState<DP>& st, const float (&s)[NT][
 }
 
 /// Applies scale/soft-cap/ALiBi and the key mask to a score tile, in place, in the log2
-/// domain. key0 is the absolute index of the tile's first key; pos[h] and vis[h] belong to
-/// this thread's two rows; masked=false skips the mask (tile fully visible to every row).
+/// domain. sc is the CTA's KV head's score_scale; key0 is the absolute index of the tile's
+/// first key; pos[h] and vis[h] belong to this thread's two rows; masked=false skips the
+/// mask (tile fully visible to every row).
 template <int NT>
-__device__ __forceinline__ void score_tile(const AttnParams& p, float (&s)[NT][4], int key0, const int (&pos)[2],
-                                           const KeyRange (&vis)[2], const float (&alibi)[2], bool masked) {
+__device__ __forceinline__ void score_tile(const AttnParams& p, const ScoreScale& sc, float (&s)[NT][4], int key0,
+                                           const int (&pos)[2], const KeyRange (&vis)[2], const float (&alibi)[2],
+                                           bool masked) {
   const int lane = threadIdx.x % 32;
   const bool has_alibi = p.alibi_slopes != nullptr;
-  if (!masked && !has_alibi && p.softcap_inv == 0.0f) {  // the common case: scale only
+  if (!masked && !has_alibi && sc.softcap_inv == 0.0f) {  // the common case: scale only
 #pragma unroll
     for (int n = 0; n < NT; ++n)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) s[n][e] *= p.scale_log2;
+      for (int e = 0; e < 4; ++e) s[n][e] *= sc.scale_log2;
     return;
   }
 #pragma unroll
@@ -215,7 +217,7 @@ __device__ __forceinline__ void score_tile(const AttnParams& p, float (&s)[NT][4
     for (int e = 0; e < 4; ++e) {
       const int h = e / 2;
       const int key = key0 + n * 8 + 2 * (lane % 4) + (e & 1);
-      float v = score_to_log2(p, s[n][e]);
+      float v = score_to_log2(p, sc, s[n][e]);
       if (has_alibi) v += alibi[h] * static_cast<float>(key - pos[h]);
       if (masked && (key < vis[h].lo || key >= vis[h].hi)) v = -INFINITY;
       s[n][e] = v;
