@@ -112,6 +112,9 @@ struct ATTNSEL_API LayerParams {
   /// Ignored, like the scalars, by caches that are not fp8.
   std::vector<float> k_scales;
   std::vector<float> v_scales;
+  /// VLLM_BATCH_INVARIANT: each sequence's output must not depend on the rest of the batch
+  /// (bit for bit). Only implementations whose backend declares batch invariance accept it.
+  bool batch_invariant = false;
 };
 
 /// Geometry of the paged cache: key and value caches are separate views of rank 4 whose

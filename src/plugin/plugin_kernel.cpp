@@ -82,6 +82,10 @@ std::unique_ptr<kernel::AttentionImpl> make_plugin_impl(std::shared_ptr<const Sh
                                  "v_scales) cannot be passed through the plugin ABI, which carries one k_scale and "
                                  "one v_scale per layer",
                                  label));
+  if (params.batch_invariant)
+    throw ValueError(fmt::format("{} cannot run this layer: batch-invariant mode (LayerParams::batch_invariant) cannot "
+                                 "be passed through the plugin ABI",
+                                 label));
   const attnsel_layer_params c = to_c_layer_params(params);
   MessageBuffer error;
   void* instance = nullptr;

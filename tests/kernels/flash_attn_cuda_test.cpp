@@ -49,6 +49,7 @@ struct GpuCase {
   std::string kv_cache_dtype = "auto";
   float k_scale = 1.0f, v_scale = 1.0f;
   std::vector<float> k_scales, v_scales;  // per KV head (empty = the scalars)
+  bool batch_invariant = false;
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -74,6 +75,7 @@ LayerParams layer_params(const GpuCase& c) {
   p.v_scale = c.v_scale;
   p.k_scales = c.k_scales;
   p.v_scales = c.v_scales;
+  p.batch_invariant = c.batch_invariant;
   for (int h = 0; h < c.heads && c.sinks; ++h) p.sinks.push_back(-1.0f + 0.37f * static_cast<float>(h % 9));
   for (int h = 0; h < c.heads && c.alibi; ++h) p.alibi_slopes.push_back(std::exp2(-8.0f * (h + 1) / c.heads));
   return p;
@@ -430,6 +432,64 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   d.heads = 64;  // group 8: two query tokens make a row tile of 16; {3001, 2} also has two
   const Outcome od = check_case(d);
   EXPECT_GT(od.summary.max_splits, 1) << od.summary.describe();
+}
+
+TEST(FlashAttnCudaGpu, BatchInvariantModeGivesTheSameBitsAloneAndInABatch) {
+  REQUIRE_GPU();
+  GpuCase c;
+  c.heads = 32;
+  c.kv_heads = 8;
+  c.seqs = {{8191, 1}, {3001, 1}, {700, 1}, {5000, 1}, {129, 1}, {2047, 1}};
+  for (bool invariant : {false, true}) {
+    SCOPED_TRACE(invariant ? "batch-invariant" : "default");
+    c.batch_invariant = invariant;
+    const Outcome o = check_case(c);  // correct either way
+    EXPECT_EQ(o.summary.max_splits == 1, invariant) << o.summary.describe();
+
+    // Sequence 0 (query token 0) alone, then within the batch: same inputs, same bits.
+    WorkloadSpec spec;
+    spec.num_heads = c.heads;
+    spec.num_kv_heads = c.kv_heads;
+    spec.head_size = c.head_size;
+    spec.sequences = c.seqs;
+    PagedWorkload wl(spec);
+    const KVCacheView hc = wl.cache();
+    DeviceTensor q = to_device(wl.query()), k = to_device(hc.key), v = to_device(hc.value);
+    DeviceTensor o_batch = device_like(wl.output()), o_alone = device_like(wl.output());
+    FlashAttnCuda impl(layer_params(c));
+    const AttentionMetadata md = wl.metadata();
+    const auto batch_plan = impl.plan(q.view, {k.view, v.view}, md, o_batch.view);
+    impl.run(*batch_plan);
+    AttentionMetadata one = md;
+    const std::vector<std::int32_t> qsl = {0, 1}, lens = {md.seq_lens[0]};
+    one.num_seqs = 1;
+    one.num_actual_tokens = 1;
+    one.query_start_loc = qsl;
+    one.seq_lens = lens;
+    one.block_table = md.block_table.subspan(0, static_cast<std::size_t>(md.max_blocks_per_seq));
+    one.slot_mapping = md.slot_mapping.subspan(0, 1);
+    one.max_query_len = 1;
+    one.max_seq_len = lens[0];
+    auto first_token = [](TensorView t) {
+      t.shape[0] = 1;
+      return t;
+    };
+    const auto alone_plan = impl.plan(first_token(q.view), {k.view, v.view}, one, first_token(o_alone.view));
+    impl.run(*alone_plan);
+    synchronize("batch-invariance case");
+    const PlanSummary alone = FlashAttnCuda::summary(*alone_plan), batch = FlashAttnCuda::summary(*batch_plan);
+    if (!invariant) {  // what the mode prevents: alone, sequence 0 is split differently
+      EXPECT_NE(alone.max_splits, batch.max_splits) << alone.describe() << " / " << batch.describe();
+      continue;
+    }
+    EXPECT_EQ(alone.max_splits, 1) << alone.describe();
+    const std::size_t row_bytes = std::size_t(c.heads) * std::size_t(c.head_size) * 2;
+    std::vector<std::uint8_t> a(span_bytes(o_alone.view)), b(span_bytes(o_batch.view));
+    o_alone.buffer.download(a.data(), a.size());
+    o_batch.buffer.download(b.data(), b.size());
+    EXPECT_EQ(std::vector<std::uint8_t>(a.begin(), a.begin() + std::ptrdiff_t(row_bytes)),
+              std::vector<std::uint8_t>(b.begin(), b.begin() + std::ptrdiff_t(row_bytes)));
+  }
 }
 
 TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {

@@ -240,6 +240,10 @@ TEST(KernelValidation, UnsupportedLayers) {
   expect_value_error([&] { cpu::make_cpu_attention_impl(p); }, "alibi_slopes has 1 entries; it must be empty or have "
                                                                "num_heads = 4");
   p.alibi_slopes.clear();
+  p.batch_invariant = true;  // CPU_ATTN does not declare batch invariance: refused, not ignored
+  expect_value_error([&] { cpu::make_cpu_attention_impl(p); },
+                     "CPU_ATTN does not support batch-invariant mode (LayerParams::batch_invariant)");
+  p.batch_invariant = false;
   p.sliding_window = 0;
   expect_value_error([&] { cpu::make_cpu_attention_impl(p); }, "sliding_window = 0; it must be at least 1");
   p.sliding_window = 8;

@@ -110,6 +110,14 @@ TEST_F(PluginKernel, PerHeadQuantScalesAreRefusedBeforeThePluginIsAsked) {
   EXPECT_THAT(error_of([&] { (void)example_backend()->make_impl(p); }), HasSubstr("plugin ABI"));
 }
 
+TEST_F(PluginKernel, BatchInvariantModeIsRefusedBeforeThePluginIsAsked) {
+  LayerParams p = runtime::layer_params_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd));
+  p.batch_invariant = true;
+  EXPECT_THAT(error_of([&] { (void)example_backend()->make_impl(p); }),
+              HasSubstr("cannot run this layer: batch-invariant mode (LayerParams::batch_invariant) cannot be passed "
+                        "through the plugin ABI"));
+}
+
 TEST_F(PluginKernel, HostChecksRunBeforeThePluginSeesTheTensors) {
   const WorkloadSpec s = spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd);
   PagedWorkload w(s);

@@ -9,7 +9,7 @@
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. An fp8 (e4m3) cache is copied
-// raw (half the bytes per stage) and widened in shared memory before each tile; its scales
+// raw (half the bytes per stage) and each warp widens its 16 keys in shared memory; its scales
 // act in fp32 (k_scale in the score scale, v_scale on the output; per-KV-head scales are
 // read once per CTA, whose rows all share one KV head).
 #include <cstring>
@@ -223,17 +223,18 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs);
-    if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
-      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % C::kStages), wide_k);
-      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % C::kStages), wide_v);
-    }
     const int nxt = it + C::kStages - 1;
-    if (nxt < ntiles) issue(nxt);  // into the stage widened at it - 1
+    if (nxt < ntiles) issue(nxt);  // into the stage every warp finished with at it - 1
     if constexpr (!kMbar) cp_async_commit();
-    if constexpr (FP8) __syncthreads();  // the widened tile is complete
 
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
+    if constexpr (FP8) {  // a warp reads only its own 16 keys: it widens them itself, no CTA barrier
+      const int raw_off = warp * 16 * DP;
+      widen_e4m3_tile<T, DP, 16, 32>(raw_k(it % C::kStages) + raw_off, wide_k + warp * C::kWarpSliceElems, lane);
+      widen_e4m3_tile<T, DP, 16, 32>(raw_v(it % C::kStages) + raw_off, wide_v + warp * C::kWarpSliceElems, lane);
+      __syncwarp();
+    }
     const T* ks = (FP8 ? wide_k : k_stage(it % C::kStages)) + warp * C::kWarpSliceElems;
     T* vs = (FP8 ? wide_v : v_stage(it % C::kStages)) + warp * C::kWarpSliceElems;
     if constexpr (C::kTma)

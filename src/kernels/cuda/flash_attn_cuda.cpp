@@ -402,7 +402,9 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
       const int tiles = ceil_div(rows, kDecodeRows);
       const std::int64_t span = key_span(md.seq_lens[s], q_len, 0, rows - 1);
       int ns = 1;
-      if (double(base_ctas) < target && weighted > 0.0) {
+      // Batch invariance: a sequence's slices must not depend on the batch; like vLLM's
+      // FLASH_ATTN (max_num_splits = 1), no sequence is split.
+      if (!lp.batch_invariant && double(base_ctas) < target && weighted > 0.0) {
         ns = static_cast<int>(std::ceil(target * double(span) / weighted));
         ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / std::max(1, tuning_.min_split_keys))));
       }

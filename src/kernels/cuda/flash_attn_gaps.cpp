@@ -29,9 +29,6 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, 
   if (c.use_dcp)
     gaps.push_back("decode context parallelism (DCP) is not implemented in attnsel's CUDA kernels (they do not "
                    "return the log-sum-exp across ranks)");
-  if (c.use_batch_invariant)
-    gaps.push_back("batch-invariant mode is not implemented in attnsel's CUDA kernels (the split-KV decode's "
-                   "splits depend on the batch)");
   if (env.device.kind == PlatformKind::cuda && env.device.capability && env.device.capability->major >= 10)
     gaps.push_back(fmt::format("attnsel's CUDA kernels are built for sm_80 and sm_90a; compute capability {} has no "
                                "kernel image in this build",

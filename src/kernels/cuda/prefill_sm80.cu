@@ -92,8 +92,8 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs + warp * 16 * C::kRS);
     if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
-      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % 2), wide_k);
-      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % 2), wide_v);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % 2), wide_k, threadIdx.x);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % 2), wide_v, threadIdx.x);
     }
     if (it + 1 < ntiles) load_tile(kv_begin + (it + 1) * C::kKeys, (it + 1) % 2);  // into the stage widened at it - 1
     cp_async_commit();

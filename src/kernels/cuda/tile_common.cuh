@@ -112,10 +112,11 @@ __device__ __forceinline__ void load_kv_tile_e4m3_raw(const AttnParams& p, const
 
 /// Second half: widens a landed staging tile (NKEYS × DP e4m3 bytes) into the padded T
 /// layout the mma.sync code reads (exact; the scales are applied later, in fp32).
+/// NTHREADS threads take part; `thread` is this one's index among them.
 template <class T, int DP, int NKEYS, int NTHREADS>
-__device__ __forceinline__ void widen_e4m3_tile(const std::uint8_t* raw, T* wide) {
+__device__ __forceinline__ void widen_e4m3_tile(const std::uint8_t* raw, T* wide, int thread) {
   constexpr int CH = DP / 8;
-  for (int idx = threadIdx.x; idx < NKEYS * CH; idx += NTHREADS) {
+  for (int idx = thread; idx < NKEYS * CH; idx += NTHREADS) {
     const int r = idx / CH, c = idx % CH;
     const uint2 b = *reinterpret_cast<const uint2*>(raw + r * DP + c * 8);
     *reinterpret_cast<uint4*>(wide + r * kRowStride<DP> + c * 8) = e4m3x8_to<T>(b);
