@@ -639,8 +639,9 @@ TEST(FlashAttnCudaGpu, Fp8CacheWidensEveryByteValueExactly) {
     }
 }
 
-TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
-  REQUIRE_GPU();
+/// The fp8 cache writer against the reference, byte for byte, in both dtypes and layouts;
+/// the per-layer key scale 0.004 (or per-head scales that include it) saturates some values.
+void expect_fp8_writer_matches(const std::vector<float>& k_scales, const std::vector<float>& v_scales) {
   for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
     for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
       SCOPED_TRACE(std::string(to_string(dt)) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
@@ -652,7 +653,7 @@ TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
       spec.block_size = 32;
       spec.layout = layout;
       spec.kv_cache_dtype = "fp8_e4m3";
-      spec.value_range = 3.0f;  // with k_scale 0.004 some values saturate at ±448
+      spec.value_range = 3.0f;  // with a key scale of 0.004 some values saturate at ±448
       spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
       spec.fill_cache = false;
       PagedWorkload wl(spec);
@@ -664,9 +665,16 @@ TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
       lp.kv_cache_dtype = "fp8_e4m3";
       lp.k_scale = 0.004f;
       lp.v_scale = 0.3f;
+      lp.k_scales = k_scales;
+      lp.v_scales = v_scales;
       const std::vector<std::uint8_t> keys = expect_cache_writes_match(lp, wl);
       EXPECT_NE(std::count(keys.begin(), keys.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
     }
+}
+
+TEST(FlashAttnCudaGpu, Fp8CacheWriterQuantisesLikeTheReference) {
+  REQUIRE_GPU();
+  expect_fp8_writer_matches({}, {});
 }
 
 // ---- fp8 cache with per-KV-head scales (vLLM's per-head quant scales) ---------------------
@@ -741,32 +749,7 @@ TEST(FlashAttnCudaGpu, Fp8PerHeadScalesWithVariantsAndOnlyOneSidePerHead) {
 
 TEST(FlashAttnCudaGpu, Fp8PerHeadScalesCacheWriterMatchesTheReferenceBytes) {
   REQUIRE_GPU();
-  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-    for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
-      SCOPED_TRACE(std::string(to_string(dt)) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
-      WorkloadSpec spec;
-      spec.num_heads = 8;
-      spec.num_kv_heads = 4;
-      spec.head_size = 72;
-      spec.dtype = dt;
-      spec.block_size = 32;
-      spec.layout = layout;
-      spec.kv_cache_dtype = "fp8_e4m3";
-      spec.value_range = 3.0f;  // KV head 0's key scale 0.004 saturates some values at ±448
-      spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
-      spec.fill_cache = false;
-      PagedWorkload wl(spec);
-      LayerParams lp;
-      lp.num_heads = 8;
-      lp.num_kv_heads = 4;
-      lp.head_size = 72;
-      lp.scale = 0.1f;
-      lp.kv_cache_dtype = "fp8_e4m3";
-      lp.k_scales = {0.004f, 0.5f, 1.7f, 3.1f};
-      lp.v_scales = {0.3f, 2.9f, 0.011f, 1.3f};
-      const std::vector<std::uint8_t> keys = expect_cache_writes_match(lp, wl);
-      EXPECT_NE(std::count(keys.begin(), keys.end(), std::uint8_t{0x7E}), 0) << "no value saturated at +448";
-    }
+  expect_fp8_writer_matches({0.004f, 0.5f, 1.7f, 3.1f}, {0.3f, 2.9f, 0.011f, 1.3f});
 }
 
 TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
