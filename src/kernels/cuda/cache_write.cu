@@ -3,31 +3,13 @@
 // A 16-bit cache takes the elements as they are; an e4m3 cache takes value / scale (the
 // layer's scale, or the KV head's with per-head scales), rounded to nearest even and
 // saturated (as vLLM's fp8 writer does).
+#include <type_traits>
+
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
-
-__global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant__ CacheWriteParams p) {
-  const int tok = blockIdx.x;
-  const std::int64_t slot = p.slot_mapping[tok];
-  if (slot < 0) return;
-  const std::int64_t page = slot / p.block_size;
-  const int off = static_cast<int>(slot % p.block_size);
-  const int chunks = p.head_size / 8;  // 16-byte chunks of 16-bit elements
-  const auto* key = static_cast<const std::uint16_t*>(p.key);
-  const auto* value = static_cast<const std::uint16_t*>(p.value);
-  auto* kc = static_cast<std::uint16_t*>(p.k_cache);
-  auto* vc = static_cast<std::uint16_t*>(p.v_cache);
-  for (int idx = threadIdx.x; idx < p.num_kv_heads * chunks; idx += blockDim.x) {
-    const int h = idx / chunks, c = (idx % chunks) * 8;
-    const uint4 k = *reinterpret_cast<const uint4*>(key + tok * p.key_stride_tok + h * p.key_stride_head + c);
-    const uint4 v = *reinterpret_cast<const uint4*>(value + tok * p.value_stride_tok + h * p.value_stride_head + c);
-    *reinterpret_cast<uint4*>(kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c) = k;
-    *reinterpret_cast<uint4*>(vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c) = v;
-  }
-}
 
 /// Eight T (16 bytes) times `inv_scale` -> eight e4m3 bytes.
 template <class T>
@@ -43,28 +25,33 @@ __device__ __forceinline__ uint2 quantize8(uint4 x, float inv_scale) {
   return make_uint2(w[0], w[1]);
 }
 
-template <class T>
-__global__ void __launch_bounds__(128) cache_write_e4m3_kernel(const __grid_constant__ CacheWriteParams p) {
+/// One token per CTA; each thread moves 8 elements (16 bytes of T) of a KV head's row.
+template <class T, bool FP8>
+__global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant__ CacheWriteParams p) {
   const int tok = blockIdx.x;
   const std::int64_t slot = p.slot_mapping[tok];
   if (slot < 0) return;
   const std::int64_t page = slot / p.block_size;
   const int off = static_cast<int>(slot % p.block_size);
   const int chunks = p.head_size / 8;
+  using Stored = std::conditional_t<FP8, std::uint8_t, T>;
   const T* key = static_cast<const T*>(p.key);
   const T* value = static_cast<const T*>(p.value);
-  auto* kc = static_cast<std::uint8_t*>(p.k_cache);
-  auto* vc = static_cast<std::uint8_t*>(p.v_cache);
+  auto* kc = static_cast<Stored*>(p.k_cache);
+  auto* vc = static_cast<Stored*>(p.v_cache);
   for (int idx = threadIdx.x; idx < p.num_kv_heads * chunks; idx += blockDim.x) {
     const int h = idx / chunks, c = (idx % chunks) * 8;
     const uint4 k = *reinterpret_cast<const uint4*>(key + tok * p.key_stride_tok + h * p.key_stride_head + c);
     const uint4 v = *reinterpret_cast<const uint4*>(value + tok * p.value_stride_tok + h * p.value_stride_head + c);
-    const float k_inv = p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale;
-    const float v_inv = p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale;
-    *reinterpret_cast<uint2*>(kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c) =
-        quantize8<T>(k, k_inv);
-    *reinterpret_cast<uint2*>(vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c) =
-        quantize8<T>(v, v_inv);
+    Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c;
+    Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c;
+    if constexpr (FP8) {
+      *reinterpret_cast<uint2*>(kd) = quantize8<T>(k, p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale);
+      *reinterpret_cast<uint2*>(vd) = quantize8<T>(v, p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale);
+    } else {
+      *reinterpret_cast<uint4*>(kd) = k;
+      *reinterpret_cast<uint4*>(vd) = v;
+    }
   }
 }
 
@@ -75,13 +62,11 @@ void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* st
   const std::string cfg = cfg_string("tokens={} kv_heads={} head_size={} block_size={} cache={}", p.num_tokens,
                                      p.num_kv_heads, p.head_size, p.block_size, to_fp8 ? "fp8_e4m3" : "16-bit");
   const auto s = static_cast<cudaStream_t>(stream);
-  if (!to_fp8) {
-    cache_write_kernel<<<p.num_tokens, 128, 0, s>>>(p);
-    check_launch("cache_write_kernel", cfg);
-    return;
-  }
-  dispatch_elem(e, [&]<class T>() { cache_write_e4m3_kernel<T><<<p.num_tokens, 128, 0, s>>>(p); });
-  check_launch("cache_write_e4m3_kernel", cfg);
+  dispatch_elem(e, [&]<class T>() {
+    if (to_fp8) cache_write_kernel<T, true><<<p.num_tokens, 128, 0, s>>>(p);
+    else cache_write_kernel<T, false><<<p.num_tokens, 128, 0, s>>>(p);
+  });
+  check_launch("cache_write_kernel", cfg);
 }
 
 }  // namespace attnsel::kernel::cuda

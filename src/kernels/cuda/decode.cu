@@ -121,14 +121,7 @@ __global__ void __launch_bounds__(128)
   const std::uint32_t q_end = smem_addr(smem_raw) + std::uint32_t(C::kQBytes);
   const std::uint32_t pipe_pad = C::kTma ? ((q_end + 1023u) & ~1023u) - q_end : 0u;
   T* pipe = reinterpret_cast<T*>(smem_raw + C::kQBytes + pipe_pad);
-  auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
-  auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
-  // fp8: raw stages, and the widened tile pair every warp computes on.
-  auto* pipe_bytes = reinterpret_cast<std::uint8_t*>(pipe);
-  auto raw_k = [&](int s) { return pipe_bytes + s * C::kStageBytes; };
-  auto raw_v = [&](int s) { return pipe_bytes + s * C::kStageBytes + C::kRawTileBytes; };
-  T* wide_k = reinterpret_cast<T*>(pipe_bytes + C::kWideOffset);
-  T* wide_v = wide_k + C::kTileElems;
+  const StagedTiles<T, C> tiles{pipe};
 
   const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.kv_head;
@@ -156,17 +149,17 @@ __global__ void __launch_bounds__(128)
   auto issue = [&](int t) {
     const int s = t % C::kStages;
     if constexpr (FP8)
-      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, raw_k(s),
-                                                       raw_v(s));
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                                       tiles.raw_k(s), tiles.raw_v(s));
     else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
-                                                       k_stage(s), v_stage(s), bars + 8 * s);
+                                                       tiles.k(s), tiles.v(s), bars + 8 * s);
     else if constexpr (C::kTma)
-      issue_kv_tile_tma<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(k_stage(s)),
-                                      smem_addr(v_stage(s)), bars + 8 * s, box_rows, &tm_k, &tm_v);
+      issue_kv_tile_tma<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(tiles.k(s)),
+                                      smem_addr(tiles.v(s)), bars + 8 * s, box_rows, &tm_k, &tm_v);
     else
-      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, k_stage(s),
-                                                 v_stage(s));
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, tiles.k(s),
+                                                 tiles.v(s));
   };
 
   load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
@@ -230,13 +223,13 @@ __global__ void __launch_bounds__(128)
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
     if constexpr (FP8) {  // a warp reads only its own 16 keys: it widens them itself, no CTA barrier
-      const int raw_off = warp * 16 * DP;
-      widen_e4m3_tile<T, DP, 16, 32>(raw_k(it % C::kStages) + raw_off, wide_k + warp * C::kWarpSliceElems, lane);
-      widen_e4m3_tile<T, DP, 16, 32>(raw_v(it % C::kStages) + raw_off, wide_v + warp * C::kWarpSliceElems, lane);
+      const int raw_off = warp * 16 * DP, wide_off = warp * C::kWarpSliceElems;
+      widen_e4m3_tile<T, DP, 16, 32>(tiles.raw_k(it % C::kStages) + raw_off, tiles.wide_k() + wide_off, lane);
+      widen_e4m3_tile<T, DP, 16, 32>(tiles.raw_v(it % C::kStages) + raw_off, tiles.wide_v() + wide_off, lane);
       __syncwarp();
     }
-    const T* ks = (FP8 ? wide_k : k_stage(it % C::kStages)) + warp * C::kWarpSliceElems;
-    T* vs = (FP8 ? wide_v : v_stage(it % C::kStages)) + warp * C::kWarpSliceElems;
+    const T* ks = (FP8 ? tiles.wide_k() : tiles.k(it % C::kStages)) + warp * C::kWarpSliceElems;
+    T* vs = (FP8 ? tiles.wide_v() : tiles.v(it % C::kStages)) + warp * C::kWarpSliceElems;
     if constexpr (C::kTma)
       if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
         const int first = kv_end - key0;

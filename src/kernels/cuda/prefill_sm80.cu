@@ -36,13 +36,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
-  auto k_stage = [&](int s) { return pipe + (2 * s) * C::kTileElems; };
-  auto v_stage = [&](int s) { return pipe + (2 * s + 1) * C::kTileElems; };
-  auto* pipe_bytes = reinterpret_cast<std::uint8_t*>(pipe);
-  auto raw_k = [&](int s) { return pipe_bytes + s * C::kStageBytes; };
-  auto raw_v = [&](int s) { return pipe_bytes + s * C::kStageBytes + C::kRawTileBytes; };
-  T* wide_k = reinterpret_cast<T*>(pipe_bytes + C::kWideOffset);
-  T* wide_v = wide_k + C::kTileElems;
+  const StagedTiles<T, C> tiles{pipe};
 
   const PrefillWork w = static_cast<const PrefillWork*>(p.work)[blockIdx.x];
   const int seq = w.seq, kvh = w.head;
@@ -65,9 +59,10 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   // fp8 caches land raw (cp.async) and are widened in shared memory before each tile.
   auto load_tile = [&](int t0, int stage) {
     if constexpr (FP8)
-      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, raw_k(stage), raw_v(stage));
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, tiles.raw_k(stage),
+                                                       tiles.raw_v(stage));
     else
-      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, k_stage(stage), v_stage(stage));
+      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, t0, kv_end, tiles.k(stage), tiles.v(stage));
   };
   load_q_rows<T, DP, C::kRows, C::kThreads>(p, pr, kvh, row0, qs);
   if (ntiles > 0) load_tile(kv_begin, 0);
@@ -92,8 +87,8 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     __syncthreads();
     if (it == 0) load_q_frags<DP>(qf, qs + warp * 16 * C::kRS);
     if constexpr (FP8) {  // every warp is past tile it - 1: the widened pair is free
-      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_k(it % 2), wide_k, threadIdx.x);
-      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(raw_v(it % 2), wide_v, threadIdx.x);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(tiles.raw_k(it % 2), tiles.wide_k(), threadIdx.x);
+      widen_e4m3_tile<T, DP, C::kKeys, C::kThreads>(tiles.raw_v(it % 2), tiles.wide_v(), threadIdx.x);
     }
     if (it + 1 < ntiles) load_tile(kv_begin + (it + 1) * C::kKeys, (it + 1) % 2);  // into the stage widened at it - 1
     cp_async_commit();
@@ -103,11 +98,11 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     // Skip tiles none of this warp's rows can see.
     if (!warp_active || key0 >= w_last.hi || key0 + C::kKeys <= w_first.lo) continue;
     float s[C::kNT][4];
-    qk_tile<T, DP, C::kNT>(s, qf, FP8 ? wide_k : k_stage(it % 2));
+    qk_tile<T, DP, C::kNT>(s, qf, FP8 ? tiles.wide_k() : tiles.k(it % 2));
     const bool masked = key0 < w_last.lo || key0 + C::kKeys > w_first.hi;
     score_tile<C::kNT>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, C::kNT>(st, s);
-    pv_tile<T, DP, C::kNT>(st, s, FP8 ? wide_v : v_stage(it % 2));
+    pv_tile<T, DP, C::kNT>(st, s, FP8 ? tiles.wide_v() : tiles.v(it % 2));
   }
   cp_async_wait<0>();
 

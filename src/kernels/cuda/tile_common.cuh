@@ -123,6 +123,22 @@ __device__ __forceinline__ void widen_e4m3_tile(const std::uint8_t* raw, T* wide
   }
 }
 
+/// The shared-memory pipeline of the mma.sync kernels, after the query rows: per stage a K
+/// and a V tile (16-bit elements), or for an fp8 cache their raw e4m3 bytes, then one
+/// widened K/V tile pair the warps compute on. C supplies kTileElems, kStageBytes,
+/// kRawTileBytes and kWideOffset.
+template <class T, class C>
+struct StagedTiles {
+  T* pipe;
+  __device__ __forceinline__ T* k(int s) const { return pipe + (2 * s) * C::kTileElems; }
+  __device__ __forceinline__ T* v(int s) const { return pipe + (2 * s + 1) * C::kTileElems; }
+  __device__ __forceinline__ std::uint8_t* bytes() const { return reinterpret_cast<std::uint8_t*>(pipe); }
+  __device__ __forceinline__ std::uint8_t* raw_k(int s) const { return bytes() + s * C::kStageBytes; }
+  __device__ __forceinline__ std::uint8_t* raw_v(int s) const { return raw_k(s) + C::kRawTileBytes; }
+  __device__ __forceinline__ T* wide_k() const { return reinterpret_cast<T*>(bytes() + C::kWideOffset); }
+  __device__ __forceinline__ T* wide_v() const { return wide_k() + C::kTileElems; }
+};
+
 /// Online-softmax state of one warp's 16 rows: each thread holds rows lane/4 and lane/4+8.
 template <int DP>
 struct WarpState {
