@@ -199,8 +199,10 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   c.kv_cache_dtype = "fp8";
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.use_per_head_quant_scales = true;  // computed: LayerParams::k_scales / v_scales
+  c.use_batch_invariant = true;        // computed: LayerParams::batch_invariant (no splits)
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.use_per_head_quant_scales = false;
+  c.use_batch_invariant = false;
   c.kv_cache_dtype = "fp8_e5m2";
   auto gaps = flash_attn_cuda_gaps(c, env);
   ASSERT_EQ(gaps.size(), 1u);
