@@ -382,7 +382,10 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
       auto go = [&]<int LOADS, bool FP8>() {
         using C = DecodeConfig<T, DP, LOADS, FP8>;
         auto kernel = decode_kernel<T, DP, LOADS, FP8>;
-        const char* how = FP8 ? "fp8 cp.async+widen" : LOADS == kLoadsCpAsync ? "cp.async" : LOADS == kLoadsBulk ? "bulk" : "tma";
+        const char* how = FP8                      ? "fp8 cp.async+widen"
+                          : LOADS == kLoadsCpAsync ? "cp.async"
+                          : LOADS == kLoadsBulk    ? "bulk"
+                                                   : "tma";
         const std::string cfg =
             cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
                        e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
