@@ -21,7 +21,9 @@ struct SplitGroup {
 };
 
 struct WorkPlan {
-  std::vector<WorkItem> items;       ///< sorted by decreasing cost
+  /// Grouped by the K/V they read (sequence, KV head), groups by decreasing total cost,
+  /// items within a group by decreasing cost.
+  std::vector<WorkItem> items;
   std::vector<SplitGroup> splits;
   int num_partial_slots = 0;
 };
