@@ -30,19 +30,21 @@ struct BenchOptions {
   std::vector<std::string> cases;
   int repeats = 5;
   double scale = 1.0;
+  int block_size = 16;  // the targets' block size
 };
 
 int run_bench(const BenchOptions& o) {
   ModelOptions m = o.model;
-  m.num_heads = 32;  // the cases fix the shape; only dtype, kv-cache dtype and layout vary
+  m.num_heads = 32;  // the cases fix the shape; only dtype, kv-cache dtype, layout and block size vary
   m.num_kv_heads = 8;
   m.head_size = 128;
-  m.block_size = 16;
+  m.block_size = o.block_size;
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, m); });
   const bool gpu = chosen.device == kernel::DeviceKind::cuda;
   std::vector<runtime::BenchCase> cases =
       gpu ? runtime::standard_gpu_bench_cases(chosen.dtype, m.kv_cache_dtype, chosen.layout, o.scale)
           : runtime::standard_bench_cases(chosen.dtype, m.kv_cache_dtype, chosen.layout, o.scale);
+  for (runtime::BenchCase& c : cases) c.workload.block_size = o.block_size;
   if (!o.cases.empty())
     std::erase_if(cases, [&](const runtime::BenchCase& c) {
       return std::find(o.cases.begin(), o.cases.end(), c.name) == o.cases.end();
@@ -135,6 +137,9 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
       ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
   sub->add_option("--kv-cache-dtype", o->model.kv_cache_dtype, "kv-cache dtype")->capture_default_str();
   sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
+  sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   sub->add_option("--case", o->cases, "run only these cases")
       ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill"}));
   sub->add_option("--repeats", o->repeats, "timed passes per case (the median is reported)")

@@ -935,9 +935,27 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     const std::int64_t last = std::min<std::int64_t>(key0 + tile_keys, it.key_end) - 1;
     const std::int64_t first_block = key0 / c.block_size, last_block = last / c.block_size;
     const std::int64_t part = step % H;
+    // Blocks longer than a tile: a step reads a slice of one block, and prefetches only
+    // that slice of the next step (whole blocks fetched 4x the lines at block 128 and
+    // overflowed L1).
+    const bool in_one_block = c.block_size > tile_keys;
+    const std::int64_t rb = static_cast<std::int64_t>(row_bytes);
     if (head_runs) {
       const std::int64_t begin = (it.kv_head + part) * head_bytes;
+      if (in_one_block) {
+        const std::int64_t b = begin + (key0 % c.block_size) * rb, e = begin + (last % c.block_size + 1) * rb;
+        cursor.start(first_block, b, b, e, (e - b) / 64);
+        return;
+      }
       cursor.start(first_block, begin, begin, begin + head_bytes, (last_block - first_block + 1) * (head_bytes / 64));
+      return;
+    }
+    if (in_one_block) {  // NHD: the step's tokens are one contiguous range of the block; a 1/H share of it
+      const std::int64_t token_bytes = c.k_stride[1] * static_cast<std::int64_t>(Kv<K>::kBytes);
+      const std::int64_t b = (key0 % c.block_size) * token_bytes, e = (last % c.block_size + 1) * token_bytes;
+      const std::int64_t lines = (e - b) / 64;
+      const std::int64_t first = b + 64 * (lines * part / H);
+      cursor.start(first_block, first, b, e, lines * (part + 1) / H - lines * part / H);
       return;
     }
     const std::int64_t per_block = c.block_bytes / 64;
