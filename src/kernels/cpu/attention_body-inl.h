@@ -1038,11 +1038,15 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, 
   constexpr int kLanes = static_cast<int>(HWY_LANES(float));
   constexpr int kMaxNV = kMaxRows / kLanes > 0 ? kMaxRows / kLanes : 1;
 #if HWY_TARGET == HWY_AVX3
-  const int rows = it.num_rows();
-  if (rows <= 1) return RunItem<K, 1, 1>(c, it, part, scratch);
-  if (rows <= 2) return RunItem<K, 1, 2>(c, it, part, scratch);
-  if (rows <= 4) return RunItem<K, 1, 4>(c, it, part, scratch);
-  if (rows <= kFewRows) return RunItem<K, 1, 8>(c, it, part, scratch);
+  // The BF16 variant gets decode-like rows from a bf16 cache only: ProcessItem sends those
+  // of an fp8 cache to the fp32 path.
+  if constexpr (!ATTNSEL_BF16_VARIANT || K == KvType::bf16) {
+    const int rows = it.num_rows();
+    if (rows <= 1) return RunItem<K, 1, 1>(c, it, part, scratch);
+    if (rows <= 2) return RunItem<K, 1, 2>(c, it, part, scratch);
+    if (rows <= 4) return RunItem<K, 1, 4>(c, it, part, scratch);
+    if (rows <= kFewRows) return RunItem<K, 1, 8>(c, it, part, scratch);
+  }
 #endif
   if (nv <= 1) return RunItem<K, 1>(c, it, part, scratch);
   if constexpr (kMaxNV >= 2)
