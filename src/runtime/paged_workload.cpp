@@ -68,11 +68,7 @@ kernel::LayerParams layer_params_for(const WorkloadSpec& w) {
   p.num_kv_heads = w.num_kv_heads;
   p.head_size = w.head_size;
   p.scale = 1.0f / std::sqrt(static_cast<float>(w.head_size));
-  p.kv_cache_dtype = w.kv_cache_dtype;
-  p.k_scale = w.k_scale;
-  p.v_scale = w.v_scale;
-  p.k_scales = w.k_scales;
-  p.v_scales = w.v_scales;
+  copy_kv_cache_encoding(w, p);
   return p;
 }
 

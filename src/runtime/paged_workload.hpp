@@ -91,6 +91,17 @@ void fill_uniform(std::span<std::uint8_t> bytes, kernel::ScalarType type, float 
 /// defaults).
 kernel::LayerParams layer_params_for(const WorkloadSpec& w);
 
+/// Copies the KV cache's dtype and fp8 scales from a spec that names them as LayerParams
+/// does (WorkloadSpec, RunSpec).
+template <class Spec>
+void copy_kv_cache_encoding(const Spec& s, kernel::LayerParams& p) {
+  p.kv_cache_dtype = s.kv_cache_dtype;
+  p.k_scale = s.k_scale;
+  p.v_scale = s.v_scale;
+  p.k_scales = s.k_scales;
+  p.v_scales = s.v_scales;
+}
+
 /// Strides (elements) of a [num_blocks, block_size, num_kv_heads, head_size] cache view.
 std::vector<std::int64_t> cache_strides(CacheLayout layout, int block_size, int num_kv_heads, int head_size);
 

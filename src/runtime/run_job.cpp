@@ -195,11 +195,7 @@ kernel::LayerParams layer_params(const RunSpec& spec) {
   p.num_kv_heads = spec.model.num_kv_heads;
   p.head_size = spec.model.head_size;
   p.scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_size));
-  p.kv_cache_dtype = spec.kv_cache_dtype;
-  p.k_scale = spec.k_scale;
-  p.v_scale = spec.v_scale;
-  p.k_scales = spec.k_scales;
-  p.v_scales = spec.v_scales;
+  copy_kv_cache_encoding(spec, p);
   return p;
 }
 
