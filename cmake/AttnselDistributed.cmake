@@ -68,3 +68,5 @@ function(attnsel_link_distributed lib exe)
   target_link_libraries(${lib} PUBLIC attnsel_distributed)
   set_target_properties(${exe} PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
 endfunction()
+# The tests (a sibling directory) decide from this whether to run the MPI launches.
+set(ATTNSEL_HAVE_MPI ${ATTNSEL_HAVE_MPI} PARENT_SCOPE)

@@ -131,7 +131,8 @@ TEST(DcpMerge, WeightsAreTheSoftmaxOfTheLses) {
     const std::vector<float> lses = {shift, shift + std::log(3.0f)};
     std::vector<float> out(1), lse(1);
     merge_partials(outs, lses, 2, 1, 1, 1, out, lse);
-    EXPECT_NEAR(out[0], 4 * 0.25 + 8 * 0.75, 1e-4) << shift;
+    // At 1000 the float LSE itself is only good to ~6e-5 (its ulp), which the weights inherit.
+    EXPECT_NEAR(out[0], 4 * 0.25 + 8 * 0.75, 1e-3) << shift;
     EXPECT_NEAR(lse[0], shift + std::log(4.0f), 1e-3) << shift;
   }
 }

@@ -28,3 +28,11 @@ attnsel_mpi_test(dcp_mpi_refuses_heads_it_cannot_split 2 "q per kv attn heads \\
                  --decode-steps 1 --no-progress)
 attnsel_mpi_test(dcp_mpi_refuses_interleave_not_dividing_block 2 "divisible by cp_kv_cache_interleave_size \\(3\\)"
                  --dcp 2 ${_small} --cp-kv-cache-interleave-size 3)
+# Two ranks started with different jobs (MPI's multiple-program launch): both refuse.
+set(_rest --num-heads 32 --num-kv-heads 8 --head-size 64 --num-layers 1 --batch 2 --decode-steps 1 --no-progress)
+add_test(NAME dcp_mpi_refuses_ranks_with_different_jobs
+         COMMAND ${_mpirun} 1 $<TARGET_FILE:attnsel_cli> run --dcp 2 --context 100 ${_rest}
+                 : ${MPIEXEC_NUMPROC_FLAG} 1 $<TARGET_FILE:attnsel_cli> run --dcp 2 --context 101 ${_rest})
+set_tests_properties(dcp_mpi_refuses_ranks_with_different_jobs PROPERTIES
+                     TIMEOUT 120 LABELS mpi ENVIRONMENT "${_mpi_env}"
+                     PASS_REGULAR_EXPRESSION "the DCP ranks were given different jobs: rank\\(s\\) 1 differ")
