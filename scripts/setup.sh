@@ -3,7 +3,8 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git python3
           libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libhwy-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev ccache)
+          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev ccache
+          libopenmpi-dev openmpi-bin)  # MPI: decode context parallelism across processes
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

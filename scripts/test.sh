@@ -13,6 +13,8 @@ jobs=${ATTNSEL_JOBS:-$(nproc)}
 export ATTNSEL_JOBS=$jobs
 # ccache keys on paths relative to the checkout, so another clone reuses the cache.
 export CCACHE_BASEDIR=$PWD CCACHE_NOHASHDIR=1
+# The suite includes the MPI runs of decode context parallelism: a build without MPI fails here.
+export ATTNSEL_MPI=${ATTNSEL_MPI:-ON}
 started=$SECONDS
 step() { echo; echo "== test.sh: $* ($((SECONDS - started)) s so far)"; }
 

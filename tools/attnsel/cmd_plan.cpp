@@ -11,6 +11,7 @@
 #include "attnsel/model.hpp"
 #include "attnsel/plan.hpp"
 #include "commands.hpp"
+#include "dcp_plan_report.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
 #include "plan_report.hpp"
@@ -34,6 +35,7 @@ struct PlanOptions {
   int tensor_parallel_size = 1;
   int decode_context_parallel_size = 1;
   int prefill_context_parallel_size = 1;
+  DcpPlanRequest dcp;
   std::string kv_transfer_config;
   std::string kv_cache_layout;
   bool batch_invariant = false;
@@ -58,6 +60,14 @@ struct PlanOptions {
     app.add_option("--decode-context-parallel-size", decode_context_parallel_size,
                    "vLLM's --decode-context-parallel-size")
         ->capture_default_str();
+    app.add_option("--cp-kv-cache-interleave-size", dcp.interleave,
+                   "vLLM's --cp-kv-cache-interleave-size (with --decode-context-parallel-size)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
+    app.add_option("--max-model-len", dcp.seq_len,
+                   "the sequence whose KV cache the DCP ranks divide (with --decode-context-parallel-size)")
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber);
     app.add_option("--prefill-context-parallel-size", prefill_context_parallel_size,
                    "vLLM's --prefill-context-parallel-size")
         ->capture_default_str();
@@ -90,6 +100,12 @@ struct PlanOptions {
     return a;
   }
 };
+
+DcpPlanRequest dcp_request(const PlanOptions& o) {
+  DcpPlanRequest r = o.dcp;
+  r.size = o.decode_context_parallel_size;
+  return r;
+}
 
 // Everything the command line describes, built in the usage phase (errors exit with 2).
 struct PlanInputs {
@@ -124,6 +140,7 @@ std::shared_ptr<Platform> build_platform(const PlanOptions& o, const PlanInputs&
 
 void print_text(const PlanOptions& o, const ModelSpec& model, const ModelPlan& plan) {
   fmt::print("{}", render_plan_text(model, plan));
+  fmt::print("{}", render_dcp_text(model, plan, dcp_request(o)));
   if (o.explain) fmt::print("\n{}", render_plan_explanation(plan));
 }
 
@@ -133,9 +150,11 @@ int run_single(const PlanOptions& o) {
   Selector selector(platform);
   try {
     const ModelPlan plan = make_plan(in.model, in.options, selector);
-    if (o.output.json)
-      print_json(plan_json(in.model, plan));
-    else
+    if (o.output.json) {
+      nlohmann::json j = plan_json(in.model, plan);
+      if (o.decode_context_parallel_size > 1) j["dcp"] = dcp_json(in.model, plan, dcp_request(o));
+      print_json(j);
+    } else
       print_text(o, in.model, plan);
     return kExitChosen;
   } catch (const PlanError& e) {

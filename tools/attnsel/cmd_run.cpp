@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "cmd_run_dcp.hpp"
 #include "commands.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
@@ -35,6 +36,7 @@ struct RunOptions {
   bool check = true;
   bool ceilings = true;
   bool progress = true;
+  DcpOptions dcp;
 };
 
 std::string bytes_label(double b) {
@@ -75,6 +77,7 @@ nlohmann::json check_json(const runtime::CheckResult& c) {
 }
 
 int run_run(RunOptions o) {
+  if (o.dcp.enabled()) return run_dcp(o.dcp, {o.model, o.output, o.batch, o.context, o.new_tokens, o.decode_steps, o.check});
   const std::string model_line = o.model.apply_model();
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, o.model); });
   runtime::RunSpec spec;
@@ -212,6 +215,7 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   sub->add_flag("--ceilings,!--no-ceilings", o->ceilings,
                 "measure the read bandwidth and compute peaks first, to report fractions (default: on)");
   sub->add_flag("!--no-progress", o->progress, "no progress bar");
+  o->dcp.add_to(*sub);
   sub->callback([o, &context] { context.run = [o] { return run_command(o->output.json, [o] { return run_run(*o); }); }; });
 }
 

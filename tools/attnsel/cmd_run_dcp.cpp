@@ -1,0 +1,186 @@
+#include "cmd_run_dcp.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "attnsel/errors.hpp"
+#include "distributed/dcp_job.hpp"
+#include "distributed/mpi_communicator.hpp"
+#include "json_output.hpp"
+
+namespace attnsel::cli {
+
+namespace {
+
+kernel::ScalarType scalar_of(const std::string& name) {
+  const auto d = parse_dtype(name);
+  if (!d) throw UsageError(fmt::format("unknown --dtype '{}'; valid values are: bfloat16, float16, float32", name));
+  switch (*d) {
+    case DType::float16: return kernel::ScalarType::f16;
+    case DType::float32: return kernel::ScalarType::f32;
+    default: return kernel::ScalarType::bf16;
+  }
+}
+
+runtime::CacheLayout layout_of(const std::string& name) {
+  if (name.empty() || name == "NHD" || name == "nhd") return runtime::CacheLayout::nhd;
+  if (name == "HND" || name == "hnd") return runtime::CacheLayout::hnd;
+  throw UsageError(fmt::format("--dcp runs take --layout NHD or HND, got '{}'", name));
+}
+
+std::string bytes_label(double b) {
+  if (b >= double(1 << 30)) return fmt::format("{:.2f} GiB", b / (1 << 30));
+  if (b >= double(1 << 20)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  return fmt::format("{:.1f} KiB", b / 1024);
+}
+
+distributed::DcpJobSpec job_spec(const DcpOptions& dcp, DcpRunRequest& r) {
+  return as_usage([&] {
+    if (r.new_tokens != 1)
+      throw UsageError("--dcp runs decode steps of one new token per sequence: leave --new-tokens at 1");
+    (void)r.model.apply_model();
+    distributed::DcpJobSpec s;
+    s.world_size = dcp.size;
+    s.interleave = dcp.interleave;
+    s.num_heads = r.model.num_heads;
+    s.num_kv_heads = r.model.num_kv_heads;
+    s.head_size = r.model.head_size;
+    s.num_layers = r.model.num_layers;
+    s.dtype = scalar_of(r.model.dtype);
+    s.kv_cache_dtype = r.model.kv_cache_dtype;
+    s.block_size = r.model.block_size > 0 ? r.model.block_size : 16;
+    s.layout = layout_of(r.model.layout);
+    s.batch = r.batch;
+    s.context = r.context;
+    s.decode_steps = r.decode_steps;
+    s.check = r.check;
+    return s;
+  });
+}
+
+void print_text(const distributed::DcpReport& r) {
+  const auto& s = r.spec;
+  fmt::print("DCP:       {} ranks over {}, interleave {} (token i on rank (i / {}) % {}), block {}\n", s.world_size,
+             r.transport, s.interleave, s.interleave, s.world_size, s.block_size);
+  fmt::print("Model:     {} query / {} KV heads, head size {}, {} layer{}; {}, kv-cache {}, {} layout\n", s.num_heads,
+             s.num_kv_heads, s.head_size, s.num_layers, s.num_layers == 1 ? "" : "s", kernel::to_string(s.dtype),
+             s.kv_cache_dtype, s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND");
+  fmt::print("Workload:  batch {} × {}-token context, {} decode steps; attention over each shard with its LSE on the "
+             "host\n",
+             s.batch, s.context + 1, s.decode_steps);
+  for (std::size_t i = 0; i < r.rank_tokens.size(); ++i)
+    fmt::print("Rank {}:    {} cached tokens, {} of K/V\n", i, r.rank_tokens[i],
+               bytes_label(static_cast<double>(r.rank_cache_bytes[i])));
+  if (r.checked)
+    fmt::print("Check:     {} — {} sampled tokens × {} heads × {} dims, merged across the ranks, vs the single-rank "
+               "double-precision reference; worst error {:.2f} of the tolerance{}\n",
+               r.comparison.passed() ? "passed" : "FAILED", r.check_tokens, s.num_heads, s.head_size,
+               r.comparison.worst_ratio,
+               r.comparison.first_failures.empty()
+                   ? std::string()
+                   : fmt::format(" (first: token {} head {} dim {}: got {:.6g}, reference {:.6g})",
+                                 r.comparison.first_failures[0].token, r.comparison.first_failures[0].head,
+                                 r.comparison.first_failures[0].dim, r.comparison.first_failures[0].got,
+                                 r.comparison.first_failures[0].want));
+  else
+    fmt::print("Check:     skipped (--no-check)\n");
+  if (s.decode_steps > 0) {
+    fmt::print("Decode:    {:.0f} tokens in {:.3f} s (slowest rank): {:.0f} tokens/s\n", r.tokens, r.seconds,
+               r.tokens_per_s());
+    for (std::size_t i = 0; i < r.rank_times.size(); ++i) {
+      const auto& t = r.rank_times[i];
+      const double step = t.step > 0 ? t.step : 1.0;
+      fmt::print("Rank {}:    step {:.3f} s = query gather {:.1f} %, attention {:.1f} %, merge {:.1f} %\n", i, t.step,
+                 100 * t.query_gather / step, 100 * t.attention / step, 100 * t.merge / step);
+    }
+    fmt::print("Merge:     {:.1f} % of the step (largest over the ranks; LSE all-gather + correction + "
+               "reduce-scatter)\n",
+               100 * r.merge_share());
+  }
+}
+
+nlohmann::json report_json(const distributed::DcpReport& r) {
+  nlohmann::json ranks = nlohmann::json::array();
+  for (std::size_t i = 0; i < r.rank_times.size(); ++i) {
+    const auto& t = r.rank_times[i];
+    ranks.push_back({{"rank", i},
+                     {"cached_tokens", r.rank_tokens[i]},
+                     {"cache_bytes", r.rank_cache_bytes[i]},
+                     {"step_seconds", t.step},
+                     {"query_gather_seconds", t.query_gather},
+                     {"attention_seconds", t.attention},
+                     {"merge_seconds", t.merge}});
+  }
+  const auto& s = r.spec;
+  return {{"dcp", {{"size", s.world_size}, {"interleave", s.interleave}, {"transport", r.transport}}},
+          {"model",
+           {{"num_heads", s.num_heads},
+            {"num_kv_heads", s.num_kv_heads},
+            {"head_size", s.head_size},
+            {"num_layers", s.num_layers},
+            {"dtype", kernel::to_string(s.dtype)},
+            {"kv_cache_dtype", s.kv_cache_dtype},
+            {"block_size", s.block_size}}},
+          {"workload", {{"batch", s.batch}, {"seq_len", s.context + 1}, {"decode_steps", s.decode_steps}}},
+          {"check",
+           r.checked ? nlohmann::json{{"passed", r.comparison.passed()},
+                                      {"tokens", r.check_tokens},
+                                      {"worst_ratio", r.comparison.worst_ratio},
+                                      {"max_abs_error", r.comparison.max_abs_error}}
+                     : nlohmann::json(nullptr)},
+          {"decode", {{"tokens", r.tokens}, {"seconds", r.seconds}, {"tokens_per_s", r.tokens_per_s()}}},
+          {"merge_share", r.merge_share()},
+          {"ranks", ranks}};
+}
+
+}  // namespace
+
+void DcpOptions::add_to(CLI::App& app) {
+  app.add_option("--dcp", size,
+                 "decode context parallelism: shard every sequence's KV cache across this many ranks, launched as "
+                 "`mpirun -np R attnsel run --dcp R` (decode only)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--cp-kv-cache-interleave-size", interleave,
+                 "with --dcp: consecutive tokens kept on one rank (vLLM's cp_kv_cache_interleave_size; must divide "
+                 "the block size)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
+  // Only rank 0 speaks; every rank returns the same exit code, so refusals never hang.
+  std::unique_ptr<distributed::MpiSession> session;
+  int rank = 0;
+  return run_command(request.output.json, [&] {
+    distributed::DcpJobSpec spec = job_spec(dcp, request);
+    session = std::make_unique<distributed::MpiSession>();
+    rank = session->world_rank();
+    if (rank != 0) {
+      // Quiet ranks: errors are the same everywhere and rank 0 reports them.
+      if (!std::freopen("/dev/null", "w", stdout) || !std::freopen("/dev/null", "w", stderr))
+        throw RuntimeError("cannot silence the output of rank " + std::to_string(rank));
+    }
+    const auto comm = distributed::make_mpi_communicator(*session);
+    distributed::DcpReport report;
+    try {
+      report = distributed::run_dcp_job(spec, *comm);
+    } catch (const ValueError&) {
+      throw;  // a refusal: every rank refuses alike, before any collective could wait on it
+    } catch (const std::exception& e) {
+      // Failed on this rank alone: the others may be waiting in a collective, so end them all.
+      std::fprintf(stderr, "attnsel: error on DCP rank %d: %s\n", rank, e.what());
+      session->abort(kExitInternal);
+    }
+    if (request.output.json)
+      print_json(report_json(report));
+    else
+      print_text(report);
+    std::fflush(stdout);
+    return report.passed() ? kExitChosen : kExitCheckFailed;
+  });
+}
+
+}  // namespace attnsel::cli

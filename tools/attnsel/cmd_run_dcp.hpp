@@ -1,0 +1,37 @@
+// `attnsel run --dcp R`: decode with the KV cache sharded across R ranks (decode context
+// parallelism), launched as `mpirun -np R attnsel run --dcp R ...`. Each rank holds its
+// share of every sequence's tokens; the partial outputs are merged with their LSEs over
+// MPI; rank 0 prints the check against the single-rank reference, tokens/s, and the
+// merge's share of the step.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "common_options.hpp"
+#include "workload_options.hpp"
+
+namespace attnsel::cli {
+
+/// --dcp and --cp-kv-cache-interleave-size.
+struct DcpOptions {
+  int size = 0;        ///< 0: no DCP (the ordinary run)
+  int interleave = 1;
+  void add_to(CLI::App& app);
+  bool enabled() const { return size > 0; }
+};
+
+/// What `attnsel run` parsed that a DCP run uses.
+struct DcpRunRequest {
+  ModelOptions model;
+  OutputOptions output;
+  int batch = 4;
+  int context = 1024;
+  int new_tokens = 1;
+  int decode_steps = 32;
+  bool check = true;
+};
+
+/// Runs this process's rank of the group; returns the exit code (on every rank).
+int run_dcp(const DcpOptions& dcp, DcpRunRequest request);
+
+}  // namespace attnsel::cli
