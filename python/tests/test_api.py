@@ -108,7 +108,7 @@ def test_plan_failures():
     with pytest.raises(attnsel.PlanError, match="No common block size for 32") as e:
         attnsel.plan(os.path.join(EXAMPLES, "deepseek_v32.json"), "cuda:10.0", tensor_parallel_size=8, block_size=32)
     assert e.value.partial_plan is not None
-    with pytest.raises(ValueError, match="does not exist|No such file|cannot"):
+    with pytest.raises(ValueError, match="no such file or folder"):
         attnsel.plan("/nonexistent/config.json", "cpu")
 
 

@@ -39,7 +39,7 @@ def make_step(rng, seq_lens, new_tokens, num_kv_heads, head_size, block_size, nu
 @pytest.mark.parametrize("framework", ["numpy", "torch"])
 def test_cpu_kernel_matches_torch_attention(framework):
     rng = np.random.default_rng(7)
-    num_heads, num_kv_heads, head_size, block_size, num_blocks = 6, 2, 40, 16, 23
+    num_heads, num_kv_heads, head_size, block_size, num_blocks = 6, 2, 80, 16, 23
     seq_lens, new_tokens = [37, 5, 61], [37, 1, 3]  # a prefill, a decode, a chunk
     table, qsl, all_slots = make_step(rng, seq_lens, new_tokens, num_kv_heads, head_size, block_size, num_blocks)
     total_keys = sum(seq_lens)
@@ -97,61 +97,61 @@ def test_bf16_torch_tensors_and_one_plan_for_many_layers():
 
 @pytest.fixture
 def small():
-    attn = attnsel.PagedAttention(2, 16, 1)
-    cache = np.zeros((2, 4, 1, 16), np.float32)
+    attn = attnsel.PagedAttention(2, 32, 1)
+    cache = np.zeros((2, 16, 1, 32), np.float32)
     return attn, cache, attn.plan([0, 1], [3], [[1]])
 
 
 def test_wrong_dtype_raises(small):
     attn, cache, step = small
     with pytest.raises(ValueError, match="unsupported DLPack dtype"):
-        attn.forward(np.zeros((1, 2, 16), np.float64), cache, cache.copy(), step, np.zeros((1, 2, 16), np.float64))
+        attn.forward(np.zeros((1, 2, 32), np.float64), cache, cache.copy(), step, np.zeros((1, 2, 32), np.float64))
     with pytest.raises(ValueError, match="dtype"):
-        attn.forward(np.zeros((1, 2, 16), np.int32), cache, cache.copy(), step, np.zeros((1, 2, 16), np.int32))
+        attn.forward(np.zeros((1, 2, 32), np.int32), cache, cache.copy(), step, np.zeros((1, 2, 32), np.int32))
 
 
 def test_non_tensor_and_readonly_inputs_raise(small):
     attn, cache, step = small
     with pytest.raises(TypeError, match="query must be a tensor that supports DLPack"):
-        attn.forward([[0.0]], cache, cache, step, np.zeros((1, 2, 16), np.float32))
-    readonly = np.zeros((1, 2, 16), np.float32)
+        attn.forward([[0.0]], cache, cache, step, np.zeros((1, 2, 32), np.float32))
+    readonly = np.zeros((1, 2, 32), np.float32)
     readonly.flags.writeable = False
     with pytest.raises(ValueError, match="query cannot be shared through DLPack"):
-        attn.forward(readonly, cache, cache, step, np.zeros((1, 2, 16), np.float32))
+        attn.forward(readonly, cache, cache, step, np.zeros((1, 2, 32), np.float32))
 
 
 def test_non_contiguous_head_dimension_raises(small):
     attn, cache, step = small
-    q = np.zeros((1, 2, 32), np.float32)[:, :, ::2]
+    q = np.zeros((1, 2, 64), np.float32)[:, :, ::2]
     with pytest.raises(ValueError, match="stride"):
-        attn.forward(q, cache, cache.copy(), step, np.zeros((1, 2, 16), np.float32))
+        attn.forward(q, cache, cache.copy(), step, np.zeros((1, 2, 32), np.float32))
 
 
 def test_bad_batch_raises(small):
     attn, cache, _ = small
     with pytest.raises(ValueError, match="query_start_loc has 3 entries; 1 sequences need 2"):
         attn.plan([0, 1, 2], [3], [[1]])
-    step = attn.plan([0, 1], [9], [[1]])  # 9 tokens cannot fit one block of 4
-    with pytest.raises(ValueError, match="seq_lens\\[0\\] = 9 is longer than its blocks hold"):
-        attn.forward(np.zeros((1, 2, 16), np.float32), cache, cache.copy(), step, np.zeros((1, 2, 16), np.float32))
+    step = attn.plan([0, 1], [33], [[1]])  # 33 tokens cannot fit one block of 16
+    with pytest.raises(ValueError, match="seq_lens\\[0\\] = 33 is longer than its blocks hold"):
+        attn.forward(np.zeros((1, 2, 32), np.float32), cache, cache.copy(), step, np.zeros((1, 2, 32), np.float32))
     with pytest.raises(ValueError, match="no slot_mapping"):
-        attn.write_kv_cache(np.zeros((1, 1, 16), np.float32), np.zeros((1, 1, 16), np.float32), cache, cache.copy(),
+        attn.write_kv_cache(np.zeros((1, 1, 32), np.float32), np.zeros((1, 1, 32), np.float32), cache, cache.copy(),
                             attn.plan([0, 1], [3], [[1]]))
 
 
 def test_a_plan_for_other_head_counts_is_refused(small):
     attn, cache, _ = small
-    other = attnsel.PagedAttention(4, 16, 1)
+    other = attnsel.PagedAttention(4, 32, 1)
     with pytest.raises(ValueError, match="this step plan was built for layers with num_heads=4"):
-        attn.forward(np.zeros((1, 2, 16), np.float32), cache, cache.copy(), other.plan([0, 1], [3], [[1]]),
-                     np.zeros((1, 2, 16), np.float32))
+        attn.forward(np.zeros((1, 2, 32), np.float32), cache, cache.copy(), other.plan([0, 1], [3], [[1]]),
+                     np.zeros((1, 2, 32), np.float32))
 
 
 def test_cuda_tensors_on_a_cpu_kernel_raise(small):
     if not torch.cuda.is_available():
         pytest.skip("no CUDA device")
     attn, cache, step = small
-    q = torch.zeros(1, 2, 16, device="cuda")
+    q = torch.zeros(1, 2, 32, device="cuda")
     with pytest.raises(ValueError, match="host memory"):
         attn.forward(q, torch.as_tensor(cache).cuda(), torch.as_tensor(cache).cuda(), step, q.clone())
 
@@ -167,6 +167,6 @@ def test_bad_layer_parameters_raise():
     with pytest.raises(ValueError):
         attnsel.PagedAttention(6, 64, 4)  # 6 query heads over 4 KV heads
     with pytest.raises(ValueError, match="unknown device"):
-        attnsel.PagedAttention(2, 16, device="tpu")
+        attnsel.PagedAttention(2, 32, device="tpu")
     with pytest.raises(ValueError, match="Unknown attention backend"):
-        attnsel.PagedAttention(2, 16, backend="NOPE")
+        attnsel.PagedAttention(2, 32, backend="NOPE")

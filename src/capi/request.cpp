@@ -10,12 +10,6 @@
 
 namespace attnsel::capi {
 
-namespace {
-
-std::string_view or_empty(const char* s) { return s ? std::string_view(s) : std::string_view(); }
-
-}  // namespace
-
 std::vector<std::string> assignments(const char* const* items, std::uint32_t count, std::string_view what) {
   if (count > 0) require(items, what);
   std::vector<std::string> out;
