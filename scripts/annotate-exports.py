@@ -20,6 +20,9 @@ import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 HEADERS = sorted((ROOT / "include" / "attnsel").glob("*.hpp"))
+# The C API: every function declaration is marked ATTNSEL_C_API (defined in the header itself).
+C_HEADERS = [ROOT / "include" / "attnsel" / "attnsel.h"]
+C_FUNCTION = re.compile(r"^(?!ATTNSEL_C_API|typedef|#|/\*|\*| |\}|extern)[A-Za-z_][\w\s\*]*\b(attnsel_\w+)\(")
 SKIP = {"export.hpp", "plugin_helper.hpp"}  # the macro itself; the header-only plugin SDK
 NOT_A_FUNCTION = ("class ", "struct ", "enum ", "namespace", "using ", "template", "inline ", "typedef ",
                   "extern ", "static_assert", "constexpr ", "#", "}", "//", "/*", "friend ")
@@ -73,9 +76,31 @@ def add_include(text):
     return "\n".join(lines)
 
 
+def annotate_c(text):
+    """Marks the C header's function declarations (column 0, `type attnsel_name(`)."""
+    out, missing = [], []
+    for number, line in enumerate(text.split("\n"), 1):
+        if C_FUNCTION.match(line):
+            missing.append((number, line))
+            line = "ATTNSEL_C_API " + line
+        out.append(line)
+    return "\n".join(out), missing
+
+
 def main():
     check = "--check" in sys.argv[1:]
     failed = False
+    for path in C_HEADERS:
+        result, missing = annotate_c(path.read_text())
+        if not missing:
+            continue
+        if check:
+            failed = True
+            for number, line in missing:
+                print(f"{path.relative_to(ROOT)}:{number}: not marked ATTNSEL_C_API: {line.strip()}")
+        else:
+            path.write_text(result)
+            print(f"annotated {path.relative_to(ROOT)} ({len(missing)} declarations)")
     for path in HEADERS:
         if path.name in SKIP:
             continue

@@ -5,7 +5,10 @@
 #   2. builds the example plugin (examples/plugin) against the installation with
 #      find_package(attnsel), and runs the installed `attnsel select` / `attnsel run` with it;
 #   3. builds and runs tests/consumers/consumer.cpp through find_package (shared and
-#      static), pkg-config, and add_subdirectory.
+#      static), pkg-config, and add_subdirectory;
+#   4. builds the C API's test program (tests/capi/capi_test.c) with -std=c99 -Wall -Werror
+#      against the installed header and runs it; imports the installed Python package with
+#      the system's python3 and runs `python3 -m attnsel select`.
 # Exits non-zero on the first failure.
 #
 # Environment: ATTNSEL_BUILD_DIR (default: build, configured with the default preset when
@@ -42,7 +45,7 @@ for d in lib lib64 lib/*-linux-gnu; do
 done
 [[ -n "$libdir" ]] || fail "libattnsel.so not installed"
 major=$(sed -n 's/^#define ATTNSEL_VERSION_MAJOR \([0-9]*\)$/\1/p' "$prefix/include/attnsel/version.h")
-for f in bin/attnsel include/attnsel/registry.hpp include/attnsel/plugin.h include/attnsel/plugin_helper.hpp \
+for f in bin/attnsel include/attnsel/registry.hpp include/attnsel/plugin.h include/attnsel/attnsel.h include/attnsel/plugin_helper.hpp \
          include/attnsel/plugin_loader.hpp include/attnsel/export.hpp include/attnsel/version.h \
          "$libdir/libattnsel.a" "$libdir/libattnsel.so" "$libdir/libattnsel.so.$major" \
          "$libdir/cmake/attnsel/attnselConfig.cmake" "$libdir/cmake/attnsel/attnselConfigVersion.cmake" \
@@ -61,7 +64,13 @@ if grep -E " attnsel::(plugin|backends|platforms|log)::" "$work/exports.txt"; th
 if grep -E " (fmt|spdlog|hwy|nlohmann)::" "$work/exports.txt" | grep -v " [UVW] " >/dev/null; then
   fail "dependencies' symbols are exported"
 fi
-echo "exported: $(grep -c " T " "$work/exports.txt") functions"
+# Every function the C header declares is exported, under its C name.
+sed -n 's/^ATTNSEL_C_API [^(]*\b\(attnsel_[a-z0-9_]*\)(.*/\1/p' "$prefix/include/attnsel/attnsel.h" | sort -u >"$work/c_api.txt"
+[[ -s "$work/c_api.txt" ]] || fail "no ATTNSEL_C_API declarations found in attnsel.h"
+nm -D --defined-only "$prefix/$libdir/libattnsel.so" | awk '{print $NF}' | sort -u >"$work/c_exports.txt"
+missing_c=$(comm -23 "$work/c_api.txt" "$work/c_exports.txt")
+[[ -z "$missing_c" ]] || fail "C API functions not exported: $missing_c"
+echo "exported: $(grep -c " T " "$work/exports.txt") functions, $(wc -l <"$work/c_api.txt") of them the C API's"
 
 step "the example plugin, built against the installation with find_package(attnsel)"
 cmake -S examples/plugin -B "$work/example" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
@@ -123,6 +132,24 @@ if [[ "${ATTNSEL_CHECK_SKIP_ADD_SUBDIRECTORY:-0}" != 1 ]]; then
   "$work/add_subdirectory/consumer_shared" "$plugin"
   "$work/add_subdirectory/consumer_static" "$plugin"
 fi
+
+step "the C API from C99, against the installed header"
+cc -std=c99 -Wall -Wextra -Werror -pedantic tests/capi/capi_test.c -o "$work/capi_test" -I"$prefix/include" \
+   -L"$prefix/$libdir" -lattnsel -lm -Wl,-rpath,"$prefix/$libdir"
+"$work/capi_test" "$plugin"
+
+python=/usr/bin/python3
+[[ -x "$python" ]] || python=$(command -v python3)
+site=$(find "$prefix" -path '*-packages/attnsel/__init__.py' -print -quit)
+[[ -n "$site" ]] || fail "the Python package was not installed"
+step "the installed Python package ($python, $(dirname "$(dirname "$site")"))"
+[[ -f "$(dirname "$site")/_install_location.py" ]] || fail "the Python package does not know the installed library"
+out=$(cd "$work" && PYTHONPATH="$(dirname "$(dirname "$site")")" "$python" -c \
+      "import attnsel; print(attnsel.select(platform='cuda:9.0', head_size=72).backend, attnsel.library_path)")
+echo "$out"
+[[ "$out" == "FLASH_ATTN $prefix/$libdir/libattnsel.so.$major" ]] || fail "the installed package does not select FLASH_ATTN through the installed library"
+(cd "$work" && PYTHONPATH="$(dirname "$(dirname "$site")")" "$python" -m attnsel select --platform cpu --json) >"$work/out.txt"
+expect "$work/out.txt" '"backend": "CPU_ATTN"' "python3 -m attnsel select"
 
 echo
 echo "check-install: all checks passed"

@@ -3,8 +3,10 @@
 set -euo pipefail
 packages=(build-essential cmake ninja-build pkg-config git python3
           libfmt-dev libspdlog-dev nlohmann-json3-dev libcli11-dev libhwy-dev
-          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev ccache
-          libopenmpi-dev openmpi-bin)  # MPI: decode context parallelism across processes
+          libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev ccache libdlpack-dev
+          libopenmpi-dev openmpi-bin  # MPI: decode context parallelism across processes
+          # The Python package's tests (PyTorch is the reference the CPU kernel is compared with).
+          python3-pytest python3-numpy python3-torch python3-setuptools)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

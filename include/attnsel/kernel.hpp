@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include <dlpack/dlpack.h>
+
 #include "attnsel/export.hpp"
 #include "attnsel/types.hpp"
 
@@ -66,16 +68,9 @@ struct ATTNSEL_API TensorView {
   template <class T> T* as() const { return static_cast<T*>(data); }
 };
 
-/// Minimal DLPack (v0.8 ABI) mirror, so views can be made from any framework's tensors
-/// without a dependency on dlpack.h.
-struct ATTNSEL_API DLDataTypeMirror { std::uint8_t code; std::uint8_t bits; std::uint16_t lanes; };
-struct ATTNSEL_API DLDeviceMirror { std::int32_t device_type; std::int32_t device_id; };
-struct ATTNSEL_API DLTensorMirror {
-  void* data; DLDeviceMirror device; std::int32_t ndim; DLDataTypeMirror dtype;
-  std::int64_t* shape; std::int64_t* strides; std::uint64_t byte_offset;
-};
-/// Throws ValueError for an unsupported dtype, device or rank.
-ATTNSEL_API TensorView from_dlpack(const DLTensorMirror& t);
+/// A view of a DLPack tensor (dlpack.h, any version from 0.6: the DLTensor layout is the
+/// same). Throws ValueError for an unsupported dtype, device or rank.
+ATTNSEL_API TensorView from_dlpack(const DLTensor& t);
 
 /// A batch of sequences in vLLM's flattened ("varlen") form. All arrays are host-side
 /// for the CPU backend and device-side for CUDA (with host copies for validation).

@@ -98,12 +98,10 @@ std::string TensorView::describe() const {
 }
 
 namespace {
-// DLPack's DLDataTypeCode and DLDeviceType values (dlpack.h v0.8 / v1.x).
-constexpr std::uint8_t kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLFloat8_e4m3fn = 10,
-                       kDLFloat8_e5m2 = 12;
-constexpr std::int32_t kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13;
+// The float8 type codes of DLPack 1.1 (dlpack.h 0.6, Debian 12's, predates them).
+constexpr std::uint8_t kDLFloat8_e4m3fn = 10, kDLFloat8_e5m2 = 12;
 
-ScalarType dl_scalar_type(const DLDataTypeMirror& t) {
+ScalarType dl_scalar_type(const DLDataType& t) {
   if (t.lanes != 1)
     throw ValueError(fmt::format("DLPack tensors with vector lanes are not supported (lanes = {})", t.lanes));
   if (t.code == kDLFloat && t.bits == 32) return ScalarType::f32;
@@ -121,7 +119,7 @@ ScalarType dl_scalar_type(const DLDataTypeMirror& t) {
 }
 }  // namespace
 
-TensorView from_dlpack(const DLTensorMirror& t) {
+TensorView from_dlpack(const DLTensor& t) {
   if (t.ndim < 0 || t.ndim > TensorView::kMaxDims)
     throw ValueError(fmt::format("DLPack tensor rank {} is outside [0, {}]", t.ndim, TensorView::kMaxDims));
   if (t.ndim > 0 && t.shape == nullptr) throw ValueError("DLPack tensor has no shape array");
@@ -135,7 +133,7 @@ TensorView from_dlpack(const DLTensorMirror& t) {
     default:
       throw ValueError(fmt::format("unsupported DLPack device type {}; supported: CPU (1), CUDA (2), "
                                    "CUDAHost (3), CUDAManaged (13)",
-                                   t.device.device_type));
+                                   static_cast<int>(t.device.device_type)));
   }
   v.device_index = t.device.device_id;
   if (t.byte_offset % element_size(v.dtype) != 0)

@@ -286,21 +286,21 @@ TEST(KernelValidation, TensorsOnAnotherDevice) {
 TEST(TensorView, FromDlpack) {
   float data[6] = {};
   std::int64_t shape[2] = {2, 3};
-  DLTensorMirror t{data, {1, 0}, 2, {2, 32, 1}, shape, nullptr, 4};
+  DLTensor t{data, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, shape, nullptr, 4};
   const TensorView v = from_dlpack(t);
   EXPECT_EQ(v.dtype, ScalarType::f32);
   EXPECT_EQ(v.data, static_cast<void*>(data + 1));
   EXPECT_EQ(v.stride[0], 3);
   EXPECT_TRUE(v.is_contiguous());
   EXPECT_EQ(v.describe(), "f32[2, 3] strides [3, 1]");
-  t.dtype = {4, 16, 1};
+  t.dtype = {kDLBfloat, 16, 1};
   EXPECT_EQ(from_dlpack(t).dtype, ScalarType::bf16);
-  t.dtype = {5, 64, 1};
+  t.dtype = {kDLComplex, 64, 1};
   expect_value_error([&] { from_dlpack(t); }, "unsupported DLPack dtype (code 5, bits 64)");
-  t.dtype = {2, 32, 1};
-  t.device = {7, 0};
+  t.dtype = {kDLFloat, 32, 1};
+  t.device = {kDLVulkan, 0};
   expect_value_error([&] { from_dlpack(t); }, "unsupported DLPack device type 7");
-  t.device = {2, 1};
+  t.device = {kDLCUDA, 1};
   EXPECT_EQ(from_dlpack(t).describe(), "f32[2, 3] strides [3, 1] on cuda:1");
 }
 

@@ -1,6 +1,5 @@
-// What `attnsel list` and the generated docs say about each registered backend: read once
-// from the registry and the backend classes' capability queries on one platform, then
-// rendered as text, JSON or Markdown. Nothing here is written by hand.
+// How `attnsel list` and the generated docs render the backend reports (src/report): as
+// text or Markdown. Nothing here is written by hand.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -12,37 +11,15 @@
 
 #include "attnsel/platform.hpp"
 #include "attnsel/registry.hpp"
+#include "report/backend_report.hpp"
 
 namespace attnsel::cli {
 
-/// An attention backend's capabilities on one platform.
-struct AttentionCapabilities {
-  std::vector<std::string> dtypes;
-  std::vector<std::string> kv_cache_dtypes;     ///< empty = any
-  std::vector<std::string> kernel_block_sizes;  ///< "16", "MultipleOf(16)"; empty = any
-  std::string head_sizes;                       ///< declared list, or a summary of supports_head_size
-  std::vector<std::string> attn_types;
-  bool compute_capability = false;              ///< supports_compute_capability(platform's)
-  std::vector<std::pair<std::string, bool>> features;  ///< ("sink", true), ... in a fixed order
-  std::optional<std::vector<std::string>> kv_cache_layouts;  ///< nullopt = any, no preference
-};
+using report::AttentionCapabilities;
+using report::BackendReport;
+using report::report_backends;
+using report::to_json;
 
-/// One enum member and what it resolves to.
-struct BackendReport {
-  EnumKind kind = EnumKind::attention;
-  std::string name;
-  std::optional<std::string> class_path;  ///< nullopt when get_path() fails (CUSTOM, TORCH_SDPA)
-  bool overridden = false;
-  std::string error;                      ///< why the class is not available (get_path/get_class)
-  bool has_kernel = false;
-  std::optional<AttentionCapabilities> capabilities;  ///< attention classes only
-  std::optional<bool> mamba_batch_invariance;         ///< Mamba classes only
-};
-
-/// Every member of both enums (dynamic members included), in declaration order.
-std::vector<BackendReport> report_backends(const Platform& platform);
-
-nlohmann::ordered_json to_json(const BackendReport& r);
 /// The readable listing (one block per backend).
 std::string render_text(const Platform& platform, const std::vector<BackendReport>& reports);
 /// The capability tables (attention, then Mamba) for the docs.

@@ -38,11 +38,7 @@ int run_list(const ListOptions& o) {
   }
   const std::vector<BackendReport> reports = report_backends(*platform);
   if (o.output.json) {
-    nlohmann::ordered_json j = {{"platform", platform->spec()},
-                        {"mode", std::string(mode_name(platform->mode()))},
-                        {"backends", nlohmann::ordered_json::array()}};
-    for (const BackendReport& r : reports) j["backends"].push_back(to_json(r));
-    print_json(j);
+    print_json(report::backends_json(*platform, reports));
   } else {
     fmt::print("{}", o.markdown ? render_markdown(*platform, reports) : render_text(*platform, reports));
   }

@@ -9,6 +9,7 @@
 #include "commands.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
+#include "report/facts_json.hpp"
 
 namespace attnsel::cli {
 
@@ -82,32 +83,11 @@ void print_explanation(const SelectInputs& in, const Selection& s) {
   fmt::print("Chosen:    {} ({}{})\n", s.backend, s.class_path, priority);
 }
 
-nlohmann::ordered_json selection_json(const SelectInputs& in, const Selection& s) {
-  return {{"backend", s.backend},
-          {"class", s.class_path},
-          {"priority", s.priority ? nlohmann::ordered_json(*s.priority) : nlohmann::ordered_json(nullptr)},
-          {"platform", in.platform->spec()},
-          {"mode", std::string(mode_name(in.platform->mode()))},
-          {"config", to_json(in.config)},
-          {"num_heads", in.layer.num_heads ? nlohmann::ordered_json(*in.layer.num_heads) : nlohmann::ordered_json(nullptr)},
-          {"requested", in.requested ? nlohmann::ordered_json(in.requested->name()) : nlohmann::ordered_json(nullptr)},
-          {"candidates", to_json(s.candidates)},
-          {"warnings", s.warnings()}};
-}
-
 int list_facts(const SelectOptions& o) {
   const std::shared_ptr<Platform> platform = o.platform.make_platform();
   const RuntimeFacts& facts = platform->env().facts;
   if (o.output.json) {
-    nlohmann::ordered_json out = {{"platform", platform->spec()}, {"facts", nlohmann::ordered_json::array()}};
-    for (const FactDefinition& d : fact_definitions())
-      out["facts"].push_back({{"name", d.name},
-                              {"type", d.type},
-                              {"value", fact_value_to_string(facts.values().at(std::string(d.name)))},
-                              {"default", fact_value_to_string(d.default_for(platform->env().device))},
-                              {"overridden", facts.is_overridden(d.name)},
-                              {"doc", d.doc}});
-    print_json(out);
+    print_json(report::facts_json(*platform));
     return kExitChosen;
   }
   fmt::print("Runtime facts on {} (set with --fact NAME=VALUE):\n", platform->describe());
@@ -144,7 +124,7 @@ int run_select(const SelectOptions& o) {
         Selector selector(in->platform);
         const std::shared_ptr<const Selection> s = selector.select(in->engine, in->layer);
         if (o.output.json)
-          print_json(selection_json(*in, *s));
+          print_json(report::selection_json(*s, *in->platform, in->config, in->layer.num_heads, in->requested));
         else
           print_explanation(*in, *s);
         return static_cast<int>(kExitChosen);

@@ -1,23 +1,14 @@
-// JSON forms of the library's values, as the attnsel command prints them.
+// JSON output of the attnsel command: the library's JSON forms (src/report), printed.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
-#include <string>
-#include <vector>
-
-#include "attnsel/platform.hpp"
-#include "attnsel/selector_config.hpp"
+#include "report/selection_json.hpp"
 
 namespace attnsel::cli {
 
-/// {field: value} with vLLM's field names; None → null, dtype → "bfloat16".
-nlohmann::ordered_json to_json(const AttentionSelectorConfig& config);
-/// [{"backend", "priority", "valid", "reasons"}] in the given order.
-nlohmann::ordered_json to_json(const std::vector<Candidate>& candidates);
-/// {"error", "error_type", "candidates"}.
-nlohmann::ordered_json failure_json(const std::string& message, const std::string& error_type,
-                            const std::vector<Candidate>& candidates);
+using report::failure_json;
+using report::to_json;
 
 /// Prints `j` on stdout, indented, followed by a newline. UTF-8 is kept as is.
 void print_json(const nlohmann::ordered_json& j);

@@ -10,6 +10,7 @@
 
 #include "attnsel/model.hpp"
 #include "attnsel/plan.hpp"
+#include "report/plan_json.hpp"
 
 namespace attnsel::cli {
 
@@ -18,7 +19,7 @@ std::string render_plan_text(const ModelSpec& model, const ModelPlan& plan);
 /// The reasons behind each choice: every group's selector inputs and candidates, the block
 /// size rule, the layout resolution, the logged warnings.
 std::string render_plan_explanation(const ModelPlan& plan);
-nlohmann::json plan_json(const ModelSpec& model, const ModelPlan& plan);
+using report::plan_json;
 
 /// One platform's outcome for --compare: a plan, or the error with the partial plan.
 struct PlatformOutcome {

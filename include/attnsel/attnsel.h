@@ -1,0 +1,335 @@
+/* attnsel's C API: choosing, explaining and running attention backends from C and from
+ * any language with a C foreign-function interface (Python's ctypes, Rust, Go, Julia).
+ *
+ * C99. Nothing crosses this boundary but plain structs, C strings, opaque handles and
+ * DLPack tensors (dlpack.h, 0.6 or later), so a program built with another compiler or
+ * standard library links safely against libattnsel.so. No C++ exception escapes a
+ * function declared here.
+ *
+ * Errors: a function that can fail returns an attnsel_status. ATTNSEL_STATUS_OK (0) means
+ * success; any other value names vLLM's error category (ValueError, ImportError,
+ * NotImplementedError, RuntimeError) and attnsel_last_error() returns the message (vLLM's
+ * text where vLLM has one) until the same thread's next failing call.
+ *
+ * Strings: a `char**` out-parameter receives a string the caller owns and releases with
+ * attnsel_free_string(). A `const char*` result lives as long as the object it came from.
+ *
+ * Versioning (the plugin ABI's rule, include/attnsel/plugin.h): ATTNSEL_C_API_MAJOR changes
+ * when a declaration changes incompatibly; ATTNSEL_C_API_MINOR grows when functions are
+ * added or fields are appended to a struct. Every struct passed in starts with struct_size
+ * (set it with the struct's *_init function, which also sets the defaults); the library
+ * reads only the fields that lie inside it, so a program built against an older minor
+ * version keeps working. attnsel_c_api_version() tells which version the library has.
+ *
+ * Thread-safety: every function may be called from any thread. The registry functions
+ * take the registry's lock; a kernel and a step plan are immutable after creation, and
+ * their execute/write functions may run concurrently on distinct outputs.
+ */
+#ifndef ATTNSEL_ATTNSEL_H
+#define ATTNSEL_ATTNSEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ATTNSEL_C_API_MAJOR 1u
+#define ATTNSEL_C_API_MINOR 0u
+
+/** Marks the functions libattnsel.so exports. */
+#if defined(__GNUC__) || defined(__clang__)
+#define ATTNSEL_C_API __attribute__((visibility("default")))
+#else
+#define ATTNSEL_C_API
+#endif
+
+/* ---- errors and versions -------------------------------------------------------------- */
+
+typedef int32_t attnsel_status;
+#define ATTNSEL_STATUS_OK 0
+#define ATTNSEL_STATUS_VALUE_ERROR 1           /**< vLLM's ValueError (bad input) */
+#define ATTNSEL_STATUS_IMPORT_ERROR 2          /**< a class or library could not be loaded */
+#define ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR 3 /**< not available on this platform or build */
+#define ATTNSEL_STATUS_RUNTIME_ERROR 4         /**< a run-time condition failed */
+#define ATTNSEL_STATUS_INTERNAL_ERROR 5        /**< anything unexpected (out of memory, a bug) */
+
+/** The message of this thread's last failure ("" when none). Valid until the thread's next
+ *  failing call. */
+ATTNSEL_C_API const char* attnsel_last_error(void);
+/** "ValueError", "ImportError", "NotImplementedError", "RuntimeError", "InternalError", or
+ *  "OK"; "Unknown" for any other value. */
+ATTNSEL_C_API const char* attnsel_status_name(attnsel_status status);
+/** (major << 16) | minor of the C API the library implements. */
+ATTNSEL_C_API uint32_t attnsel_c_api_version(void);
+/** The library's version, e.g. "0.1.0". */
+ATTNSEL_C_API const char* attnsel_version(void);
+/** Releases a string returned through a `char**` out-parameter (NULL is ignored). */
+ATTNSEL_C_API void attnsel_free_string(char* text);
+
+/* ---- selection ------------------------------------------------------------------------ */
+
+/** One layer's selection request: the platform, the engine switches and every argument of
+ *  vLLM's get_attn_backend. Strings may be NULL (= the default named beside each field). */
+typedef struct attnsel_select_request {
+  uint32_t struct_size;
+  const char* platform;                /**< "cuda:9.0", "rocm:gfx942", "xpu", "cpu", "other:NAME"; NULL = this host */
+  const char* mode;                    /**< "reference" or "runnable"; NULL = the platform's default */
+  const char* const* facts;            /**< runtime facts, "NAME=VALUE" each */
+  uint32_t num_facts;
+  const char* attention_backend;       /**< a member name (any case) or "auto"; NULL = auto */
+  const char* attention_config;        /**< vLLM's --attention-config JSON; NULL = none */
+  const char* const* backend_per_kind; /**< "KIND=NAME" each (e.g. "sliding_window=TRITON_ATTN") */
+  uint32_t num_backend_per_kind;
+  int32_t head_size;                   /**< default 128 */
+  const char* dtype;                   /**< "float16", "bfloat16", "float32"; NULL = bfloat16 */
+  const char* kv_cache_dtype;          /**< NULL = None (not given) */
+  int32_t block_size;                  /**< > 0: user-specified; 0 = not given */
+  const char* attn_type;               /**< "decoder", "encoder", "encoder_only", "encoder_decoder"; NULL = decoder */
+  int32_t num_heads;                   /**< > 0: given; 0 = not given */
+  const char* run_cache_dtype;         /**< the run's CacheConfig.cache_dtype; NULL = kv_cache_dtype or "auto" */
+  uint8_t use_mla;
+  uint8_t has_sink;
+  uint8_t use_sparse;
+  uint8_t use_mm_prefix;
+  uint8_t use_per_head_quant_scales;
+  uint8_t has_sliding_window;
+  uint8_t use_non_causal;              /**< AttentionConfig.use_non_causal */
+  uint8_t use_batch_invariant;         /**< VLLM_BATCH_INVARIANT */
+  uint8_t use_kv_connector;            /**< a KV-transfer instance */
+  uint8_t use_pcp;                     /**< prefill context parallelism (size > 1) */
+  uint8_t use_dcp;                     /**< decode context parallelism (size > 1) */
+  uint8_t use_adaptive_verification;   /**< speculative decoding with adaptive verification */
+  uint8_t use_rswa;                    /**< the model uses R-SWA */
+} attnsel_select_request;
+
+/** Zeroes the request, sets struct_size and the defaults (head_size 128). */
+ATTNSEL_C_API void attnsel_select_request_init(attnsel_select_request* request);
+
+/** One backend a selection considered. */
+typedef struct attnsel_candidate {
+  const char* backend;          /**< the enum member's name */
+  int32_t priority;             /**< its index in the platform's list (0 = highest) */
+  uint8_t valid;
+  uint32_t num_reasons;
+  const char* const* reasons;   /**< why it was rejected (none when valid) */
+} attnsel_candidate;
+
+/** A selection's outcome: a chosen backend, or (attnsel_select failed) the candidates that
+ *  were rejected. */
+typedef struct attnsel_selection attnsel_selection;
+
+/** vLLM's get_attn_backend on the requested platform. On success *out holds the choice.
+ *  When the selection itself fails (no valid backend, an invalid explicit choice), the
+ *  status says why, and *out still holds the candidates with their reasons (backend ""),
+ *  so the caller can explain the failure; on any other failure *out is NULL. Release *out
+ *  with attnsel_selection_destroy. */
+ATTNSEL_C_API attnsel_status attnsel_select(const attnsel_select_request* request, attnsel_selection** out);
+ATTNSEL_C_API void attnsel_selection_destroy(attnsel_selection* selection);
+/** The chosen member's name ("" for a failed selection). */
+ATTNSEL_C_API const char* attnsel_selection_backend(const attnsel_selection* selection);
+/** The chosen class's qualified name. */
+ATTNSEL_C_API const char* attnsel_selection_class(const attnsel_selection* selection);
+/** The chosen backend's priority, or -1 for an explicit or routed choice. */
+ATTNSEL_C_API int32_t attnsel_selection_priority(const attnsel_selection* selection);
+ATTNSEL_C_API uint32_t attnsel_selection_num_candidates(const attnsel_selection* selection);
+/** Fills *out with candidate `index`; VALUE_ERROR when index >= the number of candidates. */
+ATTNSEL_C_API attnsel_status attnsel_selection_candidate(const attnsel_selection* selection, uint32_t index,
+                                                         attnsel_candidate* out);
+ATTNSEL_C_API uint32_t attnsel_selection_num_warnings(const attnsel_selection* selection);
+/** Warning `index` (vLLM's logged warnings, e.g. a block size that shut out better
+ *  backends); NULL when index is out of range. */
+ATTNSEL_C_API const char* attnsel_selection_warning(const attnsel_selection* selection, uint32_t index);
+/** The selection as `attnsel select --json` prints it: {"backend", "class", "priority",
+ *  "platform", "mode", "config", "num_heads", "requested", "candidates", "warnings"}, or for
+ *  a failed selection {"error", "error_type", "candidates", "platform", "mode", "config"}. */
+ATTNSEL_C_API const char* attnsel_selection_json(const attnsel_selection* selection);
+
+/** attnsel_select as JSON text in one call. *out_json receives the selection's JSON, or the
+ *  failure object for every failure whose request could be read ({"error", "error_type",
+ *  "candidates", ...}); the status is the same as attnsel_select's. */
+ATTNSEL_C_API attnsel_status attnsel_select_json(const attnsel_select_request* request, char** out_json);
+
+/** The reasons (a JSON array of strings; [] = valid) for which `backend` is rejected for the
+ *  request's layer on the request's platform: vLLM's validate_configuration, plus in
+ *  runnable mode a missing kernel or its gaps. The request's attention_backend is ignored. */
+ATTNSEL_C_API attnsel_status attnsel_check_backend(const attnsel_select_request* request, const char* backend,
+                                                   char** out_json);
+
+/** Every runtime fact with its value on the request's platform (its facts and mode
+ *  applied): {"platform", "facts": [{"name", "type", "value", "default", "overridden",
+ *  "doc"}]}, as `attnsel select --list-facts --json` prints it. */
+ATTNSEL_C_API attnsel_status attnsel_list_facts(const attnsel_select_request* request, char** out_json);
+
+/* ---- whole-model plans ------------------------------------------------------------------ */
+
+/** vLLM's engine options for a plan, spelled as on vLLM's command line. */
+typedef struct attnsel_plan_request {
+  uint32_t struct_size;
+  const char* platform;                /**< as in attnsel_select_request; NULL = this host */
+  const char* mode;                    /**< NULL = the platform's default */
+  const char* const* facts;            /**< "NAME=VALUE" each */
+  uint32_t num_facts;
+  const char* model_path;              /**< a config.json, or a folder holding one */
+  const char* model_json;              /**< config.json's text (used when model_path is NULL);
+                                            both NULL = the built-in Llama-3-8B-like model */
+  const char* attention_backend;       /**< --attention-backend; NULL = auto */
+  const char* attention_config;        /**< --attention-config JSON */
+  const char* kv_cache_dtype;          /**< --kv-cache-dtype; NULL = "auto" */
+  int32_t block_size;                  /**< --block-size; 0 = not given */
+  const char* dtype;                   /**< --dtype; NULL = "auto" */
+  int32_t tensor_parallel_size;        /**< default 1 */
+  int32_t decode_context_parallel_size;   /**< default 1 */
+  int32_t prefill_context_parallel_size;  /**< default 1 */
+  const char* kv_transfer_config;      /**< --kv-transfer-config JSON */
+  const char* kv_cache_layout;         /**< --kv-cache-layout ("NHD", "HND", ...) */
+  uint8_t batch_invariant;             /**< VLLM_BATCH_INVARIANT */
+} attnsel_plan_request;
+
+ATTNSEL_C_API void attnsel_plan_request_init(attnsel_plan_request* request);
+
+/** The plan of every layer as `attnsel plan --json` prints it. On failure *out_json holds
+ *  {"error", "error_type", "plan"} (the partial plan, or null) whenever the model and the
+ *  options could be read. */
+ATTNSEL_C_API attnsel_status attnsel_plan_json(const attnsel_plan_request* request, char** out_json);
+
+/* ---- the registry (vLLM's AttentionBackendEnum / MambaAttentionBackendEnum) ------------ */
+
+typedef uint32_t attnsel_enum;
+#define ATTNSEL_ENUM_ATTENTION 0u /**< AttentionBackendEnum */
+#define ATTNSEL_ENUM_MAMBA 1u     /**< MambaAttentionBackendEnum */
+
+/** The members, in declaration order, dynamic ones included: a JSON array of {"name",
+ *  "value" (the default class path, null for CUSTOM), "overridden"}. */
+ATTNSEL_C_API attnsel_status attnsel_enum_members(attnsel_enum which, char** out_json);
+/** Every member of both enums with its class and capabilities on `platform` (NULL = this
+ *  host), as `attnsel list --json` prints it. */
+ATTNSEL_C_API attnsel_status attnsel_list_backends(const char* platform, const char* mode, char** out_json);
+/** vLLM's Enum[name] (exact): VALUE_ERROR "Unknown attention backend: 'X'. Valid options
+ *  are: ..." when there is no such member. */
+ATTNSEL_C_API attnsel_status attnsel_member_check(attnsel_enum which, const char* name);
+/** get_path(include_classname): the override or default class path; VALUE_ERROR "Backend X
+ *  must be registered before use. ..." when there is none. */
+ATTNSEL_C_API attnsel_status attnsel_member_get_path(attnsel_enum which, const char* name, int include_classname,
+                                                     char** out_path);
+/** get_class(): resolves get_path() through the class table and the plugin loader.
+ *  *out_json receives {"name" (get_name()), "class" (the qualified name), "is_ssm", and for
+ *  attention classes "is_mla", "is_sparse", "has_kernel"}. IMPORT_ERROR when it cannot. */
+ATTNSEL_C_API attnsel_status attnsel_member_get_class(attnsel_enum which, const char* name, char** out_json);
+ATTNSEL_C_API attnsel_status attnsel_member_is_overridden(attnsel_enum which, const char* name, int* out);
+ATTNSEL_C_API attnsel_status attnsel_member_clear_override(attnsel_enum which, const char* name);
+/** vLLM's register_backend(backend, class_path): an existing member is overridden (last
+ *  writer wins); a new name becomes a member of `which` first (an upper-case identifier).
+ *  class_path is a class's qualified name, or "libfoo.so:symbol" for a plugin's backend. */
+ATTNSEL_C_API attnsel_status attnsel_register_backend(attnsel_enum which, const char* name, const char* class_path);
+
+/* ---- plugins ----------------------------------------------------------------------------- */
+
+/** Loads a plugin ("path", "path:symbol", or a bare file name found in the plugin search
+ *  path) and registers its backends; loading the same one again is a no-op. *out_json
+ *  (optional, may be NULL) receives {"library", "symbol", "name", "version", "backends":
+ *  [{"name", "qualname", "available", "unavailable_reason", "has_kernel",
+ *  "registered_as"}]}. IMPORT_ERROR when it cannot be loaded. */
+ATTNSEL_C_API attnsel_status attnsel_load_plugin(const char* spec, char** out_json);
+/** Every plugin loaded so far, a JSON array of the objects attnsel_load_plugin returns. */
+ATTNSEL_C_API attnsel_status attnsel_loaded_plugins(char** out_json);
+
+/* ---- kernels: create, plan a step, execute a layer ----------------------------------------
+ *
+ * The shape of an inference engine's step (vLLM's AttentionMetadataBuilder, FlashInfer's
+ * plan/run): a step plan is built once per step from the batch description, then every
+ * layer writes its new keys and values into its paged cache and executes against the plan.
+ *
+ * Tensors are DLPack DLTensors (from any framework's __dlpack__ / to_dlpack): host memory
+ * for CPU kernels, device memory for CUDA ones. Shapes:
+ *   query, output:        [num_tokens, num_heads, head_size]
+ *   key, value:           [num_tokens, num_kv_heads, head_size]
+ *   key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_size] in logical
+ *                         order; strides give the physical layout (NHD, HND, ...).
+ * The batch description (attnsel_batch) is always in host memory; the plan copies it. */
+
+/** Where a CUDA kernel runs: a cudaStream_t. NULL = the legacy default stream. Ignored by
+ *  CPU kernels. */
+typedef void* attnsel_stream;
+
+/** One layer's parameters (the kernel interface's LayerParams). */
+typedef struct attnsel_layer_params {
+  uint32_t struct_size;
+  int32_t num_heads;
+  int32_t num_kv_heads;
+  int32_t head_size;
+  float scale;                   /**< softmax scale; 0 = 1 / sqrt(head_size) */
+  int32_t sliding_window;        /**< window in tokens; 0 = full attention */
+  float logits_soft_cap;         /**< 0 = off */
+  const float* alibi_slopes;     /**< NULL = off; else [num_heads] */
+  uint32_t num_alibi_slopes;
+  const float* sinks;            /**< NULL = off; else [num_heads] sink logits */
+  uint32_t num_sinks;
+  const char* attn_type;         /**< NULL = "decoder" */
+  uint8_t causal;                /**< default 1 (decoder self-attention is causal) */
+  const char* kv_cache_dtype;    /**< "auto", "fp8", "fp8_e4m3", "fp8_e5m2"; NULL = "auto" */
+  float k_scale;                 /**< fp8 caches: dequantisation scale, default 1 */
+  float v_scale;
+  const float* k_scales;         /**< NULL = k_scale for every head; else [num_kv_heads] */
+  uint32_t num_k_scales;
+  const float* v_scales;
+  uint32_t num_v_scales;
+  uint8_t batch_invariant;       /**< VLLM_BATCH_INVARIANT */
+} attnsel_layer_params;
+
+ATTNSEL_C_API void attnsel_layer_params_init(attnsel_layer_params* params);
+
+/** One step's batch in vLLM's flattened form, in host memory. */
+typedef struct attnsel_batch {
+  uint32_t struct_size;
+  int32_t num_seqs;
+  const int32_t* query_start_loc;  /**< [num_seqs + 1]: prefix sums of the query lengths */
+  const int32_t* seq_lens;         /**< [num_seqs]: context lengths, new tokens included */
+  const int32_t* block_table;      /**< [num_seqs * max_blocks_per_seq], row-major */
+  int32_t max_blocks_per_seq;
+  const int64_t* slot_mapping;     /**< [query_start_loc[num_seqs]]: each new token's cache slot (-1 = skip) */
+} attnsel_batch;
+
+ATTNSEL_C_API void attnsel_batch_init(attnsel_batch* batch);
+
+typedef struct attnsel_kernel attnsel_kernel;
+typedef struct attnsel_step_plan attnsel_step_plan;
+
+/** The kernel of `backend` (a member name, any case, e.g. "CPU_ATTN", "FLASH_ATTN", or a
+ *  plugin's) for one layer. NOT_IMPLEMENTED_ERROR when the backend has no kernel in this
+ *  build or on this machine, VALUE_ERROR for parameters it does not compute. */
+ATTNSEL_C_API attnsel_status attnsel_kernel_create(const char* backend, const attnsel_layer_params* params,
+                                                   attnsel_kernel** out);
+ATTNSEL_C_API void attnsel_kernel_destroy(attnsel_kernel* kernel);
+/** The device the kernel runs on: kDLCPU or kDLCUDA. */
+ATTNSEL_C_API int32_t attnsel_kernel_device_type(const attnsel_kernel* kernel);
+
+/** Checks a step's batch and copies it into a plan that every layer of the step with the
+ *  same head counts and head size may use. */
+ATTNSEL_C_API attnsel_status attnsel_kernel_plan(const attnsel_kernel* kernel, const attnsel_batch* batch,
+                                                 attnsel_step_plan** out);
+ATTNSEL_C_API void attnsel_step_plan_destroy(attnsel_step_plan* plan);
+
+/** Writes the step's new keys and values into the layer's paged cache at the plan's slot
+ *  mapping (vLLM's reshape_and_cache). */
+ATTNSEL_C_API attnsel_status attnsel_kernel_write_kv_cache(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
+                                                           const DLTensor* key, const DLTensor* value,
+                                                           const DLTensor* key_cache, const DLTensor* value_cache,
+                                                           attnsel_stream stream);
+
+/** Attention of the step's queries against the layer's paged cache; the first
+ *  query_start_loc[num_seqs] rows of `output` are written (the rest are left untouched).
+ *  Every tensor is checked (dtype, shape, strides, device) before any is read. */
+ATTNSEL_C_API attnsel_status attnsel_kernel_execute(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
+                                                    const DLTensor* query, const DLTensor* key_cache,
+                                                    const DLTensor* value_cache, const DLTensor* output,
+                                                    attnsel_stream stream);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* ATTNSEL_ATTNSEL_H */

@@ -1,0 +1,201 @@
+"""Selection: attnsel.select (one layer, explained) and vLLM's get_attn_backend."""
+import ctypes
+import dataclasses
+import json
+from typing import List, NamedTuple, Optional
+
+from . import _library as L
+from ._errors import selection_error
+from .config import get_current_platform, get_current_vllm_config
+from .registry import BackendClass, BackendMember, _member_by_name
+
+_SWITCHES = ("use_mla", "has_sink", "use_sparse", "use_mm_prefix", "use_per_head_quant_scales",
+             "has_sliding_window", "use_non_causal", "use_batch_invariant", "use_kv_connector", "use_pcp",
+             "use_dcp", "use_adaptive_verification", "use_rswa")
+
+
+def dtype_name(dtype) -> Optional[str]:
+    """"bfloat16" for torch.bfloat16, numpy.float16, "float16", ..."""
+    if dtype is None:
+        return None
+    text = str(dtype)
+    for prefix in ("torch.", "<class 'numpy.", "numpy."):
+        if text.startswith(prefix):
+            text = text[len(prefix):]
+    text = text.rstrip("'>")
+    return {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(
+        text, text)
+
+
+class AttentionSelectorConfig(NamedTuple):
+    """vLLM's AttentionSelectorConfig: the key of a selection, with vLLM's field names."""
+    head_size: int
+    dtype: str
+    kv_cache_dtype: Optional[str]
+    block_size: Optional[int]
+    use_mla: bool = False
+    has_sink: bool = False
+    use_sparse: bool = False
+    use_mm_prefix: bool = False
+    use_per_head_quant_scales: bool = False
+    attn_type: str = "decoder"
+    has_sliding_window: bool = False
+    use_non_causal: bool = False
+    use_batch_invariant: bool = False
+    use_kv_connector: bool = False
+    use_pcp: bool = False
+    use_adaptive_verification: bool = False
+    use_dcp: bool = False
+    use_rswa: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    backend: str
+    priority: int
+    valid: bool
+    reasons: List[str]
+
+
+@dataclasses.dataclass(frozen=True)
+class Selection:
+    """One selection, explained: the chosen backend and every candidate with its reasons."""
+    backend: str
+    class_name: str
+    priority: Optional[int]
+    platform: str
+    mode: str
+    config: AttentionSelectorConfig
+    num_heads: Optional[int]
+    requested: Optional[str]
+    candidates: List[Candidate]
+    warnings: List[str]
+
+    def get_class(self):
+        return _member_by_name(L.ENUM_ATTENTION, self.backend).get_class()
+
+
+def _candidates(items):
+    return [Candidate(c["backend"], c["priority"], c["valid"], list(c["reasons"])) for c in items]
+
+
+def _request(platform=None, mode=None, facts=(), attention_backend=None, attention_config=None,
+             backend_per_kind=None, head_size=128, dtype="bfloat16", kv_cache_dtype=None, block_size=None,
+             attn_type="decoder", num_heads=None, run_cache_dtype=None, **switches):
+    """An attnsel_select_request, and the objects its pointers refer to (keep them alive)."""
+    unknown = set(switches) - set(_SWITCHES)
+    if unknown:
+        raise TypeError(f"unknown selector field(s) {sorted(unknown)}; valid: {', '.join(_SWITCHES)}")
+    r = L.SelectRequest()
+    L.lib.attnsel_select_request_init(ctypes.byref(r))
+    keep = []
+
+    def text(value):
+        encoded = L.encode(value)
+        keep.append(encoded)
+        return encoded
+
+    r.platform = text(platform)
+    r.mode = text(mode)
+    fact_items = [f"{k}={v}" for k, v in facts.items()] if isinstance(facts, dict) else list(facts)
+    array, r.num_facts = L.string_array(fact_items)
+    keep.append(array)
+    r.facts = array
+    if isinstance(attention_backend, BackendMember):
+        attention_backend = attention_backend.name
+    r.attention_backend = text(attention_backend)
+    r.attention_config = text(attention_config)
+    per_kind = [f"{k}={getattr(v, 'name', v)}" for k, v in (backend_per_kind or {}).items()]
+    array, r.num_backend_per_kind = L.string_array(per_kind)
+    keep.append(array)
+    r.backend_per_kind = array
+    if head_size is None or int(head_size) <= 0:
+        raise ValueError(f"head_size must be positive, got {head_size}")
+    r.head_size = int(head_size)
+    r.dtype = text(dtype_name(dtype) or "bfloat16")
+    r.kv_cache_dtype = text(kv_cache_dtype)
+    if block_size is not None and int(block_size) <= 0:
+        raise ValueError(f"block_size must be positive, got {block_size}")
+    r.block_size = int(block_size or 0)
+    r.attn_type = text(getattr(attn_type, "value", attn_type) or "decoder")
+    r.num_heads = int(num_heads or 0)
+    r.run_cache_dtype = text(run_cache_dtype)
+    for name, value in switches.items():
+        setattr(r, name, 1 if value else 0)
+    return r, keep
+
+
+def _parse_selection(j) -> Selection:
+    return Selection(backend=j["backend"], class_name=j["class"], priority=j["priority"], platform=j["platform"],
+                     mode=j["mode"], config=AttentionSelectorConfig(**j["config"]), num_heads=j["num_heads"],
+                     requested=j["requested"], candidates=_candidates(j["candidates"]), warnings=list(j["warnings"]))
+
+
+def select(platform: Optional[str] = None, head_size: int = 128, dtype="bfloat16", kv_cache_dtype=None,
+           block_size=None, *, mode=None, facts=(), attention_backend=None, attention_config=None,
+           backend_per_kind=None, attn_type="decoder", num_heads=None, run_cache_dtype=None,
+           **switches) -> Selection:
+    """What would vLLM choose for this layer on `platform` ("cuda:9.0", "rocm:gfx942", "xpu",
+    "cpu", "other:NAME"; None = this host, in runnable mode), and why not the others.
+
+    `switches` are the selector's boolean fields (use_mla=True, has_sink=True, use_dcp=True,
+    ...). A failed selection raises ValueError or NotImplementedError with vLLM's message;
+    the exception's `candidates` lists every candidate with its reasons."""
+    if isinstance(attention_config, dict):
+        attention_config = json.dumps(attention_config)
+    elif attention_config is not None and not isinstance(attention_config, str):
+        attention_config = attention_config.to_json()
+    request, keep = _request(platform=platform, mode=mode, facts=facts, attention_backend=attention_backend,
+                             attention_config=attention_config, backend_per_kind=backend_per_kind,
+                             head_size=head_size, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
+                             block_size=block_size, attn_type=attn_type, num_heads=num_heads,
+                             run_cache_dtype=run_cache_dtype, **switches)
+    out = ctypes.c_void_p()
+    status = L.lib.attnsel_select_json(ctypes.byref(request), ctypes.byref(out))
+    text = L.take_string(out)
+    if status != 0:
+        message = L.last_error()
+        if text is None:
+            L.check(status)
+        j = json.loads(text)
+        raise selection_error(j.get("error_type"), message, _candidates(j.get("candidates", [])))
+    return _parse_selection(json.loads(text))
+
+
+def get_attn_backend(head_size: int, dtype, kv_cache_dtype: Optional[str] = None, block_size: Optional[int] = None,
+                     use_mla: bool = False, has_sink: bool = False, use_sparse: bool = False,
+                     use_mm_prefix: bool = False, use_per_head_quant_scales: bool = False, attn_type=None,
+                     num_heads: Optional[int] = None, *, platform: Optional[str] = None, has_sliding_window=False,
+                     **facts_and_mode):
+    """vLLM's get_attn_backend: the backend class chosen for a layer, reading the current
+    configuration (set_current_vllm_config) and platform (use_platform; `platform` overrides).
+
+    As in vLLM, `block_size` here is ignored: the selector sees CacheConfig.block_size when
+    it was given. Returns a BackendClass (get_name(), full_cls_name(), ...)."""
+    del block_size  # vLLM reads the block size from the cache config
+    vllm_config = get_current_vllm_config()
+    ac, cc, pc = vllm_config.attention_config, vllm_config.cache_config, vllm_config.parallel_config
+    sel = select(platform=platform if platform is not None else get_current_platform(), head_size=head_size,
+                 dtype=dtype, kv_cache_dtype=kv_cache_dtype, block_size=cc.block_size,
+                 attention_backend=ac.backend.name if ac.backend is not None else None,
+                 attention_config=ac.to_json(), attn_type=attn_type or "decoder", num_heads=num_heads,
+                 run_cache_dtype=cc.cache_dtype if cc.cache_dtype != "auto" else None,
+                 use_mla=use_mla, has_sink=has_sink, use_sparse=use_sparse, use_mm_prefix=use_mm_prefix,
+                 use_per_head_quant_scales=use_per_head_quant_scales, has_sliding_window=has_sliding_window,
+                 use_batch_invariant=vllm_config.batch_invariant, use_kv_connector=vllm_config.kv_transfer_instance,
+                 use_dcp=pc.decode_context_parallel_size > 1, use_pcp=pc.prefill_context_parallel_size > 1,
+                 **facts_and_mode)
+    cls = sel.get_class()
+    return cls if not isinstance(cls, BackendClass) else _with_selection(cls, sel)
+
+
+def _with_selection(cls, sel):
+    cls.selection = sel
+    return cls
+
+
+def list_facts(platform: Optional[str] = None, mode=None, facts=()) -> list:
+    """Every runtime fact with its value on `platform`: [{"name", "type", "value", "default",
+    "overridden", "doc"}]."""
+    request, keep = _request(platform=platform, mode=mode, facts=facts)
+    return L.call_json(L.lib.attnsel_list_facts, ctypes.byref(request))["facts"]
