@@ -193,6 +193,7 @@ struct ATTNSEL_API StepShape {
   int num_seqs = 0;
   int num_actual_tokens = 0;
   int max_blocks_per_seq = 0;           ///< of the plan's block table (its capacity when capturable)
+  bool slot_mapping = false;            ///< the batch came with a slot mapping (write_kv_cache can run)
   ScalarType dtype = ScalarType::bf16;  ///< queries and outputs
   DeviceKind device = DeviceKind::cpu;
   int device_index = 0;
