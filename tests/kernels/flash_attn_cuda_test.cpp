@@ -627,9 +627,10 @@ TEST(FlashAttnCudaGpu, Fp8CacheWidensEveryByteValueExactly) {
       DeviceTensor o = device_like(wl.output());
       o.buffer.fill_bytes(0xFF);
       FlashAttnCuda impl(lp);
-      const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+      const KVCacheView dev_cache{k.view, v.view};
+      const auto plan = impl.plan(md, dev_cache, q.view.dtype, Stream{});
       EXPECT_EQ(FlashAttnCuda::summary(*plan).prefill_seqs, prefill ? 2 : 0);
-      impl.run(*plan);
+      impl.execute(*plan, q.view, dev_cache, o.view, Stream{});
       synchronize("fp8 widening test");
       copy_to_host(o, wl.output());
       const TensorView ho = wl.output();

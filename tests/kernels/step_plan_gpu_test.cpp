@@ -2,6 +2,7 @@
 // captured in a CUDA graph and replayed with new batch contents, and executes that take no
 // memory. Suites named *Gpu* skip without a device; the host suite runs everywhere.
 #include <gtest/gtest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <numeric>

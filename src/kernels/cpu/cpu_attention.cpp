@@ -151,6 +151,7 @@ class CpuAttentionImpl final : public AttentionImpl {
   }
 
   KernelInfo kernel_info() const override;
+  using AttentionImpl::write_kv_cache;  // the step plan's form too
   void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                       const AttentionMetadata& md) const override;
   void forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,

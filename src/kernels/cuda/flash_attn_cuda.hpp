@@ -80,6 +80,7 @@ class FlashAttnCuda final : public AttentionImpl {
   ~FlashAttnCuda() override;
 
   KernelInfo kernel_info() const override;
+  using AttentionImpl::write_kv_cache;  // the step plan's form too
   void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                       const AttentionMetadata& md) const override;
   /// A plan (reused between calls, so steady use allocates nothing) and an execute, on the
