@@ -282,15 +282,24 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
 
   // Memory: the batch description is staged in pinned memory and copied on the caller's
   // stream into `meta`; `workspace` holds split-KV partials and arrival counters.
-  PinnedBuffer staging;
-  cudaEvent_t staged = nullptr;  // the last upload has read the staging memory
+  // Two staging buffers, used in turn: an update waits only for the upload two steps back
+  // (done unless the host runs two whole steps ahead of the device).
+  PinnedBuffer staging[2];
+  cudaEvent_t staged[2] = {nullptr, nullptr};  // each buffer's last upload has read it
+  bool staged_pending[2] = {false, false};
+  int next_staging = 0;
   DeviceArena meta, workspace;
+  std::size_t zeroed_counters_at = 0;  // the counters the kernels keep at zero: offset and count
+  int zeroed_counters = -1;
   std::shared_ptr<const DeviceConstants> constants;
 
   ~CudaPlan() override {
-    if (staged) cudaEventDestroy(staged);
+    for (cudaEvent_t e : staged)
+      if (e) cudaEventDestroy(e);
   }
-  std::size_t workspace_bytes() const override { return staging.size() + meta.size() + workspace.size(); }
+  std::size_t workspace_bytes() const override {
+    return staging[0].size() + staging[1].size() + meta.size() + workspace.size();
+  }
   std::string describe() const override { return summary.describe(); }
   const void* at(std::size_t off) const { return meta.data() + off; }
 };
@@ -446,7 +455,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
   if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
-  check(cudaEventCreateWithFlags(&plan->staged, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+  for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
   const int max_blocks = shape.max_blocks_per_seq;
   if (options.graph_capturable) {
@@ -598,11 +607,12 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   plan.o_slots = take(tokens * sizeof(std::int64_t));
   plan.meta_bytes = std::max<std::size_t>(off, 16);
 
-  // The previous upload must have read the staging memory before it is rewritten (it has,
-  // unless the stream is a whole step behind).
-  if (plan.staging.size() > 0) check(cudaEventSynchronize(plan.staged), "cudaEventSynchronize (plan staging)");
-  plan.staging.reserve(plan.meta_bytes);
-  std::byte* h = plan.staging.data();
+  // This buffer's last upload must have read it before it is rewritten.
+  const int buf = plan.next_staging;
+  plan.next_staging ^= 1;
+  if (plan.staged_pending[buf]) check(cudaEventSynchronize(plan.staged[buf]), "cudaEventSynchronize (plan staging)");
+  plan.staging[buf].reserve(plan.meta_bytes);
+  std::byte* h = plan.staging[buf].data();
   auto put = [&](std::size_t at, const void* src, std::size_t bytes) {
     if (bytes) std::memcpy(h + at, src, bytes);
   };
@@ -626,7 +636,8 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   const auto s = static_cast<cudaStream_t>(stream);
   check(cudaMemcpyAsync(plan.meta.data(), h, plan.meta_bytes, cudaMemcpyHostToDevice, s),
         "cudaMemcpyAsync (step plan)");
-  check(cudaEventRecord(plan.staged, s), "cudaEventRecord (plan staging)");
+  check(cudaEventRecord(plan.staged[buf], s), "cudaEventRecord (plan staging)");
+  plan.staged_pending[buf] = true;
 
   plan.num_decode_work = static_cast<int>(plan.dwork.size());
   plan.num_prefill_work = static_cast<int>(plan.pwork.size());
@@ -635,11 +646,17 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   plan.counters = counters;
   plan.part_floats = part_tokens > 0 ? std::size_t(max_splits) * part_tokens * lp.num_heads * (std::size_t(lp.head_size) + 1) : 0;
   if (part_tokens > 0) {
-    plan.workspace.reserve(plan.part_floats * sizeof(float) + std::size_t(counters) * sizeof(std::int32_t), stream);
-    // The kernels leave the counters at zero; they start there.
-    check(cudaMemsetAsync(plan.workspace.data() + plan.part_floats * sizeof(float), 0,
-                          std::size_t(counters) * sizeof(std::int32_t), s),
-          "cudaMemsetAsync (split counters)");
+    const bool moved =
+        plan.workspace.reserve(plan.part_floats * sizeof(float) + std::size_t(counters) * sizeof(std::int32_t), stream);
+    // The counters start at zero and the kernels leave them there: only counters that were
+    // not counters before (new memory, another offset, more of them) are cleared.
+    const std::size_t at = plan.part_floats * sizeof(float);
+    if (moved || at != plan.zeroed_counters_at || counters > plan.zeroed_counters) {
+      check(cudaMemsetAsync(plan.workspace.data() + at, 0, std::size_t(counters) * sizeof(std::int32_t), s),
+            "cudaMemsetAsync (split counters)");
+      plan.zeroed_counters_at = at;
+      plan.zeroed_counters = counters;
+    }
   }
 
   PlanSummary& sum = plan.summary;
@@ -791,6 +808,8 @@ PlanSummary FlashAttnCuda::summary(const StepPlan& plan) {
 
 void FlashAttnCuda::forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
                             const TensorView& output) const {
+  // Every argument is checked first, with the one-call form's messages; then the reused
+  // plan is updated and executed.
   validate_forward_args(params_, query, cache, md, output);
   const int device = query.device_index;
   for (auto [t, name] : {std::pair{&query, "query"}, {&output, "output"}, {&cache.key, "key_cache"}, {&cache.value, "value_cache"}})
