@@ -151,6 +151,39 @@ void BM_DecodeInCache(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeInCache)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// The step API's two halves on a small decode batch (K/V in cache, so the host's share
+// shows): one step's plan, and one layer's execute against it.
+void BM_StepPlanDecode16x512(benchmark::State& state) {
+  Shape s;
+  s.batch = 16;
+  s.context = 512;
+  PagedWorkload& w = workload("stepplan16x512", s);
+  const auto impl = cpu::make_cpu_attention_impl(layer(s));
+  const auto md = w.metadata();
+  const auto cache = w.cache();
+  const auto plan = impl->plan(md, cache, s.dtype, attnsel::kernel::Stream{});
+  for (auto _ : state) impl->update(*plan, md, attnsel::kernel::Stream{});
+  state.SetLabel(plan->describe());
+}
+BENCHMARK(BM_StepPlanDecode16x512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_StepExecuteDecode16x512(benchmark::State& state) {
+  Shape s;
+  s.batch = 16;
+  s.context = 512;
+  PagedWorkload& w = workload("stepplan16x512", s);
+  const auto impl = cpu::make_cpu_attention_impl(layer(s));
+  const auto md = w.metadata();
+  const auto cache = w.cache();
+  const auto query = w.query(), output = w.output();
+  const auto plan = impl->plan(md, cache, s.dtype, attnsel::kernel::Stream{});
+  for (auto _ : state) impl->execute(*plan, query, cache, output, attnsel::kernel::Stream{});
+  state.counters["GB/s"] = benchmark::Counter(static_cast<double>(w.kv_bytes_read()) *
+                                                  static_cast<double>(state.iterations()) / 1e9,
+                                              benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_StepExecuteDecode16x512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 void BM_DecodeFp8Batch8x8192(benchmark::State& state) {
   Shape s;
   s.batch = 8;

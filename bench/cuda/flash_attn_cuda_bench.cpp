@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <functional>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -151,13 +152,13 @@ struct Timing {
   double median_ms = 0.0, min_ms = 0.0;
 };
 
-Timing time_plan(const cu::FlashAttnCuda& impl, const cu::FlashAttnCuda::Plan& plan, cu::DeviceBuffer& flush, int reps) {
+Timing time_plan(const std::function<void()>& execute, cu::DeviceBuffer& flush, int reps) {
   cu::EventTimer timer;
   std::vector<double> ms;
   for (int r = 0; r < reps + 3; ++r) {
     cu::flush_l2(flush);
     timer.start();
-    impl.run(plan);
+    execute();
     const double t = timer.stop();
     if (r >= 3) ms.push_back(t);
   }
@@ -282,12 +283,14 @@ int main(int argc, char** argv) {
       for (const auto& [label, tuning] : variants) {
         if (!only_variant.empty() && label != only_variant) continue;
         cu::FlashAttnCuda impl(lp, tuning);
-        const auto plan = impl.plan(b.q.view, {b.k.view, b.v.view}, b.md(), b.o.view);
+        const attnsel::kernel::KVCacheView dev_cache{b.k.view, b.v.view};
+        const auto plan = impl.plan(b.md(), dev_cache, b.q.view.dtype, attnsel::kernel::Stream{});
+        auto execute = [&] { impl.execute(*plan, b.q.view, dev_cache, b.o.view, attnsel::kernel::Stream{}); };
         b.o.buffer.fill_bytes(0xFF);
-        impl.run(*plan);
+        execute();
         cu::synchronize(s.name);
         const double err = check_sample(s, b, lp);
-        const Timing t = time_plan(impl, *plan, flush, s.kind == "decode" ? reps * 3 : reps);
+        const Timing t = time_plan(execute, flush, s.kind == "decode" ? reps * 3 : reps);
         const double tflops = flops(s) / (t.median_ms * 1e-3) / 1e12;
         const double tbs = kv_bytes(s) / (t.median_ms * 1e-3) / 1e12;
         const std::string plan_text = cu::FlashAttnCuda::summary(*plan).describe();

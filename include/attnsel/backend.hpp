@@ -8,6 +8,7 @@
 // may be called from any thread.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ namespace attnsel {
 namespace kernel {
 class AttentionImpl;
 struct LayerParams;
+struct KernelInfo;
+enum class ScalarType : std::uint8_t;
 }  // namespace kernel
 
 /// Common root of attention and Mamba backend classes (what the class table holds).
@@ -57,6 +60,10 @@ class ATTNSEL_API AttentionBackend : public BackendClass {
   virtual std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const;
   /// Builds the kernel implementation; throws NotImplementedError when there is none.
   virtual std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const;
+  /// What the kernel needs and offers (device, ISA, graph support, layout) for layers of
+  /// `dtype` with `kv_cache_dtype`: callers ask this instead of matching backend names.
+  /// The default: available when has_kernel(), host memory, no graphs, no preference.
+  virtual kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const;
 
   // --- capabilities, with vLLM's defaults -------------------------------------------
   virtual std::vector<DType> supported_dtypes(const RuntimeEnv& env) const;

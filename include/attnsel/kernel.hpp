@@ -6,6 +6,17 @@
 //                       (vLLM's reshape_and_cache);
 //   * forward         — queries against the paged cache, output written in place.
 //
+// Engines run both once per layer per step, with the same batch for every layer. The
+// step-level form splits the work the way vLLM's AttentionMetadataBuilder and FlashInfer's
+// plan()/run() do (docs/STEP_PLAN.md):
+//   * plan()      — once per step and KV-cache group: every host check of the batch, the
+//                   work split, the workspace and the upload of the batch description;
+//   * execute()   — once per layer: checks only the layer's tensors against the plan and
+//                   launches, on the caller's stream; no allocation, no synchronisation,
+//                   no pageable host-to-device copy, no logging;
+//   * write_kv_cache(plan, ...) — the cache write of the step, per layer, likewise.
+// forward(query, cache, md, output) stays as the one-call form: a plan and an execute.
+//
 // Tensors are plain views (data pointer, dtype, shape, strides in elements).
 // Every check on shapes, dtypes, strides, block tables and slots runs on the
 // host before any memory is touched; violations throw attnsel::ValueError.
@@ -23,6 +34,7 @@
 
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -32,6 +44,7 @@
 #include <dlpack/dlpack.h>
 
 #include "attnsel/export.hpp"
+#include "attnsel/kv_cache_layout.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel::kernel {
@@ -124,25 +137,175 @@ struct ATTNSEL_API KVCacheView {
   int head_size() const { return static_cast<int>(key.shape[3]); }
 };
 
+/// A stream to run device work on, without CUDA's headers: a cudaStream_t cast to void*.
+/// The default-constructed handle is CUDA's legacy default stream — work goes there only
+/// when the caller passes it. Host kernels ignore it (they run on the calling thread and
+/// its OpenMP team, and return when done).
+struct ATTNSEL_API Stream {
+  void* native = nullptr;
+  static Stream from_native(void* cuda_stream) { return Stream{cuda_stream}; }
+};
+
+/// How far a kernel's launches can be captured in a CUDA graph and replayed with new batch
+/// contents (vLLM's AttentionCGSupport, vllm/v1/attention/backend.py; ordered weakest first).
+enum class GraphSupport : std::uint8_t {
+  never,                        ///< no capture (host kernels; kernels that plan on the device's results)
+  uniform_single_token_decode,  ///< batches where every sequence has exactly one query token
+  uniform_batch,                ///< batches of one fixed shape: number of sequences and query lengths
+  always,                       ///< any batch, mixed prefill and decode
+};
+ATTNSEL_API std::string_view to_string(GraphSupport g);
+
+/// What a backend's kernel needs and offers: callers ask this rather than match names.
+struct ATTNSEL_API KernelInfo {
+  bool available = false;               ///< a kernel exists in this build and can run on this host
+  DeviceKind device = DeviceKind::cpu;  ///< where its tensors (queries, cache, batch arrays' copies) live
+  std::string isa = "-";                ///< instruction set / device it runs, e.g. "AVX3+BF16", "CUDA sm_90a"
+  GraphSupport graph_support = GraphSupport::never;
+  std::optional<KVCacheLayout> preferred_layout;  ///< the layout its loads are tuned for; none = no preference
+  bool lse_output = false;              ///< execute() can write the log-sum-exp of each row
+};
+
+/// How a step plan is built.
+struct ATTNSEL_API PlanOptions {
+  /// Build into persistent buffers for CUDA-graph capture (kernels with GraphSupport
+  /// uniform_batch or better): the plan's device pointers and launch shapes never change,
+  /// update() rewrites only their contents, so a step captured once replays for every later
+  /// batch of the same shape (number of sequences, query lengths). Rejected by kernels
+  /// whose graph support is `never`.
+  bool graph_capturable = false;
+  /// Capturable plans: block-table rows the buffers hold (0 = the first batch's
+  /// max_blocks_per_seq); later batches may use up to this many blocks per sequence.
+  int max_blocks_per_seq = 0;
+  /// Let execute() write the log-sum-exp (KernelInfo::lse_output). Host kernels then keep
+  /// every work item's partial state, which needs more plan-owned memory.
+  bool lse = false;
+};
+
+/// What a step plan was built for: the batch's size and the group's geometry. execute()
+/// compares each layer's tensors with it.
+struct ATTNSEL_API StepShape {
+  int num_seqs = 0;
+  int num_actual_tokens = 0;
+  int max_blocks_per_seq = 0;           ///< of the plan's block table (its capacity when capturable)
+  bool slot_mapping = false;            ///< the batch came with a slot mapping (write_kv_cache can run)
+  ScalarType dtype = ScalarType::bf16;  ///< queries and outputs
+  DeviceKind device = DeviceKind::cpu;
+  int device_index = 0;
+  int num_heads = 0, num_kv_heads = 0, head_size = 0;
+  ScalarType cache_dtype = ScalarType::bf16;
+  std::int64_t cache_shape[4] = {};     ///< [num_blocks, block_size, num_kv_heads, head_size]
+  std::int64_t key_strides[4] = {};
+  std::int64_t value_strides[4] = {};
+  // The group's layer parameters that shape the work split (the rest may differ per layer).
+  std::int64_t window = -1;             ///< sliding window - 1, or -1 for none
+  bool causal = true;
+  bool batch_invariant = false;
+};
+
+/// A plan for one step of one KV-cache group (the layers that share a backend, their
+/// layer parameters' shape and their cache geometry). Opaque: built by
+/// AttentionImpl::plan, consumed by execute and write_kv_cache of any layer of the group.
+///
+/// Ownership: the plan owns its copy of the batch description and its workspace (device
+/// memory for CUDA kernels, host memory for CPU ones). The workspace size depends on the
+/// work split the plan chooses, and every layer of a step reuses it in stream order, so
+/// the plan is where it belongs; engines account for it through workspace_bytes(). A plan
+/// must outlive the device work it was used for; executes of one plan run in the order of
+/// one stream (two streams at once need two plans).
+/// Thread-safety: execute/write_kv_cache on one plan may be called from several threads
+/// (they only read it); update() must not overlap them.
+class ATTNSEL_API StepPlan {
+ public:
+  virtual ~StepPlan() = default;
+  StepPlan(const StepPlan&) = delete;
+  StepPlan& operator=(const StepPlan&) = delete;
+
+  const StepShape& shape() const { return shape_; }
+  bool graph_capturable() const { return capturable_; }
+  bool lse() const { return lse_; }
+  /// Bytes of memory the plan owns (batch description and workspace, host and device).
+  virtual std::size_t workspace_bytes() const = 0;
+  /// One line on the work split, e.g. "split-KV decode (tma): 64 sequences, 512 CTAs".
+  virtual std::string describe() const = 0;
+
+ protected:
+  StepPlan() = default;
+  StepShape shape_;
+  bool capturable_ = false;
+  bool lse_ = false;
+  const void* family_ = nullptr;  ///< which implementation made it (execute refuses others' plans)
+  friend class AttentionImpl;
+};
+
 /// What a backend's kernel implementation provides. Thread-safety: const methods may be
-/// called concurrently on distinct output buffers.
+/// called concurrently on distinct output buffers (and distinct plans).
 class ATTNSEL_API AttentionImpl {
  public:
   virtual ~AttentionImpl() = default;
   const LayerParams& params() const { return params_; }
+  /// The kernel's device, ISA, graph support, layout preference.
+  virtual KernelInfo kernel_info() const;
 
+  // ---- step-level API ------------------------------------------------------------------
+  /// Validates the batch against the group's cache geometry (`cache`: any layer's cache of
+  /// the group; its pointers are not kept) and the activation dtype, splits the work, sizes
+  /// the workspace and uploads the batch description on `stream` (CUDA: from pinned memory).
+  /// The metadata's arrays are copied: they need not outlive the call.
+  std::unique_ptr<StepPlan> plan(const AttentionMetadata& md, const KVCacheView& cache, ScalarType dtype,
+                                 Stream stream, const PlanOptions& options = {}) const;
+  /// Rebuilds `plan` for a new step's batch in place, reusing its buffers (no allocation
+  /// while they fit). Capturable plans keep every pointer and launch shape, and so need the
+  /// batch shape they were built for (same num_seqs and query_start_loc); anything else is
+  /// refused with ValueError. Issue it on the stream that executes the plan.
+  void update(StepPlan& plan, const AttentionMetadata& md, Stream stream) const;
+  /// Runs this layer on the plan's batch: query [tokens, num_heads, head_size], the layer's
+  /// cache, output like query; lse (optional, null = none): [tokens, num_heads] f32, the
+  /// natural log of each row's softmax denominator (sinks included; -inf where a row sees
+  /// no key), needs a plan built with PlanOptions::lse. Checks only this layer's tensors
+  /// against the plan (ValueError naming the difference) and launches on `stream`.
+  void execute(const StepPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+               Stream stream, const TensorView* lse = nullptr) const;
+  /// The step's cache write for this layer (slot_mapping from the plan).
+  void write_kv_cache(const StepPlan& plan, const TensorView& key, const TensorView& value, const KVCacheView& cache,
+                      Stream stream) const;
+
+  // ---- one-call API ----------------------------------------------------------------------
   /// key/value: [num_tokens, num_kv_heads, head_size]; writes token i to slot_mapping[i]
-  /// (-1 skips it). Only the first md.num_actual_tokens tokens are read.
+  /// (-1 skips it). Only the first md.num_actual_tokens tokens are read. CUDA kernels run it
+  /// on the legacy default stream.
   virtual void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                               const AttentionMetadata& md) const = 0;
 
   /// query: [num_tokens, num_heads, head_size]; output: same shape and dtype, its first
-  /// md.num_actual_tokens rows written in place (the rest are left untouched).
+  /// md.num_actual_tokens rows written in place (the rest are left untouched). CUDA kernels
+  /// run it on the legacy default stream; engines use plan/execute.
   virtual void forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
                        const TensorView& output) const = 0;
 
  protected:
   explicit AttentionImpl(LayerParams p) : params_(std::move(p)) {}
+
+  // Hooks of the step-level API. The defaults serve any implementation through its one-call
+  // methods (the plan keeps a host copy of the batch); attnsel's kernels override them.
+  // Called after the public methods' checks (the batch in plan/update, the layer's tensors
+  // against the plan's shape in execute/write_kv_cache).
+  virtual std::unique_ptr<StepPlan> make_plan(const AttentionMetadata& md, const StepShape& shape, Stream stream,
+                                              const PlanOptions& options) const;
+  virtual void update_plan(StepPlan& plan, const AttentionMetadata& md, Stream stream) const;
+  virtual void execute_plan(const StepPlan& plan, const TensorView& query, const KVCacheView& cache,
+                            const TensorView& output, Stream stream, const TensorView* lse) const;
+  virtual void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
+                                   const KVCacheView& cache, Stream stream) const;
+  /// The family tag an implementation stamps on its plans (execute refuses another's).
+  virtual const void* plan_family() const;
+  static void set_family(StepPlan& plan, const void* family) { plan.family_ = family; }
+  static void set_flags(StepPlan& plan, const StepShape& shape, bool capturable, bool lse) {
+    plan.shape_ = shape;
+    plan.capturable_ = capturable;
+    plan.lse_ = lse;
+  }
+
   LayerParams params_;
 };
 
@@ -152,5 +315,18 @@ ATTNSEL_API void validate_forward_args(const LayerParams& p, const TensorView& q
                                        const AttentionMetadata& md, const TensorView& output);
 ATTNSEL_API void validate_cache_write_args(const LayerParams& p, const TensorView& key, const TensorView& value,
                                            const KVCacheView& cache, const AttentionMetadata& md);
+/// The batch checks of plan(): the metadata against the cache geometry (block ids, lengths,
+/// slots) for a layer of `p`; the cache's pointers are not read.
+ATTNSEL_API void validate_plan_args(const LayerParams& p, const KVCacheView& cache, ScalarType dtype,
+                                    const AttentionMetadata& md);
+/// The per-layer checks of execute(): the layer's parameters match the plan's group and its
+/// tensors match the plan's shape (a few comparisons; no loop over the batch).
+ATTNSEL_API void validate_execute_args(const LayerParams& p, const StepShape& shape, const TensorView& query,
+                                       const KVCacheView& cache, const TensorView& output, const TensorView* lse);
+ATTNSEL_API void validate_plan_cache_write_args(const LayerParams& p, const StepShape& shape, const TensorView& key,
+                                                const TensorView& value, const KVCacheView& cache);
+/// The shape a plan for this batch, geometry and layer has.
+ATTNSEL_API StepShape step_shape(const LayerParams& p, const KVCacheView& cache, ScalarType dtype,
+                                 const AttentionMetadata& md);
 
 }  // namespace attnsel::kernel

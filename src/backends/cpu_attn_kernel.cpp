@@ -17,4 +17,14 @@ std::unique_ptr<kernel::AttentionImpl> CPUAttentionBackend::make_impl(const kern
   return kernel::cpu::make_cpu_attention_impl(params);
 }
 
+kernel::KernelInfo CPUAttentionBackend::kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const {
+  kernel::KernelInfo k;
+  k.available = true;
+  k.device = kernel::DeviceKind::cpu;
+  k.isa = kernel::cpu::cpu_attention_isa(dtype, kv_cache_dtype);
+  k.graph_support = kernel::GraphSupport::never;  // host code: nothing to capture
+  k.lse_output = true;
+  return k;
+}
+
 }  // namespace attnsel::backends

@@ -25,4 +25,10 @@ std::unique_ptr<kernel::AttentionImpl> FlashAttentionBackend::make_impl(const ke
   return kernel::cuda::make_flash_attn_cuda_impl(params);
 }
 
+kernel::KernelInfo FlashAttentionBackend::kernel_info(kernel::ScalarType, const std::string&) const {
+  kernel::KernelInfo k = kernel::cuda::flash_attn_cuda_kernel_info();
+  k.available = has_kernel();
+  return k;
+}
+
 }  // namespace attnsel::backends

@@ -101,8 +101,9 @@ CacheReader make_reader(const LayerParams& p, const KVCacheView& cache, const At
 }
 
 // Exact attention of one query token, all heads, into out[num_heads * head_size].
+// lse (optional): [num_heads] natural-log softmax denominators, sinks included.
 void attend_token(const LayerParams& p, const TensorView& query, const CacheReader& rd, const AttentionMetadata& md,
-                  int token, double* out) {
+                  int token, double* out, double* lse = nullptr) {
   constexpr double kNegInf = -std::numeric_limits<double>::infinity();
   const auto* qsl = md.query_start_loc.data();
   const int s = static_cast<int>(std::upper_bound(qsl, qsl + md.num_seqs + 1, token) - qsl) - 1;
@@ -136,6 +137,7 @@ void attend_token(const LayerParams& p, const TensorView& query, const CacheRead
     }
     double* o = out + static_cast<std::ptrdiff_t>(h) * D;
     std::fill(o, o + D, 0.0);
+    if (lse) lse[h] = sink;  // no visible key: the sink alone (or -inf)
     if (!any) continue;  // no visible key: zeros
     double denom = sink == kNegInf ? 0.0 : std::exp(sink - max_logit);
     for (std::int64_t j = 0; j < seq_len; ++j) {
@@ -146,6 +148,7 @@ void attend_token(const LayerParams& p, const TensorView& query, const CacheRead
       for (int d = 0; d < D; ++d) o[d] += w * rd.value(s, j, kvh, d);
     }
     for (int d = 0; d < D; ++d) o[d] /= denom;
+    if (lse) lse[h] = max_logit + std::log(denom);
   }
 }
 
@@ -193,11 +196,23 @@ void write_kv_cache(const LayerParams& p, const TensorView& key, const TensorVie
 
 void forward(const LayerParams& p, const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
              const TensorView& output) {
+  forward(p, query, cache, md, output, nullptr);
+}
+
+void forward(const LayerParams& p, const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
+             const TensorView& output, const TensorView* lse) {
   validate_forward_args(p, query, cache, md, output);
+  if (lse && (lse->ndim != 2 || lse->dtype != ScalarType::f32 || lse->shape[0] < md.num_actual_tokens ||
+              lse->shape[1] != p.num_heads || lse->device != DeviceKind::cpu))
+    throw ValueError("reference::forward: lse must be a host f32 [num_tokens, num_heads] view, got " + lse->describe());
   const CacheReader rd = make_reader(p, cache, md, query.dtype);
   std::vector<double> out(idx(p.num_heads) * idx(p.head_size));
+  std::vector<double> row_lse(idx(p.num_heads));
   for (int t = 0; t < md.num_actual_tokens; ++t) {
-    attend_token(p, query, rd, md, t, out.data());
+    attend_token(p, query, rd, md, t, out.data(), row_lse.data());
+    if (lse)
+      for (int h = 0; h < p.num_heads; ++h)
+        static_cast<float*>(lse->data)[t * lse->stride[0] + h * lse->stride[1]] = static_cast<float>(row_lse[idx(h)]);
     for (int h = 0; h < p.num_heads; ++h)
       for (int d = 0; d < p.head_size; ++d)
         store(output.data, output.dtype, offset3(output, t, h, d), out[idx(h) * idx(p.head_size) + idx(d)]);

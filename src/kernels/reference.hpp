@@ -29,6 +29,11 @@ void write_kv_cache(const LayerParams& p, const TensorView& key, const TensorVie
 void forward(const LayerParams& p, const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
              const TensorView& output);
 
+/// The same, and the natural log of each row's softmax denominator (sinks included; the
+/// sink alone, or -inf, for a row that sees no key) into lse: f32 [num_tokens, num_heads].
+void forward(const LayerParams& p, const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
+             const TensorView& output, const TensorView* lse);
+
 /// Validates, then returns the exact (double) outputs of the given query tokens, laid out
 /// [tokens.size(), num_heads, head_size]. Lets a checker sample a large batch cheaply.
 std::vector<double> attend(const LayerParams& p, const TensorView& query, const KVCacheView& cache,

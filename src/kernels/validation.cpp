@@ -243,4 +243,131 @@ void validate_cache_write_args(const LayerParams& p, const TensorView& key, cons
   }
 }
 
+namespace {
+
+void check_slots(const KVCacheView& cache, const AttentionMetadata& md) {
+  const auto tokens = static_cast<std::size_t>(md.num_actual_tokens);
+  if (md.slot_mapping.size() < tokens)
+    fail(fmt::format("slot_mapping has {} entries but num_actual_tokens = {}", md.slot_mapping.size(), tokens));
+  const std::int64_t num_slots = cache.key.shape[0] * cache.key.shape[1];
+  for (std::size_t i = 0; i < tokens; ++i) {
+    const std::int64_t slot = md.slot_mapping[i];
+    if (slot != -1 && (slot < 0 || slot >= num_slots))
+      fail(fmt::format("slot_mapping[{}] = {} is outside the KV cache: valid slots are [0, {}) (num_blocks x "
+                       "block_size = {} x {}), or -1 to skip",
+                       i, slot, num_slots, cache.key.shape[0], cache.key.shape[1]));
+  }
+}
+
+// A layer's tensor against what the plan was built for: rank, sizes, dtype, device.
+void check_planned_activation(const TensorView& t, std::string_view name, const StepShape& s, int heads) {
+  if (t.ndim != 3)
+    fail(fmt::format("{} must have 3 dimensions [tokens, heads, head_size], got {}", name, t.describe()));
+  if (t.shape[0] < s.num_actual_tokens || t.shape[1] != heads || t.shape[2] != s.head_size)
+    fail(fmt::format("{} is {} but the plan's batch needs at least [{}, {}, {}]", name, t.describe(),
+                     s.num_actual_tokens, heads, s.head_size));
+  if (t.dtype != s.dtype)
+    fail(fmt::format("{} dtype {} differs from the plan's dtype {}", name, to_string(t.dtype), to_string(s.dtype)));
+  if (t.device != s.device || t.device_index != s.device_index)
+    fail(fmt::format("{} is on {}:{} but the plan was built for {}:{}", name, t.device == DeviceKind::cpu ? "cpu" : "cuda",
+                     t.device_index, s.device == DeviceKind::cpu ? "cpu" : "cuda", s.device_index));
+  if (t.shape[2] > 1 && t.stride[2] != 1)
+    fail(fmt::format("{} must be contiguous in its last dimension (stride 1), got {}", name, t.describe()));
+  if (t.stride[0] < 0 || t.stride[1] < 0) fail(fmt::format("{} has a negative stride: {}", name, t.describe()));
+  if (t.data == nullptr && s.num_actual_tokens > 0) fail(fmt::format("{} has a null data pointer", name));
+}
+
+void check_planned_cache(const KVCacheView& cache, const StepShape& s) {
+  for (const auto* t : {&cache.key, &cache.value}) {
+    const bool is_key = t == &cache.key;
+    const std::string_view name = is_key ? "key_cache" : "value_cache";
+    const std::int64_t* strides = is_key ? s.key_strides : s.value_strides;
+    bool same = t->ndim == 4 && t->dtype == s.cache_dtype && t->device == s.device && t->device_index == s.device_index;
+    for (int d = 0; same && d < 4; ++d) same = t->shape[d] == s.cache_shape[d] && t->stride[d] == strides[d];
+    if (!same)
+      fail(fmt::format("{} {} on {}:{} differs from the plan's cache geometry {}[{}, {}, {}, {}] strides [{}, {}, {}, "
+                       "{}]: every layer of a plan's group has the same cache shape, layout and dtype",
+                       name, t->describe(), t->device == DeviceKind::cpu ? "cpu" : "cuda", t->device_index,
+                       to_string(s.cache_dtype), s.cache_shape[0], s.cache_shape[1], s.cache_shape[2], s.cache_shape[3],
+                       strides[0], strides[1], strides[2], strides[3]));
+    if (t->data == nullptr) fail(fmt::format("{} has a null data pointer", name));
+  }
+}
+
+void check_planned_layer(const LayerParams& p, const StepShape& s) {
+  const MaskRule rule = MaskRule::from(p);
+  if (p.num_heads != s.num_heads || p.num_kv_heads != s.num_kv_heads || p.head_size != s.head_size ||
+      rule.window != s.window || rule.causal != s.causal || p.batch_invariant != s.batch_invariant)
+    fail(fmt::format("the layer (heads {}/{}, head_size {}, window {}, {}{}) is not in the plan's group (heads {}/{}, "
+                     "head_size {}, window {}, {}{}): build one plan per KV-cache group",
+                     p.num_heads, p.num_kv_heads, p.head_size, rule.window, rule.causal ? "causal" : "non-causal",
+                     p.batch_invariant ? ", batch-invariant" : "", s.num_heads, s.num_kv_heads, s.head_size, s.window,
+                     s.causal ? "causal" : "non-causal", s.batch_invariant ? ", batch-invariant" : ""));
+}
+
+}  // namespace
+
+void validate_plan_args(const LayerParams& p, const KVCacheView& cache, ScalarType dtype, const AttentionMetadata& md) {
+  validate_layer_params(p);
+  check_query_layout(md);
+  if (!is_float_activation(dtype))
+    fail(fmt::format("activation dtype {} is not supported; supported: f32, f16, bf16", to_string(dtype)));
+  check_cache(p, cache, dtype);
+  check_sequences(p, cache, md);
+  if (!md.slot_mapping.empty()) check_slots(cache, md);
+}
+
+StepShape step_shape(const LayerParams& p, const KVCacheView& cache, ScalarType dtype, const AttentionMetadata& md) {
+  StepShape s;
+  s.num_seqs = md.num_seqs;
+  s.num_actual_tokens = md.num_actual_tokens;
+  s.max_blocks_per_seq = md.max_blocks_per_seq;
+  s.slot_mapping = md.slot_mapping.size() >= static_cast<std::size_t>(md.num_actual_tokens) &&
+                   (md.num_actual_tokens == 0 || !md.slot_mapping.empty());
+  s.dtype = dtype;
+  s.device = cache.key.device;
+  s.device_index = cache.key.device_index;
+  s.num_heads = p.num_heads;
+  s.num_kv_heads = p.num_kv_heads;
+  s.head_size = p.head_size;
+  s.cache_dtype = cache.key.dtype;
+  for (int d = 0; d < 4; ++d) {
+    s.cache_shape[d] = cache.key.shape[d];
+    s.key_strides[d] = cache.key.stride[d];
+    s.value_strides[d] = cache.value.stride[d];
+  }
+  const MaskRule rule = MaskRule::from(p);
+  s.window = rule.window;
+  s.causal = rule.causal;
+  s.batch_invariant = p.batch_invariant;
+  return s;
+}
+
+void validate_execute_args(const LayerParams& p, const StepShape& s, const TensorView& query, const KVCacheView& cache,
+                           const TensorView& output, const TensorView* lse) {
+  check_planned_layer(p, s);
+  check_planned_activation(query, "query", s, s.num_heads);
+  check_planned_activation(output, "output", s, s.num_heads);
+  check_planned_cache(cache, s);
+  if (lse) {
+    if (lse->ndim != 2 || lse->dtype != ScalarType::f32 || lse->shape[0] < s.num_actual_tokens ||
+        lse->shape[1] != s.num_heads || (lse->shape[1] > 1 && lse->stride[1] != 1))
+      fail(fmt::format("lse must be f32 [tokens >= {}, num_heads = {}] with unit stride over heads, got {}",
+                       s.num_actual_tokens, s.num_heads, lse->describe()));
+    if (lse->device != s.device || lse->device_index != s.device_index)
+      fail("lse must be on the plan's device");
+    if (lse->data == nullptr && s.num_actual_tokens > 0) fail("lse has a null data pointer");
+  }
+}
+
+void validate_plan_cache_write_args(const LayerParams& p, const StepShape& s, const TensorView& key,
+                                    const TensorView& value, const KVCacheView& cache) {
+  check_planned_layer(p, s);
+  if (!s.slot_mapping)
+    fail("write_kv_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping was empty)");
+  check_planned_activation(key, "key", s, s.num_kv_heads);
+  check_planned_activation(value, "value", s, s.num_kv_heads);
+  check_planned_cache(cache, s);
+}
+
 }  // namespace attnsel::kernel

@@ -6,6 +6,7 @@
 #include <fmt/ranges.h>
 #include <map>
 #include <set>
+#include <variant>
 
 #include "attnsel/errors.hpp"
 #include "attnsel/plan.hpp"
@@ -199,12 +200,15 @@ BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const En
   if (auto fixed = platform.default_block_size()) {
     c.block_size = *fixed;
     c.source = fmt::format("platform default ({})", platform.spec());
-    // The CPU platform sets 16 for CPU_MLA models (spec §8.3), whose kernel takes only 16.
+    // The CPU platform sets 16 for CPU_MLA models (spec §8.3), whose kernel takes only 16:
+    // an MLA backend that cannot take the platform's size gets its kernel's fixed size.
     for (const PlanGroup& g : groups)
       if (const AttentionBackend* b = attention_class(g)) {
-        if (b->get_name() == "CPU_MLA") {
-          c.block_size = 16;
-          c.source = fmt::format("platform default for CPU_MLA ({})", platform.spec());
+        const auto sizes = b->get_supported_kernel_block_sizes(platform.env());
+        if (b->is_mla() && !b->supports_block_size(c.block_size, platform.env()) && !sizes.empty() &&
+            std::holds_alternative<int>(sizes.front())) {
+          c.block_size = std::get<int>(sizes.front());
+          c.source = fmt::format("platform default for {} ({})", b->get_name(), platform.spec());
         }
         break;
       }

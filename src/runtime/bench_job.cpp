@@ -36,6 +36,13 @@ std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std:
   return cases;
 }
 
+BenchCase shape_decode_case(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout, int batch,
+                            int context) {
+  BenchCase c{"decode-shape", bench_workload(dtype, kv_cache_dtype, layout, 32, 8), true, 0.0, 0.0};
+  for (int i = 0; i < batch; ++i) c.workload.sequences.push_back({context, 1});
+  return c;
+}
+
 WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout,
                             int heads, int kv_heads) {
   WorkloadSpec w;

@@ -28,7 +28,9 @@ struct BenchResult {
   bool decode = true;
   double seconds = 0.0;      ///< median of the timed passes (see `timed`)
   double forward_seconds = 0.0;  ///< GPU: median of forward() calls, host planning included
-  std::string timed = "forward";  ///< "forward", or "kernels of one plan" (FLASH_ATTN's CUDA plan/run)
+  double execute_host_us = 0.0;  ///< GPU: host time of one layer's execute (checks and launch), median
+  double plan_host_us = 0.0;     ///< GPU: host time of one step's plan update (work split and upload), median
+  std::string timed = "forward";  ///< "forward", or "kernels of one plan" (execute of a step plan)
   double figure = 0.0;       ///< GB/s (decode) or GFLOP/s (prefill)
   double ceiling = 0.0;      ///< the same unit
   std::string ceiling_name;  ///< "read bandwidth", "bf16 dot-product peak", ...
@@ -44,6 +46,11 @@ struct BenchResult {
 /// (for a quick look; the targets are defined at scale 1).
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
                                             CacheLayout layout, double scale = 1.0);
+
+/// One decode case of a given shape (batch × context, 32/8 heads, d=128): the kernel-only
+/// anchor for `attnsel run` on the same shape. No target.
+BenchCase shape_decode_case(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout, int batch,
+                            int context);
 
 /// The workload every bench case starts from: d=128, block 16, no spare blocks, the given
 /// heads, dtypes and layout (sequences are the case's).
@@ -69,8 +76,8 @@ std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const 
 
 /// run_bench_case on the GPU: the workload is built on the host and copied to device
 /// memory; passes are timed with CUDA events (median of `repeats` after a warm-up): the
-/// kernels of one plan when the implementation is FLASH_ATTN's FlashAttnCuda (plan/run),
-/// and forward() with its planning beside them; decode passes are paired with device
+/// kernels of one step plan (execute), and forward() with its planning beside them; the
+/// host time of one execute and of one plan update are timed with the clock; decode passes are paired with device
 /// read-bandwidth probes; a sample of the outputs is copied back and checked against the
 /// reference. Prefill has no measured ceiling (ceiling 0). Throws NotImplementedError
 /// without a usable GPU.

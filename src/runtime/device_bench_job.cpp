@@ -1,12 +1,12 @@
-// `attnsel bench` on a GPU: issue 6's cases, run on device copies of the synthetic
+// `attnsel bench` on a GPU: the standard GPU cases, run on device copies of the synthetic
 // workload, timed with CUDA events, next to the device read bandwidth measured around
 // each pass.
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/bench_job.hpp"
@@ -57,18 +57,13 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   const auto want = kernel::reference::attend(p, w.query(), host_cache, md, tokens);
   const Comparison cmp = compare_with_reference(w.output(), tokens, want, tolerance_for(c.workload.dtype));
 
-  // attnsel's own implementation splits forward() into plan (host: validation, work lists,
-  // one upload of the batch description) and run (the launches). The figure times the
-  // kernels of one plan, as issue 6's targets and attnsel_cuda_bench count them; forward()
-  // with its planning is timed too and reported beside it. Other kernels: forward() only.
-  const auto* cuda_impl = dynamic_cast<const FlashAttnCuda*>(impl.get());
-  std::shared_ptr<const FlashAttnCuda::Plan> plan;
-  if (cuda_impl) plan = cuda_impl->plan(q.view, {k.view, v.view}, md, o.view);
-  auto forward = [&] { impl->forward(q.view, {k.view, v.view}, md, o.view); };
-  auto kernels = [&] {
-    if (plan) cuda_impl->run(*plan);
-    else forward();
-  };
+  // The step API: one plan (built once, as an engine builds it once per step) and its
+  // execute, which is what every layer of a step costs; forward() (a plan update and an
+  // execute) is timed beside it.
+  const kernel::KVCacheView dev_cache{k.view, v.view};
+  const auto plan = impl->plan(md, dev_cache, q.view.dtype, kernel::Stream{});
+  auto forward = [&] { impl->forward(q.view, dev_cache, md, o.view); };
+  auto kernels = [&] { impl->execute(*plan, q.view, dev_cache, o.view, kernel::Stream{}); };
   const double work = c.decode ? static_cast<double>(w.kv_bytes_read()) : w.attention_flops(true);
   std::vector<double> times, forward_times, ceilings_seen, ratios;
   EventTimer timer;
@@ -97,6 +92,22 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
     forward_times.push_back(timed(forward, false));
     if (c.decode) before = probe.measure();
   }
+  // Host costs, with the clock, each from an idle device: one execute (checks and
+  // launches), one plan update (checks, work split, staging and the upload's issue).
+  std::vector<double> execute_us, plan_us;
+  for (int r = 0; r < 50; ++r) {
+    synchronize("attnsel bench: host timing");
+    const auto t0 = std::chrono::steady_clock::now();
+    kernels();
+    const auto t1 = std::chrono::steady_clock::now();
+    synchronize("attnsel bench: host timing");
+    const auto t2 = std::chrono::steady_clock::now();
+    impl->update(*plan, md, kernel::Stream{});
+    const auto t3 = std::chrono::steady_clock::now();
+    execute_us.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count());
+    plan_us.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
+  }
+  synchronize("attnsel bench: host timing");
   auto median = [](std::vector<double> x) {
     if (x.empty()) return 0.0;
     std::sort(x.begin(), x.end());
@@ -109,7 +120,9 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   r.device = device_label(kernel::DeviceKind::cuda, q.view.device_index);
   r.seconds = median(times);
   r.forward_seconds = median(forward_times);
-  r.timed = plan ? "kernels of one plan" : "forward";
+  r.timed = "kernels of one plan";
+  r.execute_host_us = median(execute_us);
+  r.plan_host_us = median(plan_us);
   r.target_pct = c.target_pct;
   r.target_figure = c.target_figure;
   r.check_passed = cmp.passed();

@@ -36,6 +36,9 @@ class DeviceJobMemory final : public JobMemory {
       keys_.emplace_back(sizes.cache_bytes);
       values_.emplace_back(sizes.cache_bytes);
     }
+    // The uploads and fills ran on the legacy default stream; the job's own stream does not
+    // wait for it.
+    kernel::cuda::synchronize("attnsel run: after filling the job's device memory");
   }
 
   kernel::DeviceKind device() const override { return kernel::DeviceKind::cuda; }
@@ -63,8 +66,14 @@ class DeviceJobMemory final : public JobMemory {
     return {host_k_.data(), host_v_.data()};
   }
 
-  void begin_step() override { timer_.start(); }
-  double end_step() override { return timer_.stop() * 1e-3; }  // waits for the step's last kernel
+  kernel::Stream stream() const override { return stream_.get(); }
+  void begin_step() override { timer_.start(stream_.get()); }
+  double end_step() override { return timer_.stop(stream_.get()) * 1e-3; }  // waits for the step's last kernel
+  void begin_capture() override { graph_.begin_capture(stream_.get()); }
+  void end_capture() override { graph_.end_capture(stream_.get()); }
+  bool captured() const override { return graph_.ready(); }
+  int captured_nodes() const override { return graph_.nodes(); }
+  void replay() override { graph_.launch(stream_.get()); }
 
  private:
   JobInputs in_;
@@ -73,10 +82,17 @@ class DeviceJobMemory final : public JobMemory {
   std::vector<DeviceBuffer> keys_, values_;
   std::vector<std::uint8_t> host_output_;
   HugeBuffer host_k_, host_v_;
+  kernel::cuda::OwnedStream stream_{0};
   kernel::cuda::EventTimer timer_;
+  kernel::cuda::CudaGraph graph_;
 };
 
 }  // namespace
+
+std::size_t device_memory_available() {
+  if (!kernel::cuda::cuda_kernels_unavailable_reason().empty()) return 0;
+  return kernel::cuda::device_memory_use(0).free_bytes;
+}
 
 std::unique_ptr<JobMemory> make_device_job_memory(const JobMemorySizes& sizes, JobInputs inputs) {
   if (const std::string why = kernel::cuda::cuda_kernels_unavailable_reason(); !why.empty())

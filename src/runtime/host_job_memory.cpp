@@ -1,5 +1,10 @@
 // JobMemory in host memory (the CPU kernels' runs).
 #include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "attnsel/errors.hpp"
 
 #include "runtime/huge_buffer.hpp"
 #include "runtime/job_memory.hpp"
@@ -7,6 +12,10 @@
 namespace attnsel::runtime {
 
 namespace {
+
+[[noreturn]] void no_graphs() {
+  throw ValueError("CUDA graphs capture device work; this job runs on the host (its kernel's graph support is 'never')");
+}
 
 class HostJobMemory final : public JobMemory {
  public:
@@ -30,8 +39,14 @@ class HostJobMemory final : public JobMemory {
   std::pair<std::uint8_t*, std::uint8_t*> cache_on_host(int i) override {
     return {keys_[static_cast<std::size_t>(i)].data(), values_[static_cast<std::size_t>(i)].data()};
   }
+  kernel::Stream stream() const override { return {}; }
   void begin_step() override { t0_ = std::chrono::steady_clock::now(); }
   double end_step() override { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+  void begin_capture() override { no_graphs(); }
+  void end_capture() override { no_graphs(); }
+  bool captured() const override { return false; }
+  int captured_nodes() const override { return 0; }
+  void replay() override { no_graphs(); }
 
  private:
   JobInputs in_;
@@ -41,6 +56,19 @@ class HostJobMemory final : public JobMemory {
 };
 
 }  // namespace
+
+std::size_t host_memory_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("MemAvailable:", 0) != 0) continue;
+    std::istringstream fields(line.substr(13));
+    std::size_t kib = 0;
+    fields >> kib;
+    return kib * 1024;
+  }
+  return 0;
+}
 
 std::unique_ptr<JobMemory> make_host_job_memory(const JobMemorySizes& sizes, JobInputs inputs) {
   return std::make_unique<HostJobMemory>(sizes, std::move(inputs));

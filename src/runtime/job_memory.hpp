@@ -46,9 +46,18 @@ class JobMemory {
   /// Cache pair `i` (copied back from the device first on a GPU).
   virtual std::pair<std::uint8_t*, std::uint8_t*> cache_on_host(int i) = 0;
 
+  /// The stream the job's device work runs on (its own; none for host memory).
+  virtual kernel::Stream stream() const = 0;
   /// Brackets the work of one step; end_step waits for it and returns its seconds.
   virtual void begin_step() = 0;
   virtual double end_step() = 0;
+
+  // A step captured as a CUDA graph (device memory only; host memory throws ValueError).
+  virtual void begin_capture() = 0;
+  virtual void end_capture() = 0;
+  virtual bool captured() const = 0;
+  virtual int captured_nodes() const = 0;
+  virtual void replay() = 0;
 };
 
 /// Host memory: caches on huge pages, step buffers in vectors.
@@ -56,6 +65,11 @@ std::unique_ptr<JobMemory> make_host_job_memory(const JobMemorySizes& sizes, Job
 /// Device memory on cuda:0. Throws NotImplementedError naming why when this build or this
 /// host cannot run CUDA kernels.
 std::unique_ptr<JobMemory> make_device_job_memory(const JobMemorySizes& sizes, JobInputs inputs);
+
+/// Bytes of host memory available now (Linux: MemAvailable), or 0 when unknown.
+std::size_t host_memory_available();
+/// Bytes of free device memory on cuda:0 (0 when there is no usable device).
+std::size_t device_memory_available();
 
 /// The one for `device`.
 std::unique_ptr<JobMemory> make_job_memory(kernel::DeviceKind device, const JobMemorySizes& sizes, JobInputs inputs);

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <chrono>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -23,16 +25,50 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw ValueError(what);
 }
 
+// The sizes of a job's memory, from its spec alone (the job and the memory check agree).
+struct JobGeometry {
+  ScalarType cache_type = ScalarType::bf16;
+  int blocks_per_seq = 0, num_blocks = 0, distinct = 1, chunk = 1, max_tokens = 0;
+  std::size_t per_cache = 0, cache_bytes = 0, query_bytes = 0, kv_input_bytes = 0;
+};
+
+JobGeometry job_geometry(const RunSpec& s) {
+  JobGeometry g;
+  g.cache_type = kernel::cache_encoding(s.kv_cache_dtype, s.dtype).stored;
+  const std::int64_t total_len = std::int64_t(s.context) + std::int64_t(s.decode_steps) * s.new_tokens;
+  const std::int64_t blocks = std::max<std::int64_t>(1, (total_len + s.block_size - 1) / s.block_size);
+  require(blocks * s.batch <= std::numeric_limits<std::int32_t>::max(),
+          fmt::format("batch {} × {} blocks per sequence exceeds the 2^31 block ids a block table holds; lower "
+                      "--batch or --context",
+                      s.batch, blocks));
+  g.blocks_per_seq = static_cast<int>(blocks);
+  g.num_blocks = s.batch * g.blocks_per_seq;
+  g.per_cache = static_cast<std::size_t>(g.num_blocks) * static_cast<std::size_t>(s.block_size) *
+                static_cast<std::size_t>(s.model.num_kv_heads) * static_cast<std::size_t>(s.model.head_size) *
+                kernel::element_size(g.cache_type);
+  g.distinct = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, 2 * g.per_cache), 1,
+                                                        static_cast<std::size_t>(s.model.num_layers)));
+  g.cache_bytes = 2 * g.per_cache * static_cast<std::size_t>(g.distinct);
+  g.chunk = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
+  g.max_tokens = s.batch * std::max(g.chunk, s.new_tokens);
+  const std::size_t act = kernel::element_size(s.dtype);
+  const auto D = static_cast<std::size_t>(s.model.head_size);
+  g.query_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.model.num_heads) * D * act;
+  g.kv_input_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.model.num_kv_heads) * D * act;
+  return g;
+}
+
+std::string gib(std::size_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / double(1ull << 30)); }
+
 // The batch's state: block table, caches (one per distinct layer slot) and step buffers.
 class Job {
  public:
   Job(const RunSpec& s, const ImplFactory& make_impl) : s_(s), lp_(layer_params(s)) {
     impl_ = make_impl(lp_);
-    const auto enc = kernel::cache_encoding(s.kv_cache_dtype, s.dtype);
-    cache_type_ = enc.stored;
-    const int total_len = s.context + s.decode_steps * s.new_tokens;
-    blocks_per_seq_ = std::max(1, (total_len + s.block_size - 1) / s.block_size);
-    num_blocks_ = s.batch * blocks_per_seq_;
+    const JobGeometry g = job_geometry(s);
+    cache_type_ = g.cache_type;
+    blocks_per_seq_ = g.blocks_per_seq;
+    num_blocks_ = g.num_blocks;
     // A shuffled table: sequences do not own contiguous memory, as in a real engine.
     block_table_.resize(static_cast<std::size_t>(num_blocks_));
     std::iota(block_table_.begin(), block_table_.end(), 0);
@@ -41,51 +77,69 @@ class Job {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       std::swap(block_table_[i - 1], block_table_[x % i]);
     }
-    const std::size_t per_cache = static_cast<std::size_t>(num_blocks_) * static_cast<std::size_t>(s.block_size) *
-                                  static_cast<std::size_t>(s.model.num_kv_heads) *
-                                  static_cast<std::size_t>(s.model.head_size) * kernel::element_size(cache_type_);
-    distinct_ = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, 2 * per_cache),
-                                                         1, static_cast<std::size_t>(s.model.num_layers)));
-    cache_bytes_ = 2 * per_cache * static_cast<std::size_t>(distinct_);
-    chunk_ = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
-    const int max_tokens = s.batch * std::max(chunk_, s.new_tokens);
-    const std::size_t act = kernel::element_size(s.dtype);
-    const auto D = static_cast<std::size_t>(s.model.head_size);
+    distinct_ = g.distinct;
+    cache_bytes_ = g.cache_bytes;
+    chunk_ = g.chunk;
     JobInputs in;
-    in.query.resize(static_cast<std::size_t>(max_tokens) * static_cast<std::size_t>(s.model.num_heads) * D * act);
-    in.new_keys.resize(static_cast<std::size_t>(max_tokens) * static_cast<std::size_t>(s.model.num_kv_heads) * D * act);
-    in.new_values.resize(in.new_keys.size());
+    in.query.resize(g.query_bytes);
+    in.new_keys.resize(g.kv_input_bytes);
+    in.new_values.resize(g.kv_input_bytes);
     fill_uniform(in.query, s.dtype, 1.0f, s.seed + 1);
     fill_uniform(in.new_keys, s.dtype, 1.0f, s.seed + 2);
     fill_uniform(in.new_values, s.dtype, 1.0f, s.seed + 3);
     output_bytes_ = in.query.size();
-    mem_ = make_job_memory(s.device, {distinct_, per_cache}, std::move(in));
+    mem_ = make_job_memory(s.device, {distinct_, g.per_cache}, std::move(in));
   }
 
   int chunk() const { return chunk_; }
   int distinct() const { return distinct_; }
   std::size_t cache_bytes() const { return cache_bytes_; }
 
-  // One batch step: every sequence has `done` tokens cached and adds `q` new ones.
-  // Runs every layer; returns the seconds spent.
-  double step(int done, int q, std::int64_t& progress_done, std::int64_t progress_total, std::string_view phase,
-              const Progress& progress) {
+  // One batch step: every sequence has `done` tokens cached and adds `q` new ones. One plan
+  // per step (updated in place between steps), then every layer's cache write and
+  // attention on the job's stream; a decode step in graph mode is captured once and
+  // replayed. Returns the seconds the step took (device events on a GPU: host gaps count).
+  double step(int done, int q, bool decode, PhaseStats& stats) {
+    using Clock = std::chrono::steady_clock;
     build_metadata(done, q);
     const kernel::AttentionMetadata md = metadata();
-    const TensorView query = view(mem_->query(), s_.model.num_heads), out = view(mem_->output(), s_.model.num_heads);
-    const TensorView k = view(mem_->new_keys(), s_.model.num_kv_heads), v = view(mem_->new_values(), s_.model.num_kv_heads);
-    // One bracket around every layer: on a GPU the launches queue up and the events time
-    // the device's work (and any gap the host leaves it), with no synchronisation between.
+    const kernel::Stream stream = mem_->stream();
+    const bool graph = decode && s_.cuda_graphs;
     mem_->begin_step();
-    for (int layer = 0; layer < s_.model.num_layers; ++layer) {
-      const kernel::KVCacheView cache = cache_view(layer % distinct_);
-      impl_->write_kv_cache(k, v, cache, md);
-      impl_->forward(query, cache, md, out);
-      if (progress) progress(phase, ++progress_done, progress_total);
+    const auto t0 = Clock::now();
+    if (!plan_ || plan_->graph_capturable() != graph) {
+      kernel::PlanOptions options;
+      options.graph_capturable = graph;
+      options.max_blocks_per_seq = blocks_per_seq_;
+      plan_ = impl_->plan(md, cache_view(0), s_.dtype, stream, options);
+    } else {
+      impl_->update(*plan_, md, stream);
     }
+    const auto t1 = Clock::now();
+    if (graph && warmed_up_) {
+      if (!mem_->captured()) {
+        mem_->begin_capture();
+        issue_layers(stream);
+        mem_->end_capture();
+      }
+      mem_->replay();
+    } else {
+      // The first decode step of a graph run runs as is: every kernel is loaded and
+      // configured before a capture begins.
+      issue_layers(stream);
+      warmed_up_ = graph;
+    }
+    const auto t2 = Clock::now();
     last_layer_cache_ = (s_.model.num_layers - 1) % distinct_;
-    return mem_->end_step();
+    const double seconds = mem_->end_step();
+    stats.plan_seconds += std::chrono::duration<double>(t1 - t0).count();
+    stats.issue_seconds += std::chrono::duration<double>(t2 - t1).count();
+    stats.layers += s_.model.num_layers;
+    return seconds;
   }
+
+  std::string plan_description() const { return plan_ ? plan_->describe() : std::string(); }
+  int graph_nodes() const { return mem_->captured_nodes(); }
 
   // Compares a sample of the last step's outputs (the last layer) with the reference.
   CheckResult check(std::string_view step_name) {
@@ -111,8 +165,9 @@ class Job {
     // Host copies (on a GPU: the output and the last layer's cache are copied back now).
     const auto [host_k, host_v] = mem_->cache_on_host(last_layer_cache_);
     const TensorView host_query = view(const_cast<std::uint8_t*>(mem_->query_on_host()), s_.model.num_heads,
-                                       kernel::DeviceKind::cpu);
-    const TensorView host_out = view(mem_->output_on_host(output_bytes_), s_.model.num_heads, kernel::DeviceKind::cpu);
+                                       kernel::DeviceKind::cpu, qsl_.back());
+    const TensorView host_out =
+        view(mem_->output_on_host(output_bytes_), s_.model.num_heads, kernel::DeviceKind::cpu, qsl_.back());
     const std::vector<double> want =
         kernel::reference::attend(lp_, host_query, cache_view(host_k, host_v, kernel::DeviceKind::cpu), md, tokens);
     r.tokens = static_cast<int>(tokens.size());
@@ -136,6 +191,19 @@ class Job {
   }
 
  private:
+  void issue_layers(kernel::Stream stream) {
+    const int tokens = qsl_.back();
+    const TensorView query = view(mem_->query(), s_.model.num_heads, tokens);
+    const TensorView out = view(mem_->output(), s_.model.num_heads, tokens);
+    const TensorView k = view(mem_->new_keys(), s_.model.num_kv_heads, tokens);
+    const TensorView v = view(mem_->new_values(), s_.model.num_kv_heads, tokens);
+    for (int layer = 0; layer < s_.model.num_layers; ++layer) {
+      const kernel::KVCacheView cache = cache_view(layer % distinct_);
+      impl_->write_kv_cache(*plan_, k, v, cache, stream);
+      impl_->execute(*plan_, query, cache, out, stream);
+    }
+  }
+
   void build_metadata(int done, int q) {
     qsl_.assign(1, 0);
     seq_lens_.clear();
@@ -163,10 +231,9 @@ class Job {
     md.max_seq_len = seq_lens_.empty() ? 0 : *std::max_element(seq_lens_.begin(), seq_lens_.end());
     return md;
   }
-  TensorView view(void* data, int heads) { return view(data, heads, mem_->device()); }
-  TensorView view(void* data, int heads, kernel::DeviceKind device) {
-    return TensorView::contiguous(data, s_.dtype, {static_cast<std::int64_t>(qsl_.back()), heads, s_.model.head_size},
-                                  device);
+  TensorView view(void* data, int heads, int tokens) { return view(data, heads, mem_->device(), tokens); }
+  TensorView view(void* data, int heads, kernel::DeviceKind device, int tokens) {
+    return TensorView::contiguous(data, s_.dtype, {static_cast<std::int64_t>(tokens), heads, s_.model.head_size}, device);
   }
   kernel::KVCacheView cache_view(int i) { return cache_view(mem_->key_cache(i), mem_->value_cache(i), mem_->device()); }
   kernel::KVCacheView cache_view(void* keys, void* values, kernel::DeviceKind device) {
@@ -185,6 +252,8 @@ class Job {
   std::vector<std::int32_t> block_table_, qsl_, seq_lens_;
   std::vector<std::int64_t> slots_;
   std::unique_ptr<JobMemory> mem_;
+  bool warmed_up_ = false;
+  std::unique_ptr<kernel::StepPlan> plan_;  // after mem_: freed on its stream before the stream goes
 };
 
 }  // namespace
@@ -199,7 +268,9 @@ kernel::LayerParams layer_params(const RunSpec& spec) {
   return p;
 }
 
-RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progress& progress) {
+namespace {
+
+void check_spec(const RunSpec& spec) {
   const ModelShape& m = spec.model;
   require(m.num_heads > 0 && m.num_kv_heads > 0 && m.head_size > 0 && m.num_layers > 0,
           fmt::format("model shape needs positive sizes: num_heads={}, num_kv_heads={}, head_size={}, num_layers={}",
@@ -211,6 +282,46 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
                       spec.context, spec.decode_steps, spec.new_tokens));
   require(spec.context + spec.decode_steps > 0, "nothing to run: context and decode_steps are both 0");
   require(spec.block_size > 0, fmt::format("block_size = {}; it must be at least 1", spec.block_size));
+}
+
+}  // namespace
+
+MemoryNeed memory_need(const RunSpec& spec) {
+  check_spec(spec);
+  const JobGeometry g = job_geometry(spec);
+  MemoryNeed need;
+  need.cache_bytes = g.cache_bytes;
+  const std::size_t step_buffers = 2 * g.query_bytes + 2 * g.kv_input_bytes;  // query, output, new keys and values
+  const std::size_t table = static_cast<std::size_t>(g.num_blocks) * sizeof(std::int32_t);
+  const bool gpu = spec.device == kernel::DeviceKind::cuda;
+  // Host: the inputs are filled on the host; the check copies the output (and, on a GPU,
+  // one layer's cache) back.
+  need.host_bytes = step_buffers + table + (gpu ? (spec.check ? g.per_cache * 2 : 0) : g.cache_bytes);
+  // Device: caches and step buffers, and the plan's workspace (split-KV partials: a few
+  // slices of every query row in fp32, bounded here generously).
+  const std::size_t workspace =
+      static_cast<std::size_t>(g.max_tokens) * spec.model.num_heads * (spec.model.head_size + 1) * sizeof(float) * 16;
+  need.device_bytes = gpu ? g.cache_bytes + step_buffers + table * 2 + workspace : 0;
+  need.host_available = host_memory_available();
+  need.device_available = gpu ? device_memory_available() : 0;
+  const std::string lower = fmt::format(
+      "the KV caches ({}) grow with --batch × (--context + --decode-steps × --new-tokens) and the heads and head size; "
+      "lower --batch or --context",
+      gib(g.cache_bytes));
+  if (gpu && need.device_available > 0 && need.device_bytes > need.device_available)
+    need.shortfall = fmt::format("this run needs {} of device memory on cuda:0 but {} is available there; {}", gib(need.device_bytes),
+                                 gib(need.device_available), lower);
+  else if (need.host_available > 0 && need.host_bytes > need.host_available)
+    need.shortfall = fmt::format("this run needs {} of host memory but {} is available{}; {}", gib(need.host_bytes),
+                                 gib(need.host_available), gpu ? " (the check copies one layer's cache back)" : "",
+                                 gpu && spec.check ? lower + ", or pass --no-check" : lower);
+  return need;
+}
+
+RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progress& progress) {
+  const ModelShape& m = spec.model;
+  check_spec(spec);
+  if (const MemoryNeed need = memory_need(spec); !need.shortfall.empty()) throw ValueError(need.shortfall);
 
   RunReport report;
   report.spec = spec;
@@ -225,22 +336,26 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
   for (int i = 0; i < prefill_steps; ++i) {
     const int cached = i * chunk;
     const int q = std::min(chunk, spec.context - cached);
-    report.prefill.seconds += job.step(cached, q, done, total, "prefill", progress);
+    report.prefill.seconds += job.step(cached, q, false, report.prefill);
     report.prefill.steps += 1;
     report.prefill.tokens += static_cast<double>(q) * spec.batch;
     report.prefill.kv_bytes += job.step_kv_bytes() * m.num_layers;
     report.prefill.flops += job.step_flops() * m.num_layers;
+    if (progress) progress("prefill", done += m.num_layers, total);
     if (spec.check && i + 1 == prefill_steps) report.check_prefill = job.check("prefill");
   }
   for (int i = 0; i < spec.decode_steps; ++i) {
     const int cached = spec.context + i * spec.new_tokens;
-    report.decode.seconds += job.step(cached, spec.new_tokens, done, total, "decode", progress);
+    report.decode.seconds += job.step(cached, spec.new_tokens, true, report.decode);
     report.decode.steps += 1;
     report.decode.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
     report.decode.kv_bytes += job.step_kv_bytes() * m.num_layers;
     report.decode.flops += job.step_flops() * m.num_layers;
+    if (progress) progress("decode", done += m.num_layers, total);
     if (spec.check && i + 1 == spec.decode_steps) report.check_decode = job.check("decode");
   }
+  report.decode_plan = job.plan_description();
+  report.graph_nodes = job.graph_nodes();
   return report;
 }
 

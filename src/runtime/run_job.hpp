@@ -50,6 +50,9 @@ struct RunSpec {
   /// Where the caches and step buffers live: cpu for host kernels, cuda for attnsel's CUDA
   /// kernels (see workload_device); the phase times then come from CUDA events.
   kernel::DeviceKind device = kernel::DeviceKind::cpu;
+  /// Capture the decode step (every layer's cache write and attention) in a CUDA graph
+  /// once, then replay it with each step's batch (the kernel must support graphs).
+  bool cuda_graphs = false;
 };
 
 struct PhaseStats {
@@ -58,6 +61,11 @@ struct PhaseStats {
   double tokens = 0.0;       ///< query tokens processed (per layer stack)
   double kv_bytes = 0.0;     ///< K and V bytes attended, all layers (read once each)
   double flops = 0.0;        ///< 4·q·visible keys·d·heads, all layers
+  double plan_seconds = 0.0;   ///< host time building or updating the step plans
+  double issue_seconds = 0.0;  ///< host time issuing the layers (GPU: launches return before the kernels end)
+  std::int64_t layers = 0;     ///< layer executions (steps × layers)
+  double plan_us_per_step() const { return steps ? plan_seconds / steps * 1e6 : 0.0; }
+  double host_us_per_layer() const { return layers ? issue_seconds / static_cast<double>(layers) * 1e6 : 0.0; }
   double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0.0; }
   double gbps() const { return seconds > 0 ? kv_bytes / seconds / 1e9 : 0.0; }
   double gflops() const { return seconds > 0 ? flops / seconds / 1e9 : 0.0; }
@@ -72,6 +80,8 @@ struct CheckResult {
 
 struct RunReport {
   RunSpec spec;
+  std::string decode_plan;      ///< the last decode step's plan, described
+  int graph_nodes = 0;          ///< nodes of the captured decode step (0 = no graph)
   int distinct_caches = 0;
   std::size_t cache_bytes = 0;  ///< all distinct caches, K and V
   PhaseStats prefill, decode;
@@ -83,13 +93,28 @@ struct RunReport {
 };
 
 using ImplFactory = std::function<std::unique_ptr<kernel::AttentionImpl>(const kernel::LayerParams&)>;
-/// Called after every layer of every step: (phase "prefill"/"decode"/"check", done, total).
+/// Called after every step: (phase "prefill"/"decode"/"check", done, total).
 using Progress = std::function<void(std::string_view phase, std::int64_t done, std::int64_t total)>;
 
 /// The layer parameters the job uses for `spec` (scale 1/sqrt(head_size), causal decoder).
 kernel::LayerParams layer_params(const RunSpec& spec);
 
-/// Throws ValueError for an impossible spec (non-positive sizes, ...).
+/// What a run needs before it starts: host and device bytes, and what is free now.
+struct MemoryNeed {
+  std::size_t host_bytes = 0;
+  std::size_t device_bytes = 0;
+  std::size_t host_available = 0;    ///< 0 = unknown
+  std::size_t device_available = 0;  ///< 0 = no device (or unknown)
+  std::size_t cache_bytes = 0;       ///< of which the KV caches (in the workload's memory)
+  /// Empty when it fits; else what is short, by how much, and which option to lower.
+  std::string shortfall;
+};
+/// Sizes `spec`'s memory (caches, step buffers, the check's host copies) against the free
+/// memory of the host and, for device workloads, of cuda:0.
+MemoryNeed memory_need(const RunSpec& spec);
+
+/// Throws ValueError for an impossible spec (non-positive sizes, ...) and for one whose
+/// memory does not fit (memory_need's shortfall), before allocating anything.
 RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progress& progress = {});
 
 }  // namespace attnsel::runtime

@@ -1,5 +1,7 @@
-// `attnsel bench` on this host, end to end, at a tiny scale: the block-size option reaches
-// the workload, the result is checked against the reference, and bad values are usage errors.
+// `attnsel bench` and `attnsel run` on this host, end to end, at a tiny scale: the
+// block-size option reaches the workload, the result is checked against the reference, a
+// shape of one's own, the step plan's figures, and bad values (and runs too large for the
+// machine) are usage errors.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -32,6 +34,59 @@ TEST(BenchCli, ABlockSizeOfZeroIsAUsageError) {
   const test::CliResult r = run_attnsel({"bench", "--block-size", "0"});
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_THAT(r.err, HasSubstr("--block-size"));
+}
+
+TEST(BenchCli, ADecodeCaseOfAGivenShape) {
+  if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
+  const test::CliResult r =
+      run_attnsel({"bench", "--batch", "3", "--context", "200", "--repeats", "1", "--json"}, {"OMP_DYNAMIC=false"});
+  ASSERT_EQ(r.exit_code, 0) << "stdout: " << r.out << "\nstderr: " << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("results").size(), 1u);
+  EXPECT_EQ(j.at("results")[0].at("case"), "decode-shape");
+  EXPECT_THAT(j.at("results")[0].at("shape").get<std::string>(), HasSubstr("3 × 200 tokens"));
+  const test::CliResult half = run_attnsel({"bench", "--batch", "3"});
+  EXPECT_EQ(half.exit_code, 2) << half.err;
+  EXPECT_THAT(half.err, HasSubstr("--batch and --context go together"));
+}
+
+TEST(RunCli, ReportsThePlanAndTheHostTimePerLayer) {
+  if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
+  const test::CliResult r = run_attnsel({"run", "--num-layers", "3", "--batch", "2", "--context", "40",
+                                         "--decode-steps", "3", "--no-ceilings", "--json"},
+                                        {"OMP_DYNAMIC=false"});
+  ASSERT_EQ(r.exit_code, 0) << "stdout: " << r.out << "\nstderr: " << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& d = j.at("decode");
+  EXPECT_EQ(d.at("steps"), 3);
+  EXPECT_GT(d.at("plan_us_per_step").get<double>(), 0.0);
+  EXPECT_GT(d.at("host_us_per_layer").get<double>(), 0.0);
+  EXPECT_GT(d.at("layer_us").get<double>(), 0.0);
+  EXPECT_EQ(j.at("kernel").at("graph_support"), "never");
+  EXPECT_TRUE(j.at("check").at("passed").get<bool>());
+}
+
+TEST(RunCli, MemoryIsCheckedBeforeItIsTaken) {
+  if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
+  // 1000 sequences × 100k tokens: ~400 GB of KV cache. Nothing is allocated; exit 2.
+  const test::CliResult r = run_attnsel(
+      {"run", "--num-layers", "1000000", "--context", "100000", "--batch", "1000", "--no-ceilings", "--json"});
+  EXPECT_EQ(r.exit_code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
+  EXPECT_THAT(r.err, HasSubstr("this run needs"));
+  EXPECT_THAT(r.err, HasSubstr("GiB"));
+  EXPECT_THAT(r.err, HasSubstr("available"));
+  EXPECT_THAT(r.err, HasSubstr("lower --batch or --context"));
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j.at("error_type"), "MemoryError");
+}
+
+TEST(RunCli, CudaGraphsNeedAKernelThatCanBeCaptured) {
+  if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
+  const test::CliResult r = run_attnsel({"run", "--attention-backend", "CPU_ATTN", "--cuda-graphs", "--num-layers",
+                                         "1", "--batch", "1", "--context", "16", "--decode-steps", "1"});
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("--cuda-graphs"));
+  EXPECT_THAT(r.err, HasSubstr("never"));
 }
 
 }  // namespace

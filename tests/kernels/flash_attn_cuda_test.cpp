@@ -112,13 +112,14 @@ Outcome check_case(const GpuCase& c) {
   DeviceTensor o = device_like(wl.output());
   o.buffer.fill_bytes(0xFF);  // 0xFFFF is a NaN in f16 and bf16: unwritten elements show
   FlashAttnCuda impl(lp, c.tuning);
-  const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
-  impl.run(*plan);
+  const KVCacheView dev_cache{k.view, v.view};
+  const auto plan = impl.plan(md, dev_cache, q.view.dtype, Stream{});
+  impl.execute(*plan, q.view, dev_cache, o.view, Stream{});
   synchronize("FlashAttnCuda test case");
   // Run the same plan again on a poisoned output: state a run leaves behind (the split
   // counters) must not change the next run's result.
   o.buffer.fill_bytes(0xFF);
-  impl.run(*plan);
+  impl.execute(*plan, q.view, dev_cache, o.view, Stream{});
   synchronize("FlashAttnCuda test case, second run");
   copy_to_host(o, wl.output());
 
@@ -460,8 +461,9 @@ TEST(FlashAttnCudaGpu, BatchInvariantModeGivesTheSameBitsAloneAndInABatch) {
     DeviceTensor o_batch = device_like(wl.output()), o_alone = device_like(wl.output());
     FlashAttnCuda impl(layer_params(c));
     const AttentionMetadata md = wl.metadata();
-    const auto batch_plan = impl.plan(q.view, {k.view, v.view}, md, o_batch.view);
-    impl.run(*batch_plan);
+    const KVCacheView dev_cache{k.view, v.view};
+    const auto batch_plan = impl.plan(md, dev_cache, q.view.dtype, Stream{});
+    impl.execute(*batch_plan, q.view, dev_cache, o_batch.view, Stream{});
     AttentionMetadata one = md;
     const std::vector<std::int32_t> qsl = {0, 1}, lens = {md.seq_lens[0]};
     one.num_seqs = 1;
@@ -476,8 +478,8 @@ TEST(FlashAttnCudaGpu, BatchInvariantModeGivesTheSameBitsAloneAndInABatch) {
       t.shape[0] = 1;
       return t;
     };
-    const auto alone_plan = impl.plan(first_token(q.view), {k.view, v.view}, one, first_token(o_alone.view));
-    impl.run(*alone_plan);
+    const auto alone_plan = impl.plan(one, dev_cache, q.view.dtype, Stream{});
+    impl.execute(*alone_plan, first_token(q.view), dev_cache, first_token(o_alone.view), Stream{});
     synchronize("batch-invariance case");
     const PlanSummary alone = FlashAttnCuda::summary(*alone_plan), batch = FlashAttnCuda::summary(*batch_plan);
     if (!invariant) {  // what the mode prevents: alone, sequence 0 is split differently
@@ -625,9 +627,10 @@ TEST(FlashAttnCudaGpu, Fp8CacheWidensEveryByteValueExactly) {
       DeviceTensor o = device_like(wl.output());
       o.buffer.fill_bytes(0xFF);
       FlashAttnCuda impl(lp);
-      const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+      const KVCacheView dev_cache{k.view, v.view};
+      const auto plan = impl.plan(md, dev_cache, q.view.dtype, Stream{});
       EXPECT_EQ(FlashAttnCuda::summary(*plan).prefill_seqs, prefill ? 2 : 0);
-      impl.run(*plan);
+      impl.execute(*plan, q.view, dev_cache, o.view, Stream{});
       synchronize("fp8 widening test");
       copy_to_host(o, wl.output());
       const TensorView ho = wl.output();

@@ -67,6 +67,20 @@ TEST(RunJobGpu, Fp8CacheWithScalesPassesTheCheck) {
   EXPECT_DOUBLE_EQ(r.decode.kv_bytes, 3 /*layers*/ * tokens * 2 * 2 * 64 * 1);
 }
 
+TEST(RunJobGpu, DecodeStepCapturedInACudaGraphPassesTheCheck) {
+  REQUIRE_GPU();
+  RunSpec s = tiny_spec();
+  s.decode_steps = 6;  // one step as is, one captured, four replays
+  s.cuda_graphs = true;
+  const RunReport r = run_job(s, cuda_impl());
+  EXPECT_EQ(r.decode.steps, 6);
+  EXPECT_GE(r.graph_nodes, 2 * s.model.num_layers);  // a cache write and an attention per layer
+  ASSERT_TRUE(r.check_decode.ran);
+  EXPECT_TRUE(r.check_passed()) << r.check_decode.comparison.worst_ratio;
+  EXPECT_GT(r.decode.plan_us_per_step(), 0.0);
+  EXPECT_GT(r.decode.host_us_per_layer(), 0.0);
+}
+
 TEST(RunJobGpu, BenchCaseRunsOnTheDeviceAgainstItsReadBandwidth) {
   REQUIRE_GPU();
   for (const BenchCase& c : standard_gpu_bench_cases(kernel::ScalarType::bf16, "auto", CacheLayout::nhd, 0.01)) {
@@ -77,6 +91,8 @@ TEST(RunJobGpu, BenchCaseRunsOnTheDeviceAgainstItsReadBandwidth) {
     EXPECT_GT(r.figure, 0.0);
     EXPECT_EQ(r.timed, "kernels of one plan");
     EXPECT_GT(r.forward_seconds, 0.0);
+    EXPECT_GT(r.execute_host_us, 0.0);
+    EXPECT_GT(r.plan_host_us, 0.0);
     if (c.decode) EXPECT_GT(r.ceiling, 100.0);  // GB/s of device memory, not a host figure
     else EXPECT_EQ(r.ceiling, 0.0);
   }

@@ -2,7 +2,9 @@
 // without a usable GPU (runs everywhere; the GPU runs are in run_job_gpu_test.cpp).
 #include <gtest/gtest.h>
 
+#include "attnsel/backend.hpp"
 #include "attnsel/errors.hpp"
+#include "attnsel/registry.hpp"
 #include "kernels/cpu/cpu_attention.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
 #include "runtime/device_ceilings.hpp"
@@ -13,13 +15,26 @@
 namespace attnsel::runtime {
 namespace {
 
-TEST(WorkloadDevice, BuiltinFlashAttnRunsOnTheGpuEverythingElseOnTheHost) {
-  EXPECT_EQ(workload_device("FLASH_ATTN", true), kernel::DeviceKind::cuda);
-  EXPECT_EQ(workload_device("CPU_ATTN", true), kernel::DeviceKind::cpu);
-  EXPECT_EQ(workload_device("TRITON_ATTN", true), kernel::DeviceKind::cpu);
-  // A plugin overriding FLASH_ATTN runs its own kernel, which gets host memory.
-  EXPECT_EQ(workload_device("FLASH_ATTN", false), kernel::DeviceKind::cpu);
-  EXPECT_EQ(workload_device("MY_PLUGIN", false), kernel::DeviceKind::cpu);
+TEST(WorkloadDevice, TheBackendsKernelSaysWhereItsTensorsLive) {
+  auto kernel_of = [](std::string_view name) {
+    const auto cls = AttentionBackendEnum[name].get_attention_class();
+    return cls->kernel_info(kernel::ScalarType::bf16, "auto");
+  };
+  const kernel::KernelInfo flash = kernel_of("FLASH_ATTN");
+  EXPECT_EQ(workload_device(flash), kernel::DeviceKind::cuda);
+  EXPECT_EQ(flash.graph_support, kernel::GraphSupport::uniform_batch);
+  EXPECT_EQ(flash.preferred_layout, KVCacheLayout::LBNHC);
+  EXPECT_EQ(flash.available, kernel::cuda::cuda_kernels_unavailable_reason().empty());
+  const kernel::KernelInfo cpu = kernel_of("CPU_ATTN");
+  EXPECT_EQ(workload_device(cpu), kernel::DeviceKind::cpu);
+  EXPECT_TRUE(cpu.available);
+  EXPECT_EQ(cpu.graph_support, kernel::GraphSupport::never);
+  EXPECT_TRUE(cpu.lse_output);
+  EXPECT_NE(cpu.isa, "-");
+  // A backend without a kernel here declares nothing: host memory, not available.
+  const kernel::KernelInfo triton = kernel_of("TRITON_ATTN");
+  EXPECT_FALSE(triton.available);
+  EXPECT_EQ(workload_device(triton), kernel::DeviceKind::cpu);
 }
 
 TEST(WorkloadDevice, Labels) {

@@ -18,6 +18,7 @@
 #include "runtime/device_ceilings.hpp"
 #include "runtime/run_job.hpp"
 #include "runtime/workload_device.hpp"
+#include "attnsel/kernel.hpp"
 #include "workload_options.hpp"
 
 namespace attnsel::cli {
@@ -36,6 +37,7 @@ struct RunOptions {
   bool check = true;
   bool ceilings = true;
   bool progress = true;
+  bool cuda_graphs = false;
   DcpOptions dcp;
 };
 
@@ -64,8 +66,18 @@ std::string check_line(const runtime::RunReport& r) {
 }
 
 nlohmann::json phase_json(const runtime::PhaseStats& p) {
-  return {{"steps", p.steps},        {"seconds", p.seconds}, {"tokens", p.tokens},     {"tokens_per_s", p.tokens_per_s()},
-          {"kv_bytes", p.kv_bytes}, {"gb_per_s", p.gbps()},  {"flops", p.flops},       {"gflop_per_s", p.gflops()}};
+  return {{"steps", p.steps},
+          {"seconds", p.seconds},
+          {"tokens", p.tokens},
+          {"tokens_per_s", p.tokens_per_s()},
+          {"kv_bytes", p.kv_bytes},
+          {"gb_per_s", p.gbps()},
+          {"flops", p.flops},
+          {"gflop_per_s", p.gflops()},
+          {"plan_us_per_step", p.plan_us_per_step()},
+          {"host_us_per_layer", p.host_us_per_layer()},
+          {"step_us", p.steps ? p.seconds / p.steps * 1e6 : 0.0},
+          {"layer_us", p.layers ? p.seconds / static_cast<double>(p.layers) * 1e6 : 0.0}};
 }
 
 nlohmann::json check_json(const runtime::CheckResult& c) {
@@ -92,7 +104,15 @@ int run_run(RunOptions o) {
   spec.decode_steps = o.decode_steps;
   spec.check = o.check;
   spec.device = chosen.device;
+  spec.cuda_graphs = o.cuda_graphs;
   const bool gpu = spec.device == kernel::DeviceKind::cuda;
+  if (o.cuda_graphs && chosen.kernel.graph_support == kernel::GraphSupport::never)
+    throw UsageError(fmt::format("--cuda-graphs: {}'s kernel cannot be captured in a CUDA graph (graph support: {}{})",
+                                 chosen.selection.backend, kernel::to_string(chosen.kernel.graph_support),
+                                 gpu ? "" : "; it runs on the host"));
+  // Memory is sized before any is taken: a run that cannot fit says so, and what to lower.
+  if (const runtime::MemoryNeed need = as_usage([&] { return runtime::memory_need(spec); }); !need.shortfall.empty())
+    throw UsageError(need.shortfall, "MemoryError");
   // Shapes the kernel cannot run are usage errors (e.g. a head size the backend lacks).
   as_usage([&] { (void)chosen.make_impl(runtime::layer_params(spec)); });
 
@@ -105,8 +125,9 @@ int run_run(RunOptions o) {
     fmt::print("Model:     {} query / {} KV heads, head size {}, {} layers; {}, kv-cache {}, block {}, {} layout\n",
                spec.model.num_heads, spec.model.num_kv_heads, spec.model.head_size, spec.model.num_layers,
                o.model.dtype, spec.kv_cache_dtype, spec.block_size, layout_label(spec.layout));
-    fmt::print("Workload:  batch {} × {}-token context, then {} decode steps × {} new token{}\n", spec.batch,
-               spec.context, spec.decode_steps, spec.new_tokens, spec.new_tokens == 1 ? "" : "s");
+    fmt::print("Workload:  batch {} × {}-token context, then {} decode steps × {} new token{}{}\n", spec.batch,
+               spec.context, spec.decode_steps, spec.new_tokens, spec.new_tokens == 1 ? "" : "s",
+               spec.cuda_graphs ? ", decode step captured in a CUDA graph" : "");
     std::fflush(stdout);
   }
   runtime::Ceilings ceil;
@@ -138,6 +159,11 @@ int run_run(RunOptions o) {
                 {"class", s.class_path},
                 {"isa", chosen.isa},
                 {"device", runtime::device_label(spec.device)},
+                {"kernel",
+                 {{"graph_support", kernel::to_string(chosen.kernel.graph_support)},
+                  {"cuda_graphs", spec.cuda_graphs},
+                  {"graph_nodes", r.graph_nodes},
+                  {"decode_plan", r.decode_plan}}},
                 {"model",
                  {{"num_heads", spec.model.num_heads},
                   {"num_kv_heads", spec.model.num_kv_heads},
@@ -182,6 +208,13 @@ int run_run(RunOptions o) {
                                                 bf16_peak ? "bf16 dot-product" : "fp32 FMA")
                                   : "");
   if (r.decode.steps > 0)
+    fmt::print("Steps:     decode step {:.1f} us ({:.2f} us a layer): plan {:.1f} us a step, host {:.2f} us a "
+               "layer{}; {}\n",
+               r.decode.seconds / r.decode.steps * 1e6, r.decode.seconds / static_cast<double>(r.decode.layers) * 1e6,
+               r.decode.plan_us_per_step(), r.decode.host_us_per_layer(),
+               r.graph_nodes ? fmt::format(", a graph of {} nodes replayed", r.graph_nodes) : std::string(),
+               r.decode_plan);
+  if (r.decode.steps > 0)
     fmt::print("Decode:    {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GB/s of K/V{}\n", r.decode.tokens,
                r.decode.seconds, r.decode.tokens_per_s(), r.decode.gbps(),
                o.ceilings ? fmt::format(" = {:.0f} % of the {}read bandwidth", 100 * r.decode.gbps() / read_gbps,
@@ -215,6 +248,8 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   sub->add_flag("--ceilings,!--no-ceilings", o->ceilings,
                 "measure the read bandwidth and compute peaks first, to report fractions (default: on)");
   sub->add_flag("!--no-progress", o->progress, "no progress bar");
+  sub->add_flag("--cuda-graphs", o->cuda_graphs,
+                "capture the decode step (every layer) in a CUDA graph once and replay it (kernels with graph support)");
   o->dcp.add_to(*sub);
   sub->callback([o, &context] { context.run = [o] { return run_command(o->output.json, [o] { return run_run(*o); }); }; });
 }

@@ -5,9 +5,7 @@
 #include "attnsel/kv_cache_layout.hpp"
 #include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
 #include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
 #include "runtime/workload_device.hpp"
 
 namespace attnsel::cli {
@@ -117,16 +115,14 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   out.selection = *selector.select(engine, layer);
   const std::shared_ptr<const AttentionBackend> cls = out.selection.backend_class;
   out.make_impl = [cls](const kernel::LayerParams& p) { return cls->make_impl(p); };
-  // The built-in CPU kernel's ISA; a plugin overriding CPU_ATTN runs its own kernel.
-  const bool builtin_cpu = out.selection.backend == "CPU_ATTN" &&
-                           out.selection.class_path == AttentionBackendEnum["CPU_ATTN"].value();
-  out.isa = builtin_cpu ? kernel::cpu::cpu_attention_isa(out.dtype, m.kv_cache_dtype) : "-";
-  const auto member = AttentionBackendEnum.find(out.selection.backend);
-  const bool builtin = member && out.selection.class_path == member->value();
-  out.device = runtime::workload_device(out.selection.backend, builtin);
-  if (out.device == kernel::DeviceKind::cuda && kernel::cuda::cuda_kernels_unavailable_reason().empty()) {
+  // The backend's kernel says where it runs and what it prefers (a plugin overriding a
+  // built-in backend declares its own, by default host memory and nothing more).
+  out.kernel = cls->kernel_info(out.dtype, m.kv_cache_dtype);
+  out.isa = out.kernel.isa;
+  out.device = runtime::workload_device(out.kernel);
+  if (out.device == kernel::DeviceKind::cuda && out.kernel.available) {
     const kernel::cuda::DeviceInfo d = kernel::cuda::device_info(0);
-    out.isa = fmt::format("CUDA on {} (sm_{}{})", d.name, d.major, d.minor);
+    out.isa = fmt::format("{} on {}", out.kernel.isa, d.name);
   }
 
   if (!m.layout.empty()) {
@@ -134,8 +130,11 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
     if (!l) throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...", m.layout));
     out.layout = cache_layout_of(*l);
   } else {
+    // The backend's declared layouts first, then its kernel's preference, then vLLM's default.
     const auto declared = cls->supported_kv_cache_layouts(out.platform->env());
-    out.layout = cache_layout_of(declared && !declared->empty() ? declared->front() : default_layout_preference().front());
+    out.layout = cache_layout_of(declared && !declared->empty() ? declared->front()
+                                 : out.kernel.preferred_layout ? *out.kernel.preferred_layout
+                                                               : default_layout_preference().front());
   }
   return out;
 }

@@ -46,7 +46,8 @@ struct ChosenBackend {
   std::shared_ptr<Platform> platform;
   Selection selection;
   runtime::ImplFactory make_impl;
-  std::string isa;                   ///< the kernel's instruction set ("AVX3+BF16", "CUDA sm_90a", ...) or "-"
+  kernel::KernelInfo kernel;         ///< what the backend's kernel declares (device, ISA, graph support, layout)
+  std::string isa;                   ///< the kernel's instruction set ("AVX3+BF16", "CUDA sm_90a on ...", ...) or "-"
   kernel::DeviceKind device = kernel::DeviceKind::cpu;  ///< where the workload lives (runtime::workload_device)
   kernel::ScalarType dtype = kernel::ScalarType::bf16;
   int block_size = 16;

@@ -80,57 +80,178 @@ float load_activation(ScalarType t, const std::uint8_t* base, std::int64_t i) {
   }
 }
 
-// Per-thread buffers that live as long as the thread (OpenMP's workers persist): a
-// forward pass must not map and unmap memory, whose page faults and TLB-shootdown
-// interrupts cost milliseconds on a busy (virtual) machine.
-template <int Tag>
-void* thread_buffer(std::size_t bytes) {
-  struct Buffer {
-    void* p = nullptr;
-    std::size_t n = 0;
-    ~Buffer() { ::operator delete(p, std::align_val_t{64}); }
-  };
-  thread_local Buffer b;
-  if (b.n < bytes) {
-    ::operator delete(b.p, std::align_val_t{64});
-    b.p = nullptr;
-    b.n = 0;
-    b.p = ::operator new(bytes, std::align_val_t{64});
-    b.n = bytes;
+/// 64-byte aligned host memory that only grows (plan-owned scratch and partials).
+class AlignedArena {
+ public:
+  AlignedArena() = default;
+  AlignedArena(const AlignedArena&) = delete;
+  AlignedArena& operator=(const AlignedArena&) = delete;
+  ~AlignedArena() { release(); }
+  void reserve(std::size_t bytes) {
+    if (bytes <= bytes_) return;
+    release();
+    ptr_ = ::operator new(bytes, std::align_val_t{64});
+    bytes_ = bytes;
   }
-  return b.p;
-}
-constexpr int kScratchTag = 0, kPartialTag = 1;
+  void* data() const { return ptr_; }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  void release() {
+    if (ptr_) ::operator delete(ptr_, std::align_val_t{64});
+    ptr_ = nullptr;
+    bytes_ = 0;
+  }
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// CPU_ATTN's step plan: a copy of the batch, the work items, and the memory every layer's
+/// execute uses (one scratch area per thread of the team, the split-KV partial slots).
+class CpuStepPlan final : public StepPlan {
+ public:
+  std::vector<std::int32_t> query_start_loc, seq_lens, block_table;
+  std::vector<std::int64_t> slot_mapping;
+  AttentionMetadata md;  // views of the copies above
+  WorkPlan work;
+  int threads = 1;
+  bool parallel = false;
+  std::size_t scratch_stride = 0;  // bytes per thread, a multiple of 64
+  AlignedArena scratch, partials;
+
+  std::size_t workspace_bytes() const override {
+    return scratch.size() + partials.size() + work.items.capacity() * sizeof(WorkItem) +
+           work.splits.capacity() * sizeof(SplitGroup) +
+           (query_start_loc.capacity() + seq_lens.capacity() + block_table.capacity()) * sizeof(std::int32_t) +
+           slot_mapping.capacity() * sizeof(std::int64_t);
+  }
+  std::string describe() const override {
+    return fmt::format("{} work items ({} split-KV groups, {} partial slots) on {} thread{}", work.items.size(),
+                       work.splits.size(), work.num_partial_slots, parallel ? threads : 1,
+                       parallel && threads > 1 ? "s" : "");
+  }
+};
+
+const char kCpuPlanFamily = 0;
 
 class CpuAttentionImpl final : public AttentionImpl {
  public:
   CpuAttentionImpl(LayerParams p, CpuAttentionOptions o) : AttentionImpl(std::move(p)), options_(o) {
     check_layer(params_);
+    // x * (1/scale) in float for the cache writer, the head's scale when the layer has
+    // per-head scales (computed once: the writer runs every layer of every step).
+    const CacheEncoding enc = cache_encoding(params_.kv_cache_dtype, ScalarType::f32);
+    k_inv_.assign(static_cast<std::size_t>(params_.num_kv_heads), 1.0f);
+    v_inv_ = k_inv_;
+    if (enc.quantized)
+      for (int h = 0; h < params_.num_kv_heads; ++h) {
+        k_inv_[static_cast<std::size_t>(h)] = 1.0f / key_scale(params_, h);
+        v_inv_[static_cast<std::size_t>(h)] = 1.0f / value_scale(params_, h);
+      }
   }
 
+  KernelInfo kernel_info() const override;
+  using AttentionImpl::write_kv_cache;  // the step plan's form too
   void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                       const AttentionMetadata& md) const override;
   void forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
                const TensorView& output) const override;
 
+ protected:
+  std::unique_ptr<StepPlan> make_plan(const AttentionMetadata& md, const StepShape& shape, Stream stream,
+                                      const PlanOptions& options) const override;
+  void update_plan(StepPlan& plan, const AttentionMetadata& md, Stream stream) const override;
+  void execute_plan(const StepPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+                    Stream stream, const TensorView* lse) const override;
+  void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
+                           const KVCacheView& cache, Stream stream) const override;
+  const void* plan_family() const override { return &kCpuPlanFamily; }
+
  private:
   int threads() const { return options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads(); }
-  void merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials) const;
+  void build(CpuStepPlan& plan, const AttentionMetadata& md, bool lse) const;
+  LayerCtx layer_ctx(const TensorView& query, const KVCacheView& cache, const TensorView& output,
+                     const AttentionMetadata& md) const;
+  void merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials, const TensorView* lse) const;
+  void write_rows(const TensorView& key, const TensorView& value, const KVCacheView& cache,
+                  std::span<const std::int64_t> slots, int tokens) const;
 
   CpuAttentionOptions options_;
+  std::vector<float> k_inv_, v_inv_;
 };
 
-void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
-                               const TensorView& output) const {
-  const LayerParams& p = params_;
-  validate_forward_args(p, query, cache, md, output);
-  check_cpu_tensors({&query, &output, &cache.key, &cache.value});
-  check_block_size(cache);
+KernelInfo CpuAttentionImpl::kernel_info() const {
+  KernelInfo k;
+  k.available = true;
+  k.device = DeviceKind::cpu;
+  k.isa = cpu_attention_isa(ScalarType::bf16, params_.kv_cache_dtype, options_);
+  k.graph_support = GraphSupport::never;
+  k.lse_output = true;
+  return k;
+}
+
+void CpuAttentionImpl::build(CpuStepPlan& plan, const AttentionMetadata& md, bool lse) const {
   if (md.max_seq_len >= kMaxPositions)
     throw ValueError(fmt::format("max_seq_len = {} exceeds CPU_ATTN's limit of {} tokens", md.max_seq_len,
                                  kMaxPositions - 1));
-  if (md.num_actual_tokens == 0) return;
+  const auto n = static_cast<std::size_t>(md.num_seqs);
+  plan.query_start_loc.assign(md.query_start_loc.begin(), md.query_start_loc.begin() + static_cast<std::ptrdiff_t>(n + 1));
+  plan.seq_lens.assign(md.seq_lens.begin(), md.seq_lens.begin() + static_cast<std::ptrdiff_t>(n));
+  plan.block_table.assign(md.block_table.begin(),
+                          md.block_table.begin() + static_cast<std::ptrdiff_t>(n * static_cast<std::size_t>(md.max_blocks_per_seq)));
+  const auto tokens = static_cast<std::size_t>(md.num_actual_tokens);
+  if (md.slot_mapping.size() >= tokens)
+    plan.slot_mapping.assign(md.slot_mapping.begin(), md.slot_mapping.begin() + static_cast<std::ptrdiff_t>(tokens));
+  else
+    plan.slot_mapping.clear();
+  plan.md = md;
+  plan.md.query_start_loc = plan.query_start_loc;
+  plan.md.seq_lens = plan.seq_lens;
+  plan.md.block_table = plan.block_table;
+  plan.md.slot_mapping = plan.slot_mapping;
 
+  plan.threads = threads();
+  plan.work = plan_work(params_, plan.md, MaskRule::from(params_), plan.threads);
+  if (lse) {
+    // Every item keeps its partial state (a one-slice group): the merge then knows each
+    // row's maximum and sum, which the log-sum-exp needs.
+    for (WorkItem& it : plan.work.items)
+      if (it.partial < 0) {
+        it.partial = plan.work.num_partial_slots++;
+        plan.work.splits.push_back({it, it.partial, 1});
+      }
+  }
+  // Waking a team costs tens of microseconds (and spinning workers steal the core on a
+  // busy machine): small batches run on the calling thread.
+  double total_cost = 0.0;
+  for (const WorkItem& it : plan.work.items) total_cost += it.cost;
+  plan.parallel = plan.threads > 1 && plan.work.items.size() > 1 && total_cost > kParallelCost;
+  plan.scratch_stride = (scratch_bytes(params_.head_size) + 63) / 64 * 64;
+  plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.parallel ? plan.threads : 1));
+  plan.partials.reserve(static_cast<std::size_t>(plan.work.num_partial_slots) * partial_slot_floats(params_.head_size) *
+                        sizeof(float));
+}
+
+std::unique_ptr<StepPlan> CpuAttentionImpl::make_plan(const AttentionMetadata& md, const StepShape& shape, Stream,
+                                                      const PlanOptions& options) const {
+  if (shape.device != DeviceKind::cpu)
+    throw ValueError(fmt::format("CPU_ATTN needs the KV cache in host memory, got one on cuda:{}", shape.device_index));
+  if (shape.cache_shape[1] % 16 != 0)
+    throw ValueError(fmt::format("block_size {} is not supported by CPU_ATTN: it must be a multiple of 16",
+                                 shape.cache_shape[1]));
+  auto plan = std::make_unique<CpuStepPlan>();
+  build(*plan, md, options.lse);
+  return plan;
+}
+
+void CpuAttentionImpl::update_plan(StepPlan& plan, const AttentionMetadata& md, Stream) const {
+  auto& p = static_cast<CpuStepPlan&>(plan);
+  build(p, md, p.lse());
+}
+
+LayerCtx CpuAttentionImpl::layer_ctx(const TensorView& query, const KVCacheView& cache, const TensorView& output,
+                                     const AttentionMetadata& md) const {
+  const LayerParams& p = params_;
   const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, query.dtype);
   const MaskRule mask = MaskRule::from(p);
   LayerCtx c;
@@ -181,41 +302,62 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
     if (contiguous(cache.key) && contiguous(cache.value))
       c.block_bytes = per_block * static_cast<std::int64_t>(element_size(cache.key.dtype));
   }
+  return c;
+}
 
-  const int nthreads = threads();
-  const WorkPlan plan = plan_work(p, md, mask, nthreads);
-  const std::size_t slot_floats = partial_slot_floats(p.head_size);
+void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
+                               const TensorView& output) const {
+  validate_forward_args(params_, query, cache, md, output);
+  check_cpu_tensors({&query, &output, &cache.key, &cache.value});
+  check_block_size(cache);
+  if (md.num_actual_tokens == 0) return;
+  // The one-call form reuses one plan per thread: its memory stays mapped between calls
+  // (mapping and unmapping scratch on every call costs page faults and TLB shootdowns,
+  // milliseconds on a busy machine).
+  thread_local CpuStepPlan plan;
+  build(plan, md, false);
+  set_flags(plan, step_shape(params_, cache, query.dtype, md), false, false);
+  set_family(plan, plan_family());
+  execute_plan(plan, query, cache, output, Stream{}, nullptr);
+}
+
+void CpuAttentionImpl::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
+                                    const TensorView& output, Stream, const TensorView* lse) const {
+  const auto& plan = static_cast<const CpuStepPlan&>(base);
+  if (plan.md.num_actual_tokens == 0) return;
+  const LayerCtx c = layer_ctx(query, cache, output, plan.md);
+  const std::size_t slot_floats = partial_slot_floats(params_.head_size);
   // Every row a merge reads is written first: no need to clear the slots.
-  float* partials = static_cast<float*>(
-      thread_buffer<kPartialTag>(static_cast<std::size_t>(plan.num_partial_slots) * slot_floats * sizeof(float)));
-  const std::size_t scratch = scratch_bytes(p.head_size);
-  const auto n_items = static_cast<std::int64_t>(plan.items.size());
-  // Waking a team costs tens of microseconds (and spinning workers steal the core on a
-  // busy machine): small batches run on the calling thread.
-  double total_cost = 0.0;
-  for (const WorkItem& it : plan.items) total_cost += it.cost;
-  const bool parallel = nthreads > 1 && n_items > 1 && total_cost > kParallelCost;
+  auto* partials = static_cast<float*>(plan.partials.data());
+  auto* scratch = static_cast<std::byte*>(plan.scratch.data());
+  const std::size_t stride = plan.scratch_stride;
+  const WorkItem* items = plan.work.items.data();
+  const auto n_items = static_cast<std::int64_t>(plan.work.items.size());
 
   const DynamicTeams dynamic_teams;
-#pragma omp parallel num_threads(nthreads) if (parallel)
+#pragma omp parallel num_threads(plan.threads) if (plan.parallel)
   {
-    void* buffer = thread_buffer<kScratchTag>(scratch);
+    void* buffer = scratch + static_cast<std::size_t>(omp_get_thread_num()) * stride;
 #pragma omp for schedule(dynamic, 1)
     for (std::int64_t i = 0; i < n_items; ++i) {
-      const WorkItem& it = plan.items[static_cast<std::size_t>(i)];
+      const WorkItem& it = items[i];
       float* slot = it.partial >= 0 ? partials + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
       process_item(c, it, slot, buffer);
     }
   }
-  if (!plan.splits.empty()) merge_splits(c, plan, partials);
+  if (!plan.work.splits.empty()) merge_splits(c, plan.work, partials, lse);
 }
 
-// out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max.
-void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials) const {
+// out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max;
+// lse = M + log(denominator).
+void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials,
+                                    const TensorView* lse) const {
   const int D = params_.head_size;
   const std::size_t slot_floats = partial_slot_floats(D);
-  std::vector<float> acc(static_cast<std::size_t>(D));
+  float acc[kMaxHeadSize];
   float* base = partials;
+  auto* lse_out = lse ? static_cast<float*>(lse->data) : nullptr;
+  const std::int64_t lse_stride = lse ? lse->stride[0] : 0;
   for (const SplitGroup& g : plan.splits)
     for (int j = 0; j < g.rows.kv_heads; ++j) {
       const WorkItem rows = g.rows.head(j, c.group);
@@ -228,7 +370,7 @@ void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, flo
         for (int i = 0; i < g.count; ++i)
           if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
         if (c.sinks) M = std::max(M, c.sinks[head]);
-        std::fill(acc.begin(), acc.end(), 0.0f);
+        std::fill(acc, acc + D, 0.0f);
         float denom = 0.0f;
         for (int i = 0; i < g.count; ++i) {
           const PartialView pv = part(i);
@@ -236,36 +378,41 @@ void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, flo
           const float w = std::exp(pv.m[r] - M);
           denom += pv.l[r] * w;
           const float* o = pv.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
-          for (int d = 0; d < D; ++d) acc[static_cast<std::size_t>(d)] += o[d] * w;
+          for (int d = 0; d < D; ++d) acc[d] += o[d] * w;
         }
         if (c.sinks) denom += std::exp(c.sinks[head] - M);
         const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
         const std::int64_t out_base = token * c.o_stride[0] + head * c.o_stride[1];
-        for (int d = 0; d < D; ++d)
-          store_activation(c.q_type, c.out, out_base + d, acc[static_cast<std::size_t>(d)] * inv);
+        for (int d = 0; d < D; ++d) store_activation(c.q_type, c.out, out_base + d, acc[d] * inv);
+        if (lse_out)
+          lse_out[token * lse_stride + head] =
+              denom > 0.0f ? M + std::log(denom) : -std::numeric_limits<float>::infinity();
       }
     }
 }
 
 void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                                       const AttentionMetadata& md) const {
-  const LayerParams& p = params_;
-  validate_cache_write_args(p, key, value, cache, md);
+  validate_cache_write_args(params_, key, value, cache, md);
   check_cpu_tensors({&key, &value, &cache.key, &cache.value});
   check_block_size(cache);
+  write_rows(key, value, cache, md.slot_mapping, md.num_actual_tokens);
+}
+
+void CpuAttentionImpl::write_kv_cache_plan(const StepPlan& base, const TensorView& key, const TensorView& value,
+                                           const KVCacheView& cache, Stream) const {
+  const auto& plan = static_cast<const CpuStepPlan&>(base);
+  write_rows(key, value, cache, plan.slot_mapping, plan.md.num_actual_tokens);
+}
+
+void CpuAttentionImpl::write_rows(const TensorView& key, const TensorView& value, const KVCacheView& cache,
+                                  std::span<const std::int64_t> slots, int tokens) const {
+  const LayerParams& p = params_;
   const CacheEncoding enc = cache_encoding(p.kv_cache_dtype, key.dtype);
-  // x * (1/scale) in float, the head's scale when the layer has per-head scales.
-  std::vector<float> k_inv(static_cast<std::size_t>(p.num_kv_heads), 1.0f), v_inv(k_inv);
-  if (enc.quantized)
-    for (int h = 0; h < p.num_kv_heads; ++h) {
-      k_inv[static_cast<std::size_t>(h)] = 1.0f / key_scale(p, h);
-      v_inv[static_cast<std::size_t>(h)] = 1.0f / value_scale(p, h);
-    }
   const std::int64_t bs = cache.block_size();
   const int D = p.head_size;
   const std::size_t out_bytes = element_size(enc.stored);
   const bool copy = key.dtype == enc.stored;  // same type: a row copy
-  const int tokens = md.num_actual_tokens;
   auto write_row = [&](const TensorView& src, const TensorView& dst, std::int64_t i, int h, std::int64_t slot,
                        float inv) {
     const auto* in = static_cast<const std::uint8_t*>(src.data);
@@ -291,11 +438,11 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
   const DynamicTeams dynamic_teams;
 #pragma omp parallel for schedule(static) num_threads(threads()) if (parallel)
   for (int i = 0; i < tokens; ++i) {
-    const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];
+    const std::int64_t slot = slots[static_cast<std::size_t>(i)];
     if (slot < 0) continue;
     for (int h = 0; h < p.num_kv_heads; ++h) {
-      write_row(key, cache.key, i, h, slot, k_inv[static_cast<std::size_t>(h)]);
-      write_row(value, cache.value, i, h, slot, v_inv[static_cast<std::size_t>(h)]);
+      write_row(key, cache.key, i, h, slot, k_inv_[static_cast<std::size_t>(h)]);
+      write_row(value, cache.value, i, h, slot, v_inv_[static_cast<std::size_t>(h)]);
     }
   }
 }

@@ -59,14 +59,16 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
 
 void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* stream) {
   if (p.num_tokens == 0) return;
-  const std::string cfg = cfg_string("tokens={} kv_heads={} head_size={} block_size={} cache={}", p.num_tokens,
-                                     p.num_kv_heads, p.head_size, p.block_size, to_fp8 ? "fp8_e4m3" : "16-bit");
+  auto cfg = [&] {
+    return cfg_string("tokens={} kv_heads={} head_size={} block_size={} cache={}", p.num_tokens, p.num_kv_heads,
+                      p.head_size, p.block_size, to_fp8 ? "fp8_e4m3" : "16-bit");
+  };
   const auto s = static_cast<cudaStream_t>(stream);
   dispatch_elem(e, [&]<class T>() {
     if (to_fp8) cache_write_kernel<T, true><<<p.num_tokens, 128, 0, s>>>(p);
     else cache_write_kernel<T, false><<<p.num_tokens, 128, 0, s>>>(p);
   });
-  check_launch("cache_write_kernel", cfg);
+  check_launch_lazy("cache_write_kernel", cfg);
 }
 
 }  // namespace attnsel::kernel::cuda

@@ -14,12 +14,21 @@ std::string cuda_kernels_unavailable_reason() { return kReason; }
 std::unique_ptr<AttentionImpl> make_flash_attn_cuda_impl(const LayerParams&) { unavailable(); }
 
 std::string PlanSummary::describe() const { return "nothing to do"; }
+KernelInfo flash_attn_cuda_kernel_info() {
+  KernelInfo k;
+  k.device = DeviceKind::cuda;
+  k.graph_support = GraphSupport::uniform_batch;
+  k.preferred_layout = KVCacheLayout::LBNHC;
+  k.available = false;
+  return k;
+}
 struct FlashAttnCuda::DeviceConstants {};
-struct FlashAttnCuda::Plan {};
+struct FlashAttnCuda::ForwardCache {};
 FlashAttnCuda::FlashAttnCuda(const LayerParams& params, CudaTuning tuning) : AttentionImpl(params), tuning_(tuning) {
   unavailable();
 }
 FlashAttnCuda::~FlashAttnCuda() = default;
+KernelInfo FlashAttnCuda::kernel_info() const { return flash_attn_cuda_kernel_info(); }
 void FlashAttnCuda::write_kv_cache(const TensorView&, const TensorView&, const KVCacheView&,
                                    const AttentionMetadata&) const {
   unavailable();
@@ -27,12 +36,21 @@ void FlashAttnCuda::write_kv_cache(const TensorView&, const TensorView&, const K
 void FlashAttnCuda::forward(const TensorView&, const KVCacheView&, const AttentionMetadata&, const TensorView&) const {
   unavailable();
 }
-std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&, const KVCacheView&,
-                                                               const AttentionMetadata&, const TensorView&) const {
+PlanSummary FlashAttnCuda::summary(const StepPlan&) { unavailable(); }
+std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata&, const StepShape&, Stream,
+                                                   const PlanOptions&) const {
   unavailable();
 }
-void FlashAttnCuda::run(const Plan&) const { unavailable(); }
-PlanSummary FlashAttnCuda::summary(const Plan&) { unavailable(); }
+void FlashAttnCuda::update_plan(StepPlan&, const AttentionMetadata&, Stream) const { unavailable(); }
+void FlashAttnCuda::execute_plan(const StepPlan&, const TensorView&, const KVCacheView&, const TensorView&, Stream,
+                                 const TensorView*) const {
+  unavailable();
+}
+void FlashAttnCuda::write_kv_cache_plan(const StepPlan&, const TensorView&, const TensorView&, const KVCacheView&,
+                                        Stream) const {
+  unavailable();
+}
+const void* FlashAttnCuda::plan_family() const { return this; }
 
 DeviceBuffer::DeviceBuffer(std::size_t) { unavailable(); }
 DeviceBuffer::~DeviceBuffer() = default;
@@ -45,8 +63,16 @@ DeviceInfo device_info(int) { unavailable(); }
 void synchronize(const std::string&) { unavailable(); }
 EventTimer::EventTimer() { unavailable(); }
 EventTimer::~EventTimer() = default;
-void EventTimer::start() { unavailable(); }
-float EventTimer::stop() { unavailable(); }
+void EventTimer::start(Stream) { unavailable(); }
+float EventTimer::stop(Stream) { unavailable(); }
+OwnedStream::OwnedStream(int) { unavailable(); }
+OwnedStream::~OwnedStream() = default;
+void OwnedStream::synchronize(const std::string&) const { unavailable(); }
+CudaGraph::~CudaGraph() = default;
+void CudaGraph::begin_capture(Stream) { unavailable(); }
+void CudaGraph::end_capture(Stream) { unavailable(); }
+void CudaGraph::launch(Stream) const { unavailable(); }
+DeviceMemoryUse device_memory_use(int) { unavailable(); }
 DeviceTensor to_device(const TensorView&, int) { unavailable(); }
 DeviceTensor device_like(const TensorView&, int) { unavailable(); }
 void copy_to_host(const DeviceTensor&, const TensorView&) { unavailable(); }

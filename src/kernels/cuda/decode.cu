@@ -386,15 +386,16 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
                           : LOADS == kLoadsCpAsync ? "cp.async"
                           : LOADS == kLoadsBulk    ? "bulk"
                                                    : "tma";
-        const std::string cfg =
-            cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
-                       e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
-                       p.num_kv_heads, p.num_work, C::kSmemBytes, how, C::kStages, box_rows);
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
-                   "decode_kernel: cudaFuncSetAttribute", cfg);
+        auto cfg = [&] {
+          return cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
+                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
+                            p.num_kv_heads, p.num_work, C::kSmemBytes, how, C::kStages, box_rows);
+        };
+        static std::atomic<std::uint64_t> smem_set{0};
+        set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "decode_kernel: cudaFuncSetAttribute", cfg);
         kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1],
                                                                                               box_rows);
-        check_launch("decode_kernel", cfg);
+        check_launch_lazy("decode_kernel", cfg);
       };
       if (kv_fp8) go.template operator()<kLoadsCpAsync, true>();
       else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();

@@ -139,14 +139,72 @@ EventTimer::~EventTimer() {
   cudaEventDestroy(static_cast<cudaEvent_t>(start_));
   cudaEventDestroy(static_cast<cudaEvent_t>(stop_));
 }
-void EventTimer::start() { check(cudaEventRecord(static_cast<cudaEvent_t>(start_), 0), "cudaEventRecord"); }
-float EventTimer::stop() {
-  check(cudaEventRecord(static_cast<cudaEvent_t>(stop_), 0), "cudaEventRecord");
+void EventTimer::start(Stream stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(start_), static_cast<cudaStream_t>(stream.native)), "cudaEventRecord");
+}
+float EventTimer::stop(Stream stream) {
+  check(cudaEventRecord(static_cast<cudaEvent_t>(stop_), static_cast<cudaStream_t>(stream.native)), "cudaEventRecord");
   check(cudaEventSynchronize(static_cast<cudaEvent_t>(stop_)), "cudaEventSynchronize");
   float ms = 0.0f;
   check(cudaEventElapsedTime(&ms, static_cast<cudaEvent_t>(start_), static_cast<cudaEvent_t>(stop_)),
         "cudaEventElapsedTime");
   return ms;
+}
+
+OwnedStream::OwnedStream(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  stream_ = s;
+}
+OwnedStream::~OwnedStream() {
+  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
+void OwnedStream::synchronize(const std::string& what) const {
+  const cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what.c_str(), "while synchronising a stream");
+}
+
+CudaGraph::~CudaGraph() {
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+}
+void CudaGraph::begin_capture(Stream stream) {
+  if (stream.native == nullptr)
+    throw ValueError("CUDA graphs are captured from a stream of one's own, not the legacy default stream");
+  check(cudaStreamBeginCapture(static_cast<cudaStream_t>(stream.native), cudaStreamCaptureModeThreadLocal),
+        "cudaStreamBeginCapture");
+}
+void CudaGraph::end_capture(Stream stream) {
+  cudaGraph_t g = nullptr;
+  check(cudaStreamEndCapture(static_cast<cudaStream_t>(stream.native), &g), "cudaStreamEndCapture");
+  if (exec_) cudaGraphExecDestroy(static_cast<cudaGraphExec_t>(exec_));
+  if (graph_) cudaGraphDestroy(static_cast<cudaGraph_t>(graph_));
+  graph_ = g;
+  exec_ = nullptr;
+  std::size_t n = 0;
+  check(cudaGraphGetNodes(g, nullptr, &n), "cudaGraphGetNodes");
+  nodes_ = static_cast<int>(n);
+  cudaGraphExec_t e = nullptr;
+  check(cudaGraphInstantiate(&e, g, 0), "cudaGraphInstantiate");
+  exec_ = e;
+}
+void CudaGraph::launch(Stream stream) const {
+  if (!exec_) throw ValueError("CudaGraph::launch: nothing was captured");
+  check(cudaGraphLaunch(static_cast<cudaGraphExec_t>(exec_), static_cast<cudaStream_t>(stream.native)),
+        "cudaGraphLaunch");
+}
+
+DeviceMemoryUse device_memory_use(int device) {
+  check(cudaSetDevice(device), "cudaSetDevice");
+  DeviceMemoryUse u;
+  check(cudaMemGetInfo(&u.free_bytes, &u.total_bytes), "cudaMemGetInfo");
+  cudaMemPool_t pool = nullptr;
+  check(cudaDeviceGetDefaultMemPool(&pool, device), "cudaDeviceGetDefaultMemPool");
+  std::uint64_t used = 0;
+  check(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used), "cudaMemPoolGetAttribute");
+  u.pool_used_bytes = static_cast<std::size_t>(used);
+  return u;
 }
 
 void flush_l2(DeviceBuffer& scratch) {

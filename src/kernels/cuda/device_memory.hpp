@@ -49,21 +49,67 @@ DeviceInfo device_info(int device = 0);
 /// cudaDeviceSynchronize; throws RuntimeError naming `what` and the CUDA error.
 void synchronize(const std::string& what);
 
-/// Times work on the default stream with CUDA events.
+/// Times work on a stream (the legacy default stream unless one is given) with CUDA events.
 class EventTimer {
  public:
   EventTimer();
   ~EventTimer();
   EventTimer(const EventTimer&) = delete;
   EventTimer& operator=(const EventTimer&) = delete;
-  void start();
+  void start(Stream stream = {});
   /// Records the stop event, waits for it, returns milliseconds since start().
-  float stop();
+  float stop(Stream stream = {});
 
  private:
   void* start_ = nullptr;
   void* stop_ = nullptr;
 };
+
+/// A stream of one's own on a device: non-blocking, so it neither waits for nor holds up
+/// work on the legacy default stream.
+class OwnedStream {
+ public:
+  explicit OwnedStream(int device = 0);
+  ~OwnedStream();
+  OwnedStream(const OwnedStream&) = delete;
+  OwnedStream& operator=(const OwnedStream&) = delete;
+  Stream get() const { return Stream{stream_}; }
+  /// Waits for the stream's work; throws RuntimeError naming `what` on a CUDA error.
+  void synchronize(const std::string& what) const;
+
+ private:
+  void* stream_ = nullptr;
+};
+
+/// A CUDA graph captured from a stream's work, then replayed on a stream.
+class CudaGraph {
+ public:
+  CudaGraph() = default;
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+  /// Starts capturing the work issued to `stream` (which must not be the legacy default stream).
+  void begin_capture(Stream stream);
+  /// Ends the capture and instantiates the graph (replacing any previous one).
+  void end_capture(Stream stream);
+  void launch(Stream stream) const;
+  bool ready() const { return exec_ != nullptr; }
+  int nodes() const { return nodes_; }
+
+ private:
+  void* graph_ = nullptr;
+  void* exec_ = nullptr;
+  int nodes_ = 0;
+};
+
+/// What the device's memory holds: free and total (cudaMemGetInfo), and what the default
+/// stream-ordered memory pool hands out now (cudaMemPoolAttrUsedMemCurrent).
+struct DeviceMemoryUse {
+  std::size_t free_bytes = 0;
+  std::size_t total_bytes = 0;
+  std::size_t pool_used_bytes = 0;
+};
+DeviceMemoryUse device_memory_use(int device = 0);
 
 /// A device copy of a host tensor view: same dtype, shape and strides.
 struct DeviceTensor {

@@ -4,6 +4,8 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
+#include <cstdint>
 #include <sstream>
 
 #include <string>
@@ -64,6 +66,27 @@ inline void check_launch(const char* kernel, const std::string& config) {
 
 inline void check_cuda(cudaError_t err, const char* what, const std::string& config) {
   if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what, config);
+}
+
+/// Launch checks whose configuration text is built only on failure: a layer's launch
+/// formats nothing on the way (the host's cost per launch is what a decode step is made of).
+template <class Cfg>
+void check_launch_lazy(const char* kernel, const Cfg& config) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), kernel, config());
+}
+
+/// Raises a kernel's dynamic shared-memory limit on the current device the first time it is
+/// launched there (`done`: one bit per device, a static of the kernel's launcher).
+template <class K, class Cfg>
+void set_max_smem_once(std::atomic<std::uint64_t>& done, K kernel, int bytes, const char* what, const Cfg& config) {
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess || device < 0 || device >= 64) device = 63;
+  const std::uint64_t bit = std::uint64_t{1} << device;
+  if (done.load(std::memory_order_acquire) & bit) return;
+  const cudaError_t err = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), what, config());
+  done.fetch_or(bit, std::memory_order_acq_rel);
 }
 
 }  // namespace attnsel::kernel::cuda

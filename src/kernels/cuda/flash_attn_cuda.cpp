@@ -85,22 +85,6 @@ class StreamBuffer {
   std::size_t bytes_ = 0;
 };
 
-/// Packs host arrays into one upload, each 16-byte aligned.
-class Packer {
- public:
-  template <class T>
-  std::size_t add(const T* data, std::size_t count) {
-    const std::size_t off = (bytes_.size() + 15) / 16 * 16;
-    bytes_.resize(off + count * sizeof(T));
-    if (count) std::memcpy(bytes_.data() + off, data, count * sizeof(T));
-    return off;
-  }
-  const std::vector<std::byte>& bytes() const { return bytes_; }
-
- private:
-  std::vector<std::byte> bytes_;
-};
-
 Elem elem_of(ScalarType t) { return t == ScalarType::bf16 ? Elem::bf16 : Elem::f16; }
 
 /// Whether the layer's cache is e4m3 (the only fp8 format FLASH_ATTN declares); checks that
@@ -200,32 +184,133 @@ std::string PlanSummary::describe() const {
 struct FlashAttnCuda::DeviceConstants {
   DeviceBuffer sinks;
   DeviceBuffer alibi;
+  DeviceBuffer k_scales, v_scales;        // fp8 caches with per-KV-head scales
+  DeviceBuffer k_inv_scales, v_inv_scales;  // their inverses, for the cache writer
 };
 
-struct FlashAttnCuda::Plan {
-  AttnParams params;
+namespace {
+
+/// Pinned host memory that only grows (the plan's staging for uploads).
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  void reserve(std::size_t bytes) {
+    if (bytes <= bytes_) return;
+    if (ptr_) check(cudaFreeHost(ptr_), "cudaFreeHost");
+    ptr_ = nullptr;
+    bytes_ = 0;
+    check(cudaMallocHost(&ptr_, bytes), "cudaMallocHost", fmt::format("{} bytes of pinned staging", bytes));
+    bytes_ = bytes;
+  }
+  std::byte* data() const { return static_cast<std::byte*>(ptr_); }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+};
+
+/// Stream-ordered device memory that only grows; freed on the stream it was last sized on.
+class DeviceArena {
+ public:
+  DeviceArena() = default;
+  DeviceArena(const DeviceArena&) = delete;
+  DeviceArena& operator=(const DeviceArena&) = delete;
+  ~DeviceArena() {
+    if (ptr_) cudaFreeAsync(ptr_, static_cast<cudaStream_t>(stream_));
+  }
+  /// True when the memory moved (its old contents are gone).
+  bool reserve(std::size_t bytes, void* stream) {
+    if (bytes <= bytes_) return false;
+    if (ptr_) check(cudaFreeAsync(ptr_, static_cast<cudaStream_t>(stream_)), "cudaFreeAsync");
+    ptr_ = nullptr;
+    bytes_ = 0;
+    check(cudaMallocAsync(&ptr_, bytes, static_cast<cudaStream_t>(stream)), "cudaMallocAsync",
+          fmt::format("{} bytes", bytes));
+    bytes_ = bytes;
+    stream_ = stream;
+    return true;
+  }
+  std::byte* data() const { return static_cast<std::byte*>(ptr_); }
+  std::size_t size() const { return bytes_; }
+
+ private:
+  void* ptr_ = nullptr;
+  std::size_t bytes_ = 0;
+  void* stream_ = nullptr;
+};
+
+std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
+
+const char kCudaPlanFamily = 0;
+
+}  // namespace
+
+struct FlashAttnCuda::CudaPlan final : public StepPlan {
+  // Fixed when the plan is made (the group's geometry and the device).
+  int device = 0;
   Elem elem = Elem::bf16;
+  bool kv_fp8 = false;    // e4m3 cache: decode and the portable prefill stage it raw and widen it
   int head_dim_pad = 0;
-  StreamBuffer meta;
-  StreamBuffer workspace;
-  const DecodeWork* decode_work = nullptr;
-  int num_decode_work = 0;
-  const PrefillWork* prefill_work = nullptr;
-  int num_prefill_work = 0;
-  bool hopper = false;
+  int block_size = 16;
   DecodeLoads decode_loads = kLoadsCpAsync;
   int decode_box_rows = 0;  // keys per TMA box in decode (kLoadsTma)
-  KVTensorMaps decode_maps;
+  bool hopper = false;      // prefill on the sm_90a kernel
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
-  TensorMaps maps;
-  int device = 0;
-  bool kv_fp8 = false;  // e4m3 cache: decode and the portable prefill stage it raw and widen it
+  std::int32_t split_align = 16;
+  int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
+
+  // The batch (rebuilt by update).
+  int num_tokens = 0;
+  int block_table_stride = 0;
+  int num_decode_work = 0, num_prefill_work = 0;
+  int part_tokens = 0, max_splits = 1, counters = 0;
+  std::size_t o_qsl = 0, o_sl = 0, o_bt = 0, o_sp = 0, o_dw = 0, o_pw = 0, o_slots = 0, meta_bytes = 0;
+  std::size_t part_floats = 0;
   PlanSummary summary;
-  std::shared_ptr<const DeviceConstants> constants;  // keeps sinks/slopes alive
+  // Host-side lists, kept for their capacity.
+  std::vector<int> decode_seqs, prefill_seqs;
+  std::vector<std::int32_t> seq_splits;
+  std::vector<DecodeWork> dwork;
+  std::vector<PrefillWork> pwork;
+  std::vector<std::pair<std::int64_t, int>> tile_cost;
+
+  // Memory: the batch description is staged in pinned memory and copied on the caller's
+  // stream into `meta`; `workspace` holds split-KV partials and arrival counters.
+  // Two staging buffers, used in turn: an update waits only for the upload two steps back
+  // (done unless the host runs two whole steps ahead of the device).
+  PinnedBuffer staging[2];
+  cudaEvent_t staged[2] = {nullptr, nullptr};  // each buffer's last upload has read it
+  bool staged_pending[2] = {false, false};
+  int next_staging = 0;
+  DeviceArena meta, workspace;
+  std::size_t zeroed_counters_at = 0;  // the counters the kernels keep at zero: offset and count
+  int zeroed_counters = -1;
+  std::shared_ptr<const DeviceConstants> constants;
+
+  ~CudaPlan() override {
+    for (cudaEvent_t e : staged)
+      if (e) cudaEventDestroy(e);
+  }
+  std::size_t workspace_bytes() const override {
+    return staging[0].size() + staging[1].size() + meta.size() + workspace.size();
+  }
+  std::string describe() const override { return summary.describe(); }
+  const void* at(std::size_t off) const { return meta.data() + off; }
+};
+
+struct FlashAttnCuda::ForwardCache {
+  std::mutex mu;
+  std::unique_ptr<StepPlan> plan;
 };
 
 FlashAttnCuda::FlashAttnCuda(const LayerParams& params, CudaTuning tuning)
-    : AttentionImpl(params), tuning_(tuning) {
+    : AttentionImpl(params), tuning_(tuning), forward_cache_(std::make_unique<ForwardCache>()) {
   validate_layer_params(params_);
   if (const std::string why = cuda_kernels_unavailable_reason(); !why.empty()) throw NotImplementedError(why);
   if (params_.head_size % 8 != 0 || params_.head_size > 256)
@@ -238,18 +323,47 @@ FlashAttnCuda::FlashAttnCuda(const LayerParams& params, CudaTuning tuning)
                                           "supported: auto, float16, bfloat16, fp8, fp8_e4m3",
                                           params_.kv_cache_dtype));
   auto c = std::make_shared<DeviceConstants>();
-  if (!params_.sinks.empty()) {
-    c->sinks = DeviceBuffer(params_.sinks.size() * sizeof(float));
-    c->sinks.upload(params_.sinks.data(), params_.sinks.size() * sizeof(float));
-  }
-  if (!params_.alibi_slopes.empty()) {
-    c->alibi = DeviceBuffer(params_.alibi_slopes.size() * sizeof(float));
-    c->alibi.upload(params_.alibi_slopes.data(), params_.alibi_slopes.size() * sizeof(float));
+  auto upload = [](DeviceBuffer& dst, const std::vector<float>& v) {
+    if (v.empty()) return;
+    dst = DeviceBuffer(v.size() * sizeof(float));
+    dst.upload(v.data(), v.size() * sizeof(float));
+  };
+  upload(c->sinks, params_.sinks);
+  upload(c->alibi, params_.alibi_slopes);
+  if (enc.quantized) {
+    // Per-head inverse scales, 1 / scale in float as the reference computes them.
+    std::vector<float> k_inv, v_inv;
+    for (int h = 0; h < params_.num_kv_heads; ++h) {
+      if (!params_.k_scales.empty()) k_inv.push_back(1.0f / key_scale(params_, h));
+      if (!params_.v_scales.empty()) v_inv.push_back(1.0f / value_scale(params_, h));
+    }
+    upload(c->k_scales, params_.k_scales);
+    upload(c->v_scales, params_.v_scales);
+    upload(c->k_inv_scales, k_inv);
+    upload(c->v_inv_scales, v_inv);
   }
   constants_ = std::move(c);
 }
 
 FlashAttnCuda::~FlashAttnCuda() = default;
+
+KernelInfo flash_attn_cuda_kernel_info() {
+  KernelInfo k;
+  k.device = DeviceKind::cuda;
+  k.graph_support = GraphSupport::uniform_batch;  // like vLLM's FlashAttention 3 builder
+  k.preferred_layout = KVCacheLayout::LBNHC;      // NHD: a page slice of one head is one TMA box
+  k.lse_output = false;
+  k.available = cuda_kernels_unavailable_reason().empty();
+  if (k.available) {
+    const DeviceFacts f = device_facts(0);
+    k.isa = fmt::format("CUDA sm_{}{}{}", f.major, f.minor, f.major == 9 ? "a" : "");
+  }
+  return k;
+}
+
+KernelInfo FlashAttnCuda::kernel_info() const { return flash_attn_cuda_kernel_info(); }
+
+const void* FlashAttnCuda::plan_family() const { return &kCudaPlanFamily; }
 
 void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                                    const AttentionMetadata& md) const {
@@ -264,22 +378,10 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   check(cudaSetDevice(device), "cudaSetDevice");
   const int n = md.num_actual_tokens;
   if (n == 0) return;
-  // Per-head inverse scales, 1 / scale in float as the reference computes them, travel
-  // with the slot mapping in one upload.
-  std::vector<float> k_inv, v_inv;
-  if (fp8)
-    for (int h = 0; h < params_.num_kv_heads; ++h) {
-      if (!params_.k_scales.empty()) k_inv.push_back(1.0f / key_scale(params_, h));
-      if (!params_.v_scales.empty()) v_inv.push_back(1.0f / value_scale(params_, h));
-    }
-  Packer pk;
-  const std::size_t o_slots = pk.add(md.slot_mapping.data(), std::size_t(n));
-  const std::size_t o_k_inv = pk.add(k_inv.data(), k_inv.size());
-  const std::size_t o_v_inv = pk.add(v_inv.data(), v_inv.size());
-  StreamBuffer upload(pk.bytes().size());
-  check(cudaMemcpyAsync(upload.data(), pk.bytes().data(), pk.bytes().size(), cudaMemcpyHostToDevice, 0),
-        "cudaMemcpyAsync (slot_mapping and scales)");
-  auto at = [&](std::size_t off) { return static_cast<const void*>(static_cast<const std::byte*>(upload.data()) + off); };
+  StreamBuffer upload(std::size_t(n) * sizeof(std::int64_t));
+  check(cudaMemcpyAsync(upload.data(), md.slot_mapping.data(), std::size_t(n) * sizeof(std::int64_t),
+                        cudaMemcpyHostToDevice, 0),
+        "cudaMemcpyAsync (slot_mapping)");
   CacheWriteParams p;
   p.key = key.data;
   p.value = value.data;
@@ -290,7 +392,7 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   p.k_cache = cache.key.data;
   p.v_cache = cache.value.data;
   set_cache_strides(p, cache);
-  p.slot_mapping = static_cast<const std::int64_t*>(at(o_slots));
+  p.slot_mapping = static_cast<const std::int64_t*>(upload.data());
   p.num_tokens = n;
   p.num_kv_heads = params_.num_kv_heads;
   p.head_size = params_.head_size;
@@ -298,39 +400,302 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   if (fp8) {
     p.k_inv_scale = 1.0f / params_.k_scale;
     p.v_inv_scale = 1.0f / params_.v_scale;
-    if (!k_inv.empty()) p.k_inv_scales = static_cast<const float*>(at(o_k_inv));
-    if (!v_inv.empty()) p.v_inv_scales = static_cast<const float*>(at(o_v_inv));
+    p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
+    p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
   }
   launch_cache_write(p, elem_of(key.dtype), fp8, nullptr);
 }
 
-std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView& query, const KVCacheView& cache,
-                                                               const AttentionMetadata& md,
-                                                               const TensorView& output) const {
-  validate_forward_args(params_, query, cache, md, output);
-  const int device = query.device_index;
-  check_device_tensor(query, "query", device);
-  check_device_tensor(output, "output", device);
-  check_device_tensor(cache.key, "key_cache", device);
-  check_device_tensor(cache.value, "value_cache", device);
-  if (query.dtype != ScalarType::bf16 && query.dtype != ScalarType::f16)
+std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, const StepShape& shape, Stream stream,
+                                                   const PlanOptions& options) const {
+  if (shape.device != DeviceKind::cuda)
+    throw ValueError("FLASH_ATTN's CUDA kernels need the KV cache in device memory, but it is on the CPU");
+  if (shape.dtype != ScalarType::bf16 && shape.dtype != ScalarType::f16)
     throw ValueError(fmt::format("query dtype {} is not supported by FLASH_ATTN's CUDA kernels; supported: f16, bf16",
-                                 to_string(query.dtype)));
-  const bool kv_fp8 = uses_fp8_cache(params_, cache.key, query.dtype);
+                                 to_string(shape.dtype)));
+  const int device = shape.device_index;
+  TensorView geometry;  // the cache's geometry, for the checks below (pointers are not read)
+  geometry.dtype = shape.cache_dtype;
+  geometry.device = DeviceKind::cuda;
+  geometry.device_index = device;
+  geometry.ndim = 4;
+  for (int d = 0; d < 4; ++d) {
+    geometry.shape[d] = shape.cache_shape[d];
+    geometry.stride[d] = shape.key_strides[d];
+  }
+  const bool kv_fp8 = uses_fp8_cache(params_, geometry, shape.dtype);
+  for (const std::int64_t* strides : {shape.key_strides, shape.value_strides})
+    for (int d = 0; d < 3; ++d)
+      if (shape.cache_shape[d] > 1 && strides[d] % 8 != 0)
+        throw ValueError(fmt::format("the KV cache's stride {} of dimension {} is not a multiple of 8 elements (16 "
+                                     "bytes), as the CUDA kernels' vector loads need",
+                                     strides[d], d));
   check(cudaSetDevice(device), "cudaSetDevice");
   const DeviceFacts facts = device_facts(device);
 
-  auto plan = std::make_shared<Plan>();
+  auto plan = std::make_unique<CudaPlan>();
   plan->device = device;
-  plan->elem = elem_of(query.dtype);
+  plan->elem = elem_of(shape.dtype);
   plan->kv_fp8 = kv_fp8;
   plan->constants = constants_;
+  plan->head_dim_pad = (params_.head_size + 31) / 32 * 32;
+  plan->block_size = static_cast<int>(shape.cache_shape[1]);
+  plan->decode_loads = choose_decode_loads(tuning_.decode_copies, facts.major, kv_fp8, plan->head_dim_pad);
+  plan->split_align =
+      static_cast<std::int32_t>(std::bit_ceil(static_cast<unsigned>(std::max(16, tuning_.split_align_keys))));
+  if (plan->decode_loads == kLoadsTma) {
+    // A box holds a page slice: box_rows divides the page and the 64-key tile, and slices
+    // start on box boundaries (bulk copies, the fallback where a map cannot be encoded,
+    // read any alignment).
+    plan->decode_box_rows = std::gcd(plan->block_size, kDecodeKeyTile);
+    plan->split_align = std::max(plan->split_align, plan->decode_box_rows);
+  }
+  // fp8 caches take the portable prefill: the Hopper kernel's TMA copies land in shared
+  // memory as stored, and its wgmma reads them from there (no register widening step).
+  plan->hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 &&
+                 hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
+  if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
+  for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
+
+  const int max_blocks = shape.max_blocks_per_seq;
+  if (options.graph_capturable) {
+    // Every decode sequence gets the same number of slices, chosen from the batch's shape
+    // and the block table's capacity rather than its lengths: the launch shapes and the
+    // workspace stay the same for every batch of this shape (empty slices merge as nothing).
+    const int group = params_.num_heads / params_.num_kv_heads;
+    std::int64_t base_ctas = 0;
+    for (int s = 0; s < md.num_seqs; ++s) {
+      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+      if (q_len > 0 && q_len * group <= tuning_.decode_max_rows)
+        base_ctas += std::int64_t(ceil_div(std::int64_t(q_len) * group, kDecodeRows)) * params_.num_kv_heads;
+    }
+    const double target = tuning_.split_waves * facts.sms * 2.0;
+    const std::int64_t capacity_keys = std::int64_t(max_blocks) * plan->block_size;
+    int ns = 1;
+    if (!params_.batch_invariant && base_ctas > 0 && double(base_ctas) < target)
+      ns = std::clamp<int>(static_cast<int>(std::ceil(target / double(base_ctas))), 1,
+                           std::max<int>(1, static_cast<int>(capacity_keys / std::max(1, tuning_.min_split_keys))));
+    plan->fixed_splits = ns;
+  }
+  plan->block_table_stride = max_blocks;
+  build(*plan, md, stream.native);
+  return plan;
+}
+
+void FlashAttnCuda::update_plan(StepPlan& base, const AttentionMetadata& md, Stream stream) const {
+  auto& plan = static_cast<CudaPlan&>(base);
+  if (!plan.graph_capturable()) plan.block_table_stride = md.max_blocks_per_seq;  // capturable: its capacity
+  check(cudaSetDevice(plan.device), "cudaSetDevice");
+  const std::size_t before_meta = plan.meta_bytes, before_floats = plan.part_floats;
+  const int before_counters = plan.counters, before_dw = plan.num_decode_work, before_pw = plan.num_prefill_work;
+  build(plan, md, stream.native);
+  if (plan.graph_capturable() &&
+      (plan.meta_bytes != before_meta || plan.part_floats != before_floats || plan.counters != before_counters ||
+       plan.num_decode_work != before_dw || plan.num_prefill_work != before_pw))
+    throw ValueError("update: this batch's query lengths differ from those the graph-capturable plan was built for "
+                     "(its launch shapes would change); build a new plan and capture a new graph");
+}
+
+void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const {
   const LayerParams& lp = params_;
   const int group = lp.num_heads / lp.num_kv_heads;
-  const int hs = lp.head_size;
-  plan->head_dim_pad = (hs + 31) / 32 * 32;
+  const int n = md.num_seqs;
+  const MaskRule rule = MaskRule::from(lp);
+  const DeviceFacts facts = device_facts(plan.device);
+  plan.num_tokens = md.num_actual_tokens;
+  auto key_span = [&](std::int64_t seq_len, std::int64_t q_len, std::int64_t first_row, std::int64_t last_row) {
+    // Union of the visible keys of the packed rows [first_row, last_row].
+    std::int64_t lo0, hi0, lo1, hi1;
+    rule.key_range(query_position(seq_len, q_len, first_row / group), seq_len, lo0, hi0);
+    rule.key_range(query_position(seq_len, q_len, last_row / group), seq_len, lo1, hi1);
+    return std::max<std::int64_t>(0, hi1 - lo0);
+  };
 
-  AttnParams& p = plan->params;
+  // ---- classify sequences -------------------------------------------------------------
+  plan.decode_seqs.clear();
+  plan.prefill_seqs.clear();
+  for (int s = 0; s < n; ++s) {
+    const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+    if (q_len == 0) continue;
+    (q_len * group <= tuning_.decode_max_rows ? plan.decode_seqs : plan.prefill_seqs).push_back(s);
+  }
+
+  // ---- decode: choose splits ------------------------------------------------------------
+  plan.seq_splits.assign(std::max(n, 1), 1);
+  plan.dwork.clear();
+  int part_tokens = 0, max_splits = 1, counters = 0;
+  if (!plan.decode_seqs.empty()) {
+    double weighted = 0.0;
+    std::int64_t base_ctas = 0;
+    for (int s : plan.decode_seqs) {
+      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+      const int tiles = ceil_div(std::int64_t(q_len) * group, kDecodeRows);
+      base_ctas += std::int64_t(tiles) * lp.num_kv_heads;
+      weighted += double(key_span(md.seq_lens[s], q_len, 0, std::int64_t(q_len) * group - 1)) * tiles * lp.num_kv_heads;
+    }
+    const double target = tuning_.split_waves * facts.sms * 2.0;  // two decode CTAs fit per SM
+    for (int s : plan.decode_seqs) {
+      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+      const int rows = q_len * group;
+      const int tiles = ceil_div(rows, kDecodeRows);
+      const std::int64_t span = key_span(md.seq_lens[s], q_len, 0, rows - 1);
+      int ns = 1;
+      if (plan.fixed_splits > 0) {
+        ns = plan.fixed_splits;
+      } else if (!lp.batch_invariant && double(base_ctas) < target && weighted > 0.0) {
+        // Batch invariance: a sequence's slices must not depend on the batch; like vLLM's
+        // FLASH_ATTN (max_num_splits = 1), no sequence is split.
+        ns = static_cast<int>(std::ceil(target * double(span) / weighted));
+        ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / std::max(1, tuning_.min_split_keys))));
+      }
+      plan.seq_splits[s] = ns;
+      max_splits = std::max(max_splits, ns);
+      const int base = ns > 1 ? part_tokens : 0;
+      for (int t = 0; t < tiles; ++t)
+        for (int h = 0; h < lp.num_kv_heads; ++h) {
+          const int counter = ns > 1 ? counters++ : -1;
+          for (int sp = 0; sp < ns; ++sp)
+            plan.dwork.push_back({s, h, t, sp, base, counter, md.query_start_loc[s], q_len, md.seq_lens[s], {0, 0, 0}});
+        }
+      if (ns > 1) part_tokens += q_len;
+    }
+  }
+
+  // ---- prefill: Hopper or mma.sync ---------------------------------------------------------
+  plan.pwork.clear();
+  if (!plan.prefill_seqs.empty()) {
+    // Order: one (sequence, head) after another, its query tiles most expensive first.
+    // CTAs running together then share one head's keys and values in L2 (a 16k-token head
+    // is 8 MB; interleaving heads would stream every head from memory for every tile),
+    // and within a head the long causal tiles start first.
+    const int rows_per_cta = plan.hopper ? kHopperRows : kPrefillRows;
+    const int heads = plan.hopper ? lp.num_heads : lp.num_kv_heads;
+    for (int s : plan.prefill_seqs) {
+      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+      const std::int64_t seq_len = md.seq_lens[s];
+      const int rows = plan.hopper ? q_len : q_len * group;  // the Hopper kernel does not pack heads
+      const int tiles = ceil_div(rows, rows_per_cta);
+      plan.tile_cost.clear();
+      for (int t = 0; t < tiles; ++t) {
+        const std::int64_t r0 = std::int64_t(t) * rows_per_cta, r1 = std::min<std::int64_t>(rows, r0 + rows_per_cta) - 1;
+        const int scale = plan.hopper ? group : 1;
+        plan.tile_cost.push_back({key_span(seq_len, q_len, r0 * scale, r1 * scale), t});
+      }
+      std::stable_sort(plan.tile_cost.begin(), plan.tile_cost.end(),
+                       [](const auto& a, const auto& b) { return a.first > b.first; });
+      for (int h = 0; h < heads; ++h)
+        for (const auto& [cost, t] : plan.tile_cost) plan.pwork.push_back({s, h, t, 0});
+    }
+  }
+
+  // ---- layout of the upload ---------------------------------------------------------------
+  const std::size_t tokens = std::size_t(md.num_actual_tokens);
+  const bool slots = md.slot_mapping.size() >= tokens && tokens > 0;
+  const std::size_t stride = std::size_t(plan.block_table_stride);
+  std::size_t off = 0;
+  auto take = [&](std::size_t bytes) {
+    const std::size_t at = off;
+    off = align16(off + bytes);
+    return at;
+  };
+  plan.o_qsl = take((std::size_t(n) + 1) * sizeof(std::int32_t));
+  plan.o_sl = take(std::size_t(n) * sizeof(std::int32_t));
+  plan.o_bt = take(std::size_t(n) * stride * sizeof(std::int32_t));
+  plan.o_sp = take(plan.seq_splits.size() * sizeof(std::int32_t));
+  plan.o_dw = take(plan.dwork.size() * sizeof(DecodeWork));
+  plan.o_pw = take(plan.pwork.size() * sizeof(PrefillWork));
+  plan.o_slots = take(tokens * sizeof(std::int64_t));
+  plan.meta_bytes = std::max<std::size_t>(off, 16);
+
+  // This buffer's last upload must have read it before it is rewritten.
+  const int buf = plan.next_staging;
+  plan.next_staging ^= 1;
+  if (plan.staged_pending[buf]) check(cudaEventSynchronize(plan.staged[buf]), "cudaEventSynchronize (plan staging)");
+  plan.staging[buf].reserve(plan.meta_bytes);
+  std::byte* h = plan.staging[buf].data();
+  auto put = [&](std::size_t at, const void* src, std::size_t bytes) {
+    if (bytes) std::memcpy(h + at, src, bytes);
+  };
+  put(plan.o_qsl, md.query_start_loc.data(), (std::size_t(n) + 1) * sizeof(std::int32_t));
+  put(plan.o_sl, md.seq_lens.data(), std::size_t(n) * sizeof(std::int32_t));
+  if (stride == std::size_t(md.max_blocks_per_seq)) {
+    put(plan.o_bt, md.block_table.data(), std::size_t(n) * stride * sizeof(std::int32_t));
+  } else {  // a capturable plan's rows are as long as its capacity
+    for (int s = 0; s < n; ++s) {
+      auto* row = reinterpret_cast<std::int32_t*>(h + plan.o_bt) + std::size_t(s) * stride;
+      std::memcpy(row, md.block_table.data() + std::size_t(s) * md.max_blocks_per_seq,
+                  std::size_t(md.max_blocks_per_seq) * sizeof(std::int32_t));
+      std::fill(row + md.max_blocks_per_seq, row + stride, 0);
+    }
+  }
+  put(plan.o_sp, plan.seq_splits.data(), plan.seq_splits.size() * sizeof(std::int32_t));
+  put(plan.o_dw, plan.dwork.data(), plan.dwork.size() * sizeof(DecodeWork));
+  put(plan.o_pw, plan.pwork.data(), plan.pwork.size() * sizeof(PrefillWork));
+  if (slots) put(plan.o_slots, md.slot_mapping.data(), tokens * sizeof(std::int64_t));
+  plan.meta.reserve(plan.meta_bytes, stream);
+  const auto s = static_cast<cudaStream_t>(stream);
+  check(cudaMemcpyAsync(plan.meta.data(), h, plan.meta_bytes, cudaMemcpyHostToDevice, s),
+        "cudaMemcpyAsync (step plan)");
+  check(cudaEventRecord(plan.staged[buf], s), "cudaEventRecord (plan staging)");
+  plan.staged_pending[buf] = true;
+
+  plan.num_decode_work = static_cast<int>(plan.dwork.size());
+  plan.num_prefill_work = static_cast<int>(plan.pwork.size());
+  plan.part_tokens = part_tokens;
+  plan.max_splits = max_splits;
+  plan.counters = counters;
+  plan.part_floats = part_tokens > 0 ? std::size_t(max_splits) * part_tokens * lp.num_heads * (std::size_t(lp.head_size) + 1) : 0;
+  if (part_tokens > 0) {
+    const bool moved =
+        plan.workspace.reserve(plan.part_floats * sizeof(float) + std::size_t(counters) * sizeof(std::int32_t), stream);
+    // The counters start at zero and the kernels leave them there: only counters that were
+    // not counters before (new memory, another offset, more of them) are cleared.
+    const std::size_t at = plan.part_floats * sizeof(float);
+    if (moved || at != plan.zeroed_counters_at || counters > plan.zeroed_counters) {
+      check(cudaMemsetAsync(plan.workspace.data() + at, 0, std::size_t(counters) * sizeof(std::int32_t), s),
+            "cudaMemsetAsync (split counters)");
+      plan.zeroed_counters_at = at;
+      plan.zeroed_counters = counters;
+    }
+  }
+
+  PlanSummary& sum = plan.summary;
+  sum.decode_seqs = static_cast<int>(plan.decode_seqs.size());
+  sum.decode_ctas = plan.num_decode_work;
+  sum.max_splits = max_splits;
+  sum.merge_rows = part_tokens;
+  sum.decode_loads = plan.kv_fp8                              ? "fp8 cp.async, widened in shared memory"
+                     : plan.decode_loads == kLoadsTma  ? "tma"
+                     : plan.decode_loads == kLoadsBulk ? "bulk"
+                                                       : "cp.async";
+  sum.kv_fp8 = plan.kv_fp8;
+  sum.prefill_seqs = static_cast<int>(plan.prefill_seqs.size());
+  sum.prefill_ctas = plan.num_prefill_work;
+  sum.prefill_kernel = plan.prefill_seqs.empty() ? "" : (plan.hopper ? "sm90-wgmma" : "sm80-mma");
+}
+
+void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
+                                 const TensorView& output, Stream stream, const TensorView* lse) const {
+  const auto& plan = static_cast<const CudaPlan&>(base);
+  if (lse)
+    throw NotImplementedError("FLASH_ATTN's CUDA kernels do not write the log-sum-exp of their rows (only split "
+                              "sequences have one, in log2 units, inside the workspace)");
+  if (plan.num_tokens == 0) return;
+  // Per layer: alignment of this layer's tensors (16-byte vector loads), then the launch.
+  for (const TensorView* t : {&query, &output, &cache.key, &cache.value})
+    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
+      throw ValueError(fmt::format("{} must be 16-byte aligned for the CUDA kernels: {}",
+                                   t == &query ? "query" : t == &output ? "output" : t == &cache.key ? "key_cache" : "value_cache",
+                                   t->describe()));
+  for (const TensorView* t : {&query, &output})
+    if ((t->shape[0] > 1 && t->stride[0] % 8 != 0) || (t->shape[1] > 1 && t->stride[1] % 8 != 0))
+      throw ValueError(fmt::format("{} strides must be multiples of 8 elements (16 bytes) for the CUDA kernels: {}",
+                                   t == &query ? "query" : "output", t->describe()));
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != plan.device) check(cudaSetDevice(plan.device), "cudaSetDevice");
+
+  const LayerParams& lp = params_;
+  AttnParams p;
   p.q = query.data;
   p.o = output.data;
   p.q_stride_tok = query.stride[0];
@@ -340,21 +705,21 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.k = cache.key.data;
   p.v = cache.value.data;
   set_cache_strides(p, cache);
-  p.block_table_stride = md.max_blocks_per_seq;
+  p.block_table_stride = plan.block_table_stride;
   p.num_heads = lp.num_heads;
   p.num_kv_heads = lp.num_kv_heads;
-  p.group = group;
-  p.head_size = hs;
-  p.block_size = cache.block_size();
-  p.num_tokens = md.num_actual_tokens;
+  p.group = lp.num_heads / lp.num_kv_heads;
+  p.head_size = lp.head_size;
+  p.block_size = plan.block_size;
+  p.num_tokens = plan.num_tokens;
   constexpr float kLog2e = 1.4426950408889634f;
   // An fp8 cache holds k / k_scale and v / v_scale: k_scale joins the score scale and
-  // v_scale multiplies the normalised output, both in fp32. Per-KV-head scales are uploaded
-  // with the batch and multiply both per CTA (the layer's factor here is then 1).
-  const bool k_per_head = kv_fp8 && !lp.k_scales.empty();
-  const bool v_per_head = kv_fp8 && !lp.v_scales.empty();
-  const float k_scale = kv_fp8 && !k_per_head ? lp.k_scale : 1.0f;
-  p.v_scale = kv_fp8 && !v_per_head ? lp.v_scale : 1.0f;
+  // v_scale multiplies the normalised output, both in fp32. Per-KV-head scales were
+  // uploaded with the layer and multiply both per CTA (the layer's factor here is then 1).
+  const bool k_per_head = plan.kv_fp8 && !lp.k_scales.empty();
+  const bool v_per_head = plan.kv_fp8 && !lp.v_scales.empty();
+  const float k_scale = plan.kv_fp8 && !k_per_head ? lp.k_scale : 1.0f;
+  p.v_scale = plan.kv_fp8 && !v_per_head ? lp.v_scale : 1.0f;
   p.scale_log2 = lp.scale * k_scale * kLog2e;
   if (lp.logits_soft_cap > 0.0f) {
     p.softcap_inv = lp.scale * k_scale / lp.logits_soft_cap;
@@ -365,187 +730,102 @@ std::shared_ptr<const FlashAttnCuda::Plan> FlashAttnCuda::plan(const TensorView&
   p.window_right = rule.causal ? 0 : static_cast<std::int32_t>(rule.window);
   p.sinks = lp.sinks.empty() ? nullptr : static_cast<const float*>(constants_->sinks.data());
   p.alibi_slopes = lp.alibi_slopes.empty() ? nullptr : static_cast<const float*>(constants_->alibi.data());
-
-  // ---- classify sequences -------------------------------------------------------------
-  const int n = md.num_seqs;
-  auto key_span = [&](std::int64_t seq_len, std::int64_t q_len, std::int64_t first_row, std::int64_t last_row) {
-    // Union of the visible keys of the packed rows [first_row, last_row].
-    std::int64_t lo0, hi0, lo1, hi1;
-    rule.key_range(query_position(seq_len, q_len, first_row / group), seq_len, lo0, hi0);
-    rule.key_range(query_position(seq_len, q_len, last_row / group), seq_len, lo1, hi1);
-    return std::max<std::int64_t>(0, hi1 - lo0);
-  };
-  std::vector<int> decode_seqs, prefill_seqs;
-  for (int s = 0; s < n; ++s) {
-    const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
-    if (q_len == 0) continue;
-    (q_len * group <= tuning_.decode_max_rows ? decode_seqs : prefill_seqs).push_back(s);
+  p.k_scales = k_per_head ? static_cast<const float*>(constants_->k_scales.data()) : nullptr;
+  p.v_scales = v_per_head ? static_cast<const float*>(constants_->v_scales.data()) : nullptr;
+  p.query_start_loc = static_cast<const std::int32_t*>(plan.at(plan.o_qsl));
+  p.seq_lens = static_cast<const std::int32_t*>(plan.at(plan.o_sl));
+  p.block_table = static_cast<const std::int32_t*>(plan.at(plan.o_bt));
+  p.seq_splits = static_cast<const std::int32_t*>(plan.at(plan.o_sp));
+  p.split_align = plan.split_align;
+  if (plan.part_tokens > 0) {
+    p.part_o = reinterpret_cast<float*>(plan.workspace.data());
+    p.part_lse = p.part_o + std::size_t(plan.max_splits) * plan.part_tokens * lp.num_heads * lp.head_size;
+    p.num_part_tokens = plan.part_tokens;
+    p.split_counters = reinterpret_cast<std::int32_t*>(p.part_o + plan.part_floats);
   }
-
-  // ---- decode: choose splits ------------------------------------------------------------
-  std::vector<int> seq_splits(std::max(n, 1), 1);
-  std::vector<DecodeWork> dwork;
-  int part_tokens = 0, max_splits = 1, counters = 0;
-  if (!decode_seqs.empty()) {
-    double weighted = 0.0;
-    std::int64_t base_ctas = 0;
-    for (int s : decode_seqs) {
-      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
-      const int tiles = ceil_div(std::int64_t(q_len) * group, kDecodeRows);
-      base_ctas += std::int64_t(tiles) * lp.num_kv_heads;
-      weighted += double(key_span(md.seq_lens[s], q_len, 0, std::int64_t(q_len) * group - 1)) * tiles * lp.num_kv_heads;
-    }
-    const double target = tuning_.split_waves * facts.sms * 2.0;  // two decode CTAs fit per SM
-    for (int s : decode_seqs) {
-      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
-      const int rows = q_len * group;
-      const int tiles = ceil_div(rows, kDecodeRows);
-      const std::int64_t span = key_span(md.seq_lens[s], q_len, 0, rows - 1);
-      int ns = 1;
-      // Batch invariance: a sequence's slices must not depend on the batch; like vLLM's
-      // FLASH_ATTN (max_num_splits = 1), no sequence is split.
-      if (!lp.batch_invariant && double(base_ctas) < target && weighted > 0.0) {
-        ns = static_cast<int>(std::ceil(target * double(span) / weighted));
-        ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / std::max(1, tuning_.min_split_keys))));
-      }
-      seq_splits[s] = ns;
-      max_splits = std::max(max_splits, ns);
-      const int base = ns > 1 ? part_tokens : 0;
-      for (int t = 0; t < tiles; ++t)
-        for (int h = 0; h < lp.num_kv_heads; ++h) {
-          const int counter = ns > 1 ? counters++ : -1;
-          for (int sp = 0; sp < ns; ++sp)
-            dwork.push_back({s, h, t, sp, base, counter, md.query_start_loc[s], q_len, md.seq_lens[s], {0, 0, 0}});
-        }
-      if (ns > 1) part_tokens += q_len;
-    }
-  }
-
-  // ---- prefill: Hopper or mma.sync ---------------------------------------------------------
-  std::vector<PrefillWork> pwork;
-  bool hopper = false;
-  if (!prefill_seqs.empty()) {
-    // fp8 caches take the portable kernel: the Hopper kernel's TMA copies land in shared
-    // memory as stored, and its wgmma reads them from there (no register widening step).
-    hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 && hopper_head_dim(hs) != 0 &&
-             p.block_size % 16 == 0;
-    if (hopper) {
-      plan->box_rows = std::gcd(p.block_size, hopper_key_tile(hopper_head_dim(hs)));
-      if (const std::string err = encode_tma_maps(query, cache, plan->box_rows, plan->maps); !err.empty())
-        hopper = false;  // e.g. a stride TMA cannot express: the portable kernel computes the same
-    }
-    // Order: one (sequence, head) after another, its query tiles most expensive first.
-    // CTAs running together then share one head's keys and values in L2 (a 16k-token head
-    // is 8 MB; interleaving heads would stream every head from memory for every tile),
-    // and within a head the long causal tiles start first.
-    const int rows_per_cta = hopper ? kHopperRows : kPrefillRows;
-    const int heads = hopper ? lp.num_heads : lp.num_kv_heads;
-    std::vector<std::pair<std::int64_t, int>> tile_cost;
-    for (int s : prefill_seqs) {
-      const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
-      const std::int64_t seq_len = md.seq_lens[s];
-      const int rows = hopper ? q_len : q_len * group;  // the Hopper kernel does not pack heads
-      const int tiles = ceil_div(rows, rows_per_cta);
-      tile_cost.clear();
-      for (int t = 0; t < tiles; ++t) {
-        const std::int64_t r0 = std::int64_t(t) * rows_per_cta, r1 = std::min<std::int64_t>(rows, r0 + rows_per_cta) - 1;
-        const int scale = hopper ? group : 1;
-        tile_cost.push_back({key_span(seq_len, q_len, r0 * scale, r1 * scale), t});
-      }
-      std::stable_sort(tile_cost.begin(), tile_cost.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-      for (int h = 0; h < heads; ++h)
-        for (const auto& [cost, t] : tile_cost) pwork.push_back({s, h, t, 0});
-    }
-  }
-
-  // ---- upload --------------------------------------------------------------------------
-  Packer pk;
-  const std::size_t o_qsl = pk.add(md.query_start_loc.data(), std::size_t(n) + 1);
-  const std::size_t o_sl = pk.add(md.seq_lens.data(), std::size_t(n));
-  const std::size_t o_bt = pk.add(md.block_table.data(), std::size_t(n) * md.max_blocks_per_seq);
-  const std::size_t o_sp = pk.add(seq_splits.data(), seq_splits.size());
-  const std::size_t o_dw = pk.add(dwork.data(), dwork.size());
-  const std::size_t o_pw = pk.add(pwork.data(), pwork.size());
-  const std::size_t o_ks = pk.add(lp.k_scales.data(), k_per_head ? lp.k_scales.size() : 0);
-  const std::size_t o_vs = pk.add(lp.v_scales.data(), v_per_head ? lp.v_scales.size() : 0);
-  plan->meta = StreamBuffer(pk.bytes().size());
-  check(cudaMemcpyAsync(plan->meta.data(), pk.bytes().data(), pk.bytes().size(), cudaMemcpyHostToDevice, 0),
-        "cudaMemcpyAsync (attention metadata)");
-  auto at = [&](std::size_t off) { return static_cast<const void*>(static_cast<const std::byte*>(plan->meta.data()) + off); };
-  p.query_start_loc = static_cast<const std::int32_t*>(at(o_qsl));
-  p.seq_lens = static_cast<const std::int32_t*>(at(o_sl));
-  p.block_table = static_cast<const std::int32_t*>(at(o_bt));
-  p.seq_splits = static_cast<const std::int32_t*>(at(o_sp));
-  p.k_scales = k_per_head ? static_cast<const float*>(at(o_ks)) : nullptr;
-  p.v_scales = v_per_head ? static_cast<const float*>(at(o_vs)) : nullptr;
-  plan->decode_work = static_cast<const DecodeWork*>(at(o_dw));
-  plan->num_decode_work = static_cast<int>(dwork.size());
-  plan->prefill_work = static_cast<const PrefillWork*>(at(o_pw));
-  plan->num_prefill_work = static_cast<int>(pwork.size());
-  plan->hopper = hopper;
-  plan->decode_loads = choose_decode_loads(tuning_.decode_copies, facts.major, kv_fp8, plan->head_dim_pad);
-  p.split_align = static_cast<std::int32_t>(std::bit_ceil(static_cast<unsigned>(std::max(16, tuning_.split_align_keys))));
-  if (plan->decode_loads == kLoadsTma && !dwork.empty()) {
-    // A box holds a page slice: box_rows divides the page and the 64-key tile, and slices
-    // start on box boundaries.
-    plan->decode_box_rows = std::gcd(p.block_size, kDecodeKeyTile);
-    p.split_align = std::max(p.split_align, plan->decode_box_rows);
-    if (!encode_kv_tma_maps(cache, plan->decode_box_rows, plan->decode_maps).empty())
-      plan->decode_loads = kLoadsBulk;  // e.g. a stride TMA cannot express: row copies read the same
-  }
-  if (part_tokens > 0) {
-    const std::size_t rows = std::size_t(max_splits) * part_tokens * lp.num_heads;
-    const std::size_t floats = rows * (std::size_t(hs) + 1);
-    plan->workspace = StreamBuffer(floats * sizeof(float) + std::size_t(counters) * sizeof(std::int32_t));
-    p.part_o = static_cast<float*>(plan->workspace.data());
-    p.part_lse = p.part_o + rows * hs;
-    p.num_part_tokens = part_tokens;
-    p.split_counters = reinterpret_cast<std::int32_t*>(p.part_o + floats);
-    check(cudaMemsetAsync(p.split_counters, 0, std::size_t(counters) * sizeof(std::int32_t), 0),
-          "cudaMemsetAsync (split counters)");
-  }
-
-  PlanSummary& sum = plan->summary;
-  sum.decode_seqs = static_cast<int>(decode_seqs.size());
-  sum.decode_ctas = plan->num_decode_work;
-  sum.max_splits = max_splits;
-  sum.merge_rows = part_tokens;
-  sum.decode_loads = kv_fp8                                ? "fp8 cp.async, widened in shared memory"
-                     : plan->decode_loads == kLoadsTma  ? "tma"
-                     : plan->decode_loads == kLoadsBulk ? "bulk"
-                                                        : "cp.async";
-  sum.kv_fp8 = kv_fp8;
-  sum.prefill_seqs = static_cast<int>(prefill_seqs.size());
-  sum.prefill_ctas = plan->num_prefill_work;
-  sum.prefill_kernel = prefill_seqs.empty() ? "" : (hopper ? "sm90-wgmma" : "sm80-mma");
-  return plan;
-}
-
-void FlashAttnCuda::run(const Plan& plan) const {
-  check(cudaSetDevice(plan.device), "cudaSetDevice");
-  AttnParams p = plan.params;
+  void* s = stream.native;
   if (plan.num_decode_work) {
-    p.work = plan.decode_work;
+    p.work = plan.at(plan.o_dw);
     p.num_work = plan.num_decode_work;
-    launch_decode(p, plan.elem, plan.head_dim_pad, plan.decode_loads, plan.kv_fp8, plan.decode_maps.bytes.data(),
-                  plan.decode_box_rows, nullptr);
+    DecodeLoads loads = plan.decode_loads;
+    KVTensorMaps maps;
+    if (loads == kLoadsTma && !encode_kv_tma_maps(cache, plan.decode_box_rows, maps).empty())
+      loads = kLoadsBulk;  // e.g. a stride TMA cannot express: row copies read the same
+    launch_decode(p, plan.elem, plan.head_dim_pad, loads, plan.kv_fp8, maps.bytes.data(), plan.decode_box_rows, s);
   }
   if (plan.num_prefill_work) {
-    p.work = plan.prefill_work;
+    p.work = plan.at(plan.o_pw);
     p.num_work = plan.num_prefill_work;
-    if (plan.hopper)
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.maps.bytes.data(), plan.box_rows, nullptr);
-    else
-      launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, nullptr);
+    if (plan.hopper) {
+      TensorMaps maps;
+      if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
+        throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
+      launch_prefill_sm90(p, plan.elem, p.head_size, maps.bytes.data(), plan.box_rows, s);
+    } else {
+      launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
+    }
   }
 }
 
-PlanSummary FlashAttnCuda::summary(const Plan& plan) { return plan.summary; }
+void FlashAttnCuda::write_kv_cache_plan(const StepPlan& base, const TensorView& key, const TensorView& value,
+                                        const KVCacheView& cache, Stream stream) const {
+  const auto& plan = static_cast<const CudaPlan&>(base);
+  if (plan.num_tokens == 0) return;
+  for (const TensorView* t : {&key, &value, &cache.key, &cache.value})
+    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
+      throw ValueError(fmt::format("the cache write's tensors must be 16-byte aligned: {}", t->describe()));
+  int current = -1;
+  if (cudaGetDevice(&current) != cudaSuccess || current != plan.device) check(cudaSetDevice(plan.device), "cudaSetDevice");
+  CacheWriteParams p;
+  p.key = key.data;
+  p.value = value.data;
+  p.key_stride_tok = key.stride[0];
+  p.key_stride_head = key.stride[1];
+  p.value_stride_tok = value.stride[0];
+  p.value_stride_head = value.stride[1];
+  p.k_cache = cache.key.data;
+  p.v_cache = cache.value.data;
+  set_cache_strides(p, cache);
+  p.slot_mapping = static_cast<const std::int64_t*>(plan.at(plan.o_slots));
+  p.num_tokens = plan.num_tokens;
+  p.num_kv_heads = params_.num_kv_heads;
+  p.head_size = params_.head_size;
+  p.block_size = plan.block_size;
+  if (plan.kv_fp8) {
+    p.k_inv_scale = 1.0f / params_.k_scale;
+    p.v_inv_scale = 1.0f / params_.v_scale;
+    p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
+    p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
+  }
+  launch_cache_write(p, plan.elem, plan.kv_fp8, stream.native);
+}
+
+PlanSummary FlashAttnCuda::summary(const StepPlan& plan) {
+  const auto* p = dynamic_cast<const CudaPlan*>(&plan);
+  if (!p) throw ValueError("FlashAttnCuda::summary: the plan was not made by FLASH_ATTN's CUDA kernels");
+  return p->summary;
+}
 
 void FlashAttnCuda::forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
                             const TensorView& output) const {
-  const auto p = plan(query, cache, md, output);
-  run(*p);
+  // Every argument is checked first, with the one-call form's messages; then the reused
+  // plan is updated and executed.
+  validate_forward_args(params_, query, cache, md, output);
+  const int device = query.device_index;
+  for (auto [t, name] : {std::pair{&query, "query"}, {&output, "output"}, {&cache.key, "key_cache"}, {&cache.value, "value_cache"}})
+    check_device_tensor(*t, name, device);
+  std::lock_guard lock(forward_cache_->mu);
+  std::unique_ptr<StepPlan>& cached = forward_cache_->plan;
+  const StepShape want = step_shape(params_, cache, query.dtype, md);
+  const StepShape* have = cached ? &cached->shape() : nullptr;
+  bool same_geometry = have && have->dtype == want.dtype && have->device_index == want.device_index &&
+                       have->cache_dtype == want.cache_dtype;
+  for (int d = 0; same_geometry && d < 4; ++d)
+    same_geometry = have->cache_shape[d] == want.cache_shape[d] && have->key_strides[d] == want.key_strides[d] &&
+                    have->value_strides[d] == want.value_strides[d];
+  if (same_geometry) update(*cached, md, Stream{});
+  else cached = plan(md, cache, query.dtype, Stream{});
+  execute(*cached, query, cache, output, Stream{});
 }
 
 std::unique_ptr<AttentionImpl> make_flash_attn_cuda_impl(const LayerParams& params) {

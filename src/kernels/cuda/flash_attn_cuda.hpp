@@ -5,7 +5,7 @@
 // FlashAttention-2-style mma.sync prefill kernel (sm_80+), a TMA + wgmma prefill kernel
 // (sm_90a), and the cache writer. Without CUDA, or without a device, every entry point says
 // why. Tensors and the cache live on the device; AttentionMetadata stays on the host (it is
-// validated there and uploaded once per call — or once per plan, see FlashAttnCuda::plan).
+// validated there and uploaded once per step plan, see kernel.hpp).
 //
 // Thread-safety: the free functions are safe to call from any thread; a FlashAttnCuda is
 // immutable after construction and its const methods may run concurrently.
@@ -67,30 +67,49 @@ struct PlanSummary {
   std::string describe() const;
 };
 
-/// The implementation, with a plan/run split so a benchmark can time the kernels alone.
+/// What FLASH_ATTN's CUDA kernels are (available only with a usable device): device memory,
+/// "CUDA sm_XY on <device>", graph support uniform_batch, NHD layout.
+KernelInfo flash_attn_cuda_kernel_info();
+
+/// The implementation. Its step plans own pinned host staging, one device buffer with the
+/// batch description and one device workspace for split-KV partials; executes of a plan
+/// are launches on the caller's stream and nothing else.
 class FlashAttnCuda final : public AttentionImpl {
  public:
   explicit FlashAttnCuda(const LayerParams& params, CudaTuning tuning = {});
   ~FlashAttnCuda() override;
 
+  KernelInfo kernel_info() const override;
+  using AttentionImpl::write_kv_cache;  // the step plan's form too
   void write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                       const AttentionMetadata& md) const override;
-  /// plan + run on the default stream (asynchronous, like any CUDA launch).
+  /// A plan (reused between calls, so steady use allocates nothing) and an execute, on the
+  /// legacy default stream (asynchronous, like any CUDA launch).
   void forward(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
                const TensorView& output) const override;
 
-  struct Plan;
-  /// Validates every argument on the host, splits the work, uploads the batch description.
-  std::shared_ptr<const Plan> plan(const TensorView& query, const KVCacheView& cache, const AttentionMetadata& md,
-                                   const TensorView& output) const;
-  /// Launches the kernels of a plan (the tensors it was made with must still be alive).
-  void run(const Plan& plan) const;
-  static PlanSummary summary(const Plan& plan);
+  /// What a plan of this implementation will launch (ValueError for another's plan).
+  static PlanSummary summary(const StepPlan& plan);
+
+ protected:
+  std::unique_ptr<StepPlan> make_plan(const AttentionMetadata& md, const StepShape& shape, Stream stream,
+                                      const PlanOptions& options) const override;
+  void update_plan(StepPlan& plan, const AttentionMetadata& md, Stream stream) const override;
+  void execute_plan(const StepPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+                    Stream stream, const TensorView* lse) const override;
+  void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
+                           const KVCacheView& cache, Stream stream) const override;
+  const void* plan_family() const override;
 
  private:
-  struct DeviceConstants;  // sinks and ALiBi slopes, uploaded once
+  struct DeviceConstants;  // sinks, ALiBi slopes, per-head fp8 scales and their inverses, uploaded once
+  struct CudaPlan;
+  struct ForwardCache;     // the one-call form's reused plan
+  void build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const;
+
   CudaTuning tuning_;
   std::shared_ptr<const DeviceConstants> constants_;
+  std::unique_ptr<ForwardCache> forward_cache_;
 };
 
 }  // namespace attnsel::kernel::cuda

@@ -147,13 +147,15 @@ void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_
       auto go = [&]<bool FP8>() {
         using C = PrefillConfig<T, DP, FP8>;
         auto kernel = prefill_sm80_kernel<T, DP, FP8>;
-        const std::string cfg = cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={}",
-                                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size,
-                                            DP, p.num_heads, p.num_kv_heads, p.num_work, C::kSmemBytes);
-        check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
-                   "prefill_sm80_kernel: cudaFuncSetAttribute", cfg);
+        auto cfg = [&] {
+          return cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={}",
+                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
+                            p.num_kv_heads, p.num_work, C::kSmemBytes);
+        };
+        static std::atomic<std::uint64_t> smem_set{0};
+        set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm80_kernel: cudaFuncSetAttribute", cfg);
         kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p);
-        check_launch("prefill_sm80_kernel", cfg);
+        check_launch_lazy("prefill_sm80_kernel", cfg);
       };
       if (kv_fp8) go.template operator()<true>();
       else go.template operator()<false>();

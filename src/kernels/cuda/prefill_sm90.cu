@@ -300,15 +300,16 @@ void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, const void*
     auto go = [&]<int D>() {
       using C = HopperConfig<T, D>;
       auto kernel = prefill_sm90_kernel<T, D>;
-      const std::string cfg =
-          cfg_string("elem={} head_size={} (as {}) heads={}/{} work={} box_rows={} block_size={} smem={}",
-                      e == Elem::bf16 ? "bf16" : "f16", head_size, D, p.num_heads, p.num_kv_heads, p.num_work, box_rows,
-                      p.block_size, C::kSmemBytes);
-      check_cuda(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(C::kSmemBytes)),
-                 "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
+      auto cfg = [&] {
+        return cfg_string("elem={} head_size={} (as {}) heads={}/{} work={} box_rows={} block_size={} smem={}",
+                          e == Elem::bf16 ? "bf16" : "f16", head_size, D, p.num_heads, p.num_kv_heads, p.num_work,
+                          box_rows, p.block_size, C::kSmemBytes);
+      };
+      static std::atomic<std::uint64_t> smem_set{0};
+      set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
       kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1],
                                                                                               maps[2], box_rows);
-      check_launch("prefill_sm90_kernel", cfg);
+      check_launch_lazy("prefill_sm90_kernel", cfg);
     };
     switch (hopper_head_dim(head_size)) {
       case 64: go.template operator()<64>(); break;
