@@ -165,7 +165,11 @@ void BM_DecodeInCacheKv(benchmark::State& state) {
   s.allow_bf16_dot = kv != 3;
   run_decode(state, "decodeincachekv" + std::to_string(kv), s, 0);
 }
-BENCHMARK(BM_DecodeInCacheKv)->ArgName("bf16_e4m3_e5m2_e4m3fp32")->DenseRange(0, 3)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_DecodeInCacheKv)
+    ->ArgName("bf16_e4m3_e5m2_e4m3fp32")
+    ->DenseRange(0, 3)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_DecodeFp8Batch8x8192(benchmark::State& state) {
   Shape s;

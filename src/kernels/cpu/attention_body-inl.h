@@ -773,8 +773,10 @@ HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** o
         const int m = std::min(64, D - d);
         __m512i w0, w1;
         Fp8ToBf16(cv, t.k[n] + d, m, w0, w1);
-        _mm512_mask_storeu_epi16(row + d, m >= 32 ? ~__mmask32{0} : (__mmask32{1} << m) - 1, w0);
-        if (m > 32) _mm512_mask_storeu_epi16(row + d + 32, m == 64 ? ~__mmask32{0} : (__mmask32{1} << (m - 32)) - 1, w1);
+        const __mmask32 m0 = m >= 32 ? ~__mmask32{0} : (__mmask32{1} << m) - 1;
+        const __mmask32 m1 = m == 64 ? ~__mmask32{0} : m > 32 ? (__mmask32{1} << (m - 32)) - 1 : 0;
+        _mm512_mask_storeu_epi16(row + d, m0, w0);
+        _mm512_mask_storeu_epi16(row + d + 32, m1, w1);
       }
       out_rows[n] = row;
     }

@@ -25,7 +25,7 @@ namespace attnsel::kernel::cuda {
 namespace {
 
 /// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
-/// 2-3 stages each it is.
+/// 2-3 stages each it is (of half-size fp8 stages, 3-5).
 template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
@@ -240,9 +240,10 @@ __global__ void __launch_bounds__(128)
       if constexpr (C::kTma)
         if (key0 + 16 > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
           const int first = kv_end - key0;
-          for (int i = lane; i < (16 - first) * (DP / 16); i += 32)
-            *reinterpret_cast<uint4*>(vraw + C::RawLayout::offset(warp * 16 + first + i / (DP / 16), 16 * (i % (DP / 16)))) =
-                make_uint4(0, 0, 0, 0);
+          for (int i = lane; i < (16 - first) * (DP / 16); i += 32) {
+            const std::uint32_t at = C::RawLayout::offset(warp * 16 + first + i / (DP / 16), 16 * (i % (DP / 16)));
+            *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
+          }
           __syncwarp();
         }
       qk_tile_fp8<DP, typename C::RawLayout, false>(s, qf, kraw, warp * 16);

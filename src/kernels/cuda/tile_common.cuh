@@ -233,7 +233,9 @@ __device__ __forceinline__ void pv_tile(WarpState<DP>& st, const float (&s)[NT][
 template <int DP>
 struct RawPadded {
   static constexpr int kRowBytes = DP + 16;
-  static __device__ __forceinline__ std::uint32_t offset(int row, int col) { return std::uint32_t(row * kRowBytes + col); }
+  static __device__ __forceinline__ std::uint32_t offset(int row, int col) {
+    return std::uint32_t(row * kRowBytes + col);
+  }
 };
 /// RawSwizzled128: what TMA writes for 128-column boxes of bytes with 128-byte swizzling
 /// (chunks of ROWS rows × 128 bytes; unit u of row r at u ^ (r % 8)).
