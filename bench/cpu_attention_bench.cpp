@@ -59,6 +59,7 @@ struct Shape {
   int batch = 1;
   int context = 0;
   int new_tokens = 1;
+  bool allow_bf16_dot = true;  ///< false: the fp32 path even where AVX-512-BF16 is available
 };
 
 // Workloads are large (hundreds of MB): build each once per process.
@@ -95,7 +96,9 @@ attnsel::kernel::LayerParams layer(const Shape& s) {
 void run_decode(benchmark::State& state, const std::string& key, const Shape& s, double target_pct) {
   const double ceiling = ceilings().read_gbps;
   PagedWorkload& w = workload(key, s);
-  const auto impl = cpu::make_cpu_attention_impl(layer(s));
+  cpu::CpuAttentionOptions options;
+  options.allow_bf16_dot = s.allow_bf16_dot;
+  const auto impl = cpu::make_cpu_attention_impl(layer(s), options);
   const auto md = w.metadata();
   for (auto _ : state) impl->forward(w.query(), w.cache(), md, w.output());
   const double bytes = static_cast<double>(w.kv_bytes_read());
@@ -183,6 +186,23 @@ void BM_StepExecuteDecode16x512(benchmark::State& state) {
                                               benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_StepExecuteDecode16x512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The same in-cache decode on each cache dtype (0 bf16, 1 e4m3, 2 e5m2, 3 e4m3 on the fp32
+// path): the compute each fp8 widening costs, apart from memory.
+void BM_DecodeInCacheKv(benchmark::State& state) {
+  Shape s;
+  s.batch = 1;
+  s.context = 2048;
+  const int kv = static_cast<int>(state.range(0));
+  s.kv_cache_dtype = kv == 0 ? "auto" : kv == 2 ? "fp8_e5m2" : "fp8_e4m3";
+  s.allow_bf16_dot = kv != 3;
+  run_decode(state, "decodeincachekv" + std::to_string(kv), s, 0);
+}
+BENCHMARK(BM_DecodeInCacheKv)
+    ->ArgName("bf16_e4m3_e5m2_e4m3fp32")
+    ->DenseRange(0, 3)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_DecodeFp8Batch8x8192(benchmark::State& state) {
   Shape s;

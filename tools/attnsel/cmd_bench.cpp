@@ -57,6 +57,17 @@ int run_bench(const BenchOptions& o) {
       return std::find(o.cases.begin(), o.cases.end(), c.name) == o.cases.end();
     });
 
+  // An fp8 cache is timed against the model-dtype cache ("auto") case by case in the same
+  // run: the time ratio is what halving the bytes bought.
+  const bool fp8 = m.kv_cache_dtype.rfind("fp8", 0) == 0;
+  std::vector<runtime::BenchCase> anchors;
+  if (fp8)
+    for (runtime::BenchCase a : gpu ? runtime::standard_gpu_bench_cases(chosen.dtype, "auto", chosen.layout, o.scale)
+                                    : runtime::standard_bench_cases(chosen.dtype, "auto", chosen.layout, o.scale)) {
+      a.workload.block_size = o.block_size;
+      anchors.push_back(std::move(a));
+    }
+
   if (!o.output.json) {
     fmt::print("Platform:  {}\n", chosen.platform->describe());
     fmt::print("Backend:   {} ({})  kernel: {}\n", chosen.selection.backend, chosen.selection.class_path, chosen.isa);
@@ -85,6 +96,15 @@ int run_bench(const BenchOptions& o) {
                                        : runtime::run_bench_case(c, chosen.make_impl, ceil, chosen.isa, o.repeats);
     all_checked = all_checked && r.check_passed;
     const std::string unit = r.decode ? "GB/s" : "GFLOP/s";
+    runtime::BenchResult anchor;
+    if (fp8)
+      for (const runtime::BenchCase& a : anchors)
+        if (a.name == c.name) {
+          anchor = gpu ? runtime::run_device_bench_case(a, chosen.make_impl, o.repeats)
+                       : runtime::run_bench_case(a, chosen.make_impl, ceil, chosen.isa, o.repeats);
+          all_checked = all_checked && anchor.check_passed;
+        }
+    const double time_ratio = anchor.seconds > 0 ? r.seconds / anchor.seconds : 0.0;
     if (o.output.json) {
       results.push_back({{"case", r.name},
                          {"shape", r.shape},
@@ -102,6 +122,12 @@ int run_bench(const BenchOptions& o) {
                          {"plan_host_us", r.plan_host_us},
                          {"device", r.device},
                          {"check_passed", r.check_passed}});
+      if (time_ratio > 0) {
+        results.back()["anchor_kv_cache_dtype"] = "auto";
+        results.back()["anchor_seconds"] = anchor.seconds;
+        results.back()["anchor_figure"] = anchor.figure;
+        results.back()["time_vs_anchor"] = time_ratio;
+      }
     } else if (r.device != "cpu") {
       // GPU cases: an absolute target; the fraction of the measured ceiling where there is one.
       const double to_go = r.target_figure - r.figure;
@@ -117,6 +143,12 @@ int run_bench(const BenchOptions& o) {
                  r.seconds * 1e3, r.figure, unit, r.pct, r.target_pct,
                  to_go > 0 ? fmt::format("{:.0f} pts", to_go) : "met", r.shape, r.ceiling_name,
                  r.check_passed ? "" : "  CHECK FAILED");
+      std::fflush(stdout);
+    }
+    if (time_ratio > 0 && !o.output.json) {
+      fmt::print("{:<13} {:>8.{}f}ms {:>8.{}f} {:<7}  fp8 takes {:.2f}x the time of the {} cache, measured just after{}\n",
+                 "  16-bit", anchor.seconds * 1e3, gpu ? 3 : 1, anchor.figure, gpu ? 0 : 1, unit, time_ratio,
+                 kernel::to_string(chosen.dtype), anchor.check_passed ? "" : "  CHECK FAILED");
       std::fflush(stdout);
     }
   }

@@ -661,18 +661,124 @@ HWY_INLINE void PackQueryBf16(const LayerCtx& c, const WorkItem& it, const ItemG
   }
 }
 
+// ---- fp8 -> bfloat16 in registers -------------------------------------------------------
+// Every fp8 value (e4m3 and e5m2, NaN and infinities included) is exactly a bfloat16. Its
+// 7 magnitude bits index two 128-entry byte tables, one vpermi2b each: the low and the high
+// byte of that bfloat16 (e4m3 as value / 256, as Kv<e4m3> reads it; the driver folds the
+// 256 into the scales); the sign bit is put back on the high byte and an in-lane byte
+// interleave makes the words. A vpermb of the 64 input bytes first puts them in the order
+// that makes the interleaves come out in natural order. 64 elements cost 6 instructions
+// (the widening through fp32 and back took ~20). vpermb/vpermi2b are AVX512-VBMI, which
+// this region is not compiled for (a CPU with AVX-512-BF16 but no VBMI would fault on
+// anything the compiler chose to emit): they are written as asm, and fp8 items reach this
+// variant only on CPUs that have VBMI (ProcessItem checks).
+struct Fp8Bf16 {
+  __m512i lo0, lo1, hi0, hi1;  // low / high byte of the bfloat16 of magnitudes 0-63, 64-127
+  __m512i perm_k;              // input order for words in natural order (K rows)
+  __m512i perm_v;              // input order for (key, key + 1) dword pairs in natural order
+  __m512i sign;                // 0x80 in every byte
+};
+
+template <KvType K>
+HWY_INLINE const Fp8Bf16& Fp8Bf16Tables() {
+  static const Fp8Bf16 tables = [] {
+    HWY_ALIGN std::uint8_t lo[128], hi[128], pk[64], pv[64];
+    const Fp8Format f = K == KvType::e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
+    for (int b = 0; b < 128; ++b) {
+      const float v = fp8_to_float(static_cast<std::uint8_t>(b), f) / (K == KvType::e4m3 ? 256.0f : 1.0f);
+      const std::uint16_t bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);  // exact
+      lo[b] = static_cast<std::uint8_t>(bits & 0xFF);
+      hi[b] = static_cast<std::uint8_t>(bits >> 8);
+    }
+    // unpack{lo,hi}_epi8 read bytes 0-7 / 8-15 of each 128-bit lane L: word w of lane L of
+    // the first result is input byte 16L + w, of the second 16L + 8 + w.
+    for (int L = 0; L < 4; ++L)
+      for (int w = 0; w < 8; ++w) {
+        pk[16 * L + w] = static_cast<std::uint8_t>(8 * L + w);            // words 0-31
+        pk[16 * L + 8 + w] = static_cast<std::uint8_t>(32 + 8 * L + w);   // words 32-63
+      }
+    // Then unpack{lo,hi}_epi16 of two keys' words: dword i of lane L is word 4q + i of lane L,
+    // q = 0, 1 (first words vector) and 2, 3 (second); it must hold element 16q + 4L + i.
+    for (int L = 0; L < 4; ++L)
+      for (int q = 0; q < 4; ++q)
+        for (int i = 0; i < 4; ++i) pv[16 * L + 4 * q + i] = static_cast<std::uint8_t>(16 * q + 4 * L + i);
+    Fp8Bf16 t;
+    t.lo0 = _mm512_load_si512(lo);
+    t.lo1 = _mm512_load_si512(lo + 64);
+    t.hi0 = _mm512_load_si512(hi);
+    t.hi1 = _mm512_load_si512(hi + 64);
+    t.perm_k = _mm512_load_si512(pk);
+    t.perm_v = _mm512_load_si512(pv);
+    t.sign = _mm512_set1_epi8(static_cast<char>(0x80));
+    return t;
+  }();
+  return tables;
+}
+
+// vpermb: byte i of the result is x[idx[i] % 64].
+HWY_INLINE __m512i PermuteBytes(__m512i idx, __m512i x) {
+  __m512i r;
+  asm("vpermb %2, %1, %0" : "=v"(r) : "v"(idx), "v"(x));
+  return r;
+}
+// vpermi2b: byte i of the result is entry idx[i] % 128 of the 128-byte table (t0, t1).
+HWY_INLINE __m512i Lookup128(__m512i idx, __m512i t0, __m512i t1) {
+  asm("vpermi2b %2, %1, %0" : "+v"(idx) : "v"(t0), "v"(t1));
+  return idx;
+}
+
+// 64 fp8 bytes, already in `perm` order -> the low and high bytes of their bfloat16s.
+HWY_INLINE void Fp8Bytes(const Fp8Bf16& t, __m512i x, __m512i& lo, __m512i& hi) {
+  lo = Lookup128(x, t.lo0, t.lo1);
+  hi = _mm512_ternarylogic_epi32(Lookup128(x, t.hi0, t.hi1), x, t.sign, 0xF8);  // hi | (x & 0x80)
+}
+
+HWY_INLINE __m512i LoadBytes(const std::uint8_t* p, int n) {
+  return n >= 64 ? _mm512_loadu_si512(p) : _mm512_maskz_loadu_epi8((__mmask64{1} << n) - 1, p);
+}
+
+// n (<= 64, a multiple of 16) fp8 values -> bfloat16 words 0-31 (w0) and 32-63 (w1), zeros
+// past n.
+HWY_INLINE void Fp8ToBf16(const Fp8Bf16& t, const std::uint8_t* p, int n, __m512i& w0, __m512i& w1) {
+  __m512i lo, hi;
+  Fp8Bytes(t, PermuteBytes(t.perm_k, LoadBytes(p, n)), lo, hi);
+  w0 = _mm512_unpacklo_epi8(lo, hi);
+  w1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+// Two keys' n fp8 values -> (a[d], b[d]) bfloat16 pairs for d in 16j .. 16j + 15, j < 4.
+HWY_INLINE void Fp8PairsToBf16(const Fp8Bf16& t, const std::uint8_t* a, const std::uint8_t* b, int n,
+                               __m512i (&out)[4]) {
+  __m512i la, ha, lb, hb;
+  Fp8Bytes(t, PermuteBytes(t.perm_v, LoadBytes(a, n)), la, ha);
+  Fp8Bytes(t, PermuteBytes(t.perm_v, LoadBytes(b, n)), lb, hb);
+  const __m512i a0 = _mm512_unpacklo_epi8(la, ha), a1 = _mm512_unpackhi_epi8(la, ha);
+  const __m512i b0 = _mm512_unpacklo_epi8(lb, hb), b1 = _mm512_unpackhi_epi8(lb, hb);
+  out[0] = _mm512_unpacklo_epi16(a0, b0);
+  out[1] = _mm512_unpackhi_epi16(a0, b0);
+  out[2] = _mm512_unpacklo_epi16(a1, b1);
+  out[3] = _mm512_unpackhi_epi16(a1, b1);
+}
+
 // K rows as bf16: the cache itself when it is bf16, else converted (exactly) into scratch.
 template <KvType K>
 HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** out_rows, Scratch& s) {
-  const DF df;
-  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
   for (int n = 0; n < kTileKeys; ++n) {
     if constexpr (K == KvType::bf16) {
       out_rows[n] = reinterpret_cast<const std::uint16_t*>(t.k[n]);
     } else {
-      auto* row = reinterpret_cast<hwy::bfloat16_t*>(s.kf) + static_cast<std::size_t>(n) * D;
-      for (int d = 0; d < D; d += 16) hn::StoreU(hn::DemoteTo(dbf, Kv<K>::Load(df, t.k[n] + d * Kv<K>::kBytes)), dbf, row + d);
-      out_rows[n] = reinterpret_cast<const std::uint16_t*>(row);
+      const Fp8Bf16& cv = Fp8Bf16Tables<K>();
+      auto* row = reinterpret_cast<std::uint16_t*>(s.kf) + static_cast<std::size_t>(n) * D;
+      for (int d = 0; d < D; d += 64) {
+        const int m = std::min(64, D - d);
+        __m512i w0, w1;
+        Fp8ToBf16(cv, t.k[n] + d, m, w0, w1);
+        const __mmask32 m0 = m >= 32 ? ~__mmask32{0} : (__mmask32{1} << m) - 1;
+        const __mmask32 m1 = m == 64 ? ~__mmask32{0} : m > 32 ? (__mmask32{1} << (m - 32)) - 1 : 0;
+        _mm512_mask_storeu_epi16(row + d, m0, w0);
+        _mm512_mask_storeu_epi16(row + d + 32, m1, w1);
+      }
+      out_rows[n] = row;
     }
   }
 }
@@ -680,25 +786,27 @@ HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** o
 // V tile as bf16 pairs: vp[pair][d] = (V[2 pair][d], V[2 pair + 1][d]).
 template <KvType K>
 HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
-  const DF df;
-  const hn::Rebind<hwy::bfloat16_t, DF> dbf;
   const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
   auto* vp = reinterpret_cast<std::uint32_t*>(s.vf);
   const int pairs = (t.nk + 1) / 2;
   for (int pr = 0; pr < pairs; ++pr) {
     if (s.pf) s.pf->issue();
-    for (int d = 0; d < D; d += 16) {
-      __m256i a, b;
-      if constexpr (K == KvType::bf16) {
-        a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr] + 2 * d));
-        b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr + 1] + 2 * d));
-      } else {
-        a = hn::DemoteTo(dbf, Kv<K>::Load(df, t.v[2 * pr] + d * Kv<K>::kBytes)).raw;
-        b = hn::DemoteTo(dbf, Kv<K>::Load(df, t.v[2 * pr + 1] + d * Kv<K>::kBytes)).raw;
+    if constexpr (K == KvType::bf16) {
+      for (int d = 0; d < D; d += 16) {
+        const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr] + 2 * d));
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr + 1] + 2 * d));
+        const __m512i inter = _mm512_permutex2var_epi16(_mm512_castsi256_si512(a), idx, _mm512_castsi256_si512(b));
+        _mm512_store_si512(vp + static_cast<std::size_t>(pr) * D + d, inter);
       }
-      const __m512i inter = _mm512_permutex2var_epi16(_mm512_castsi256_si512(a), idx, _mm512_castsi256_si512(b));
-      _mm512_store_si512(vp + static_cast<std::size_t>(pr) * D + d, inter);
+    } else {
+      const Fp8Bf16& cv = Fp8Bf16Tables<K>();  // (a static: initialised once)
+      for (int d = 0; d < D; d += 64) {
+        const int m = std::min(64, D - d);
+        __m512i out[4];
+        Fp8PairsToBf16(cv, t.v[2 * pr] + d, t.v[2 * pr + 1] + d, m, out);
+        for (int j = 0; j < m / 16; ++j) _mm512_store_si512(vp + static_cast<std::size_t>(pr) * D + d + 16 * j, out[j]);
+      }
     }
   }
 }
@@ -755,6 +863,50 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
       for (int r = 0; r < R; ++r) {
         const __m512i qv = _mm512_maskz_loadu_epi16(m, q + static_cast<std::size_t>(r) * D + d);
         for (int k = 0; k < KB; ++k) acc[k * R + r] = Dot(acc[k * R + r], qv, kv[k]);
+      }
+    }
+    StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
+    if (s.pf) s.pf->issue();
+  }
+}
+
+// QkBf16FewRows on an fp8 cache: each K row is widened in registers (Fp8ToBf16), 64
+// dims at a time, and used at once by every row; nothing goes through scratch.
+template <KvType K, int R>
+HWY_INLINE void QkFp8FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
+  constexpr int KB = 16 / R;
+  const int D = c.head_size;
+  const Fp8Bf16& cv = Fp8Bf16Tables<K>();
+  const auto* q = reinterpret_cast<const std::uint16_t*>(s.qp);
+  const __m512 scale = _mm512_set1_ps(s.qk_scale);
+  const int full = D / 64 * 64;
+  for (int kg = 0; kg < t.nk; kg += KB) {
+    __m512 acc[16];
+    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+    for (int d = 0; d < full; d += 64) {
+      if (s.pf) s.pf->issue();
+      for (int k = 0; k < KB; ++k) {
+        __m512i w0, w1;
+        Fp8ToBf16(cv, t.k[kg + k] + d, 64, w0, w1);
+        for (int r = 0; r < R; ++r) {
+          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * D + d;
+          acc[k * R + r] = Dot(acc[k * R + r], _mm512_loadu_si512(qr), w0);
+          acc[k * R + r] = Dot(acc[k * R + r], _mm512_loadu_si512(qr + 32), w1);
+        }
+      }
+    }
+    if (full < D) {  // 16, 32 or 48 dims left: zeros past D on both sides
+      const int m = D - full;
+      const __mmask32 m0 = m >= 32 ? ~__mmask32{0} : (__mmask32{1} << m) - 1;
+      const __mmask32 m1 = m > 32 ? (__mmask32{1} << (m - 32)) - 1 : 0;
+      for (int k = 0; k < KB; ++k) {
+        __m512i w0, w1;
+        Fp8ToBf16(cv, t.k[kg + k] + full, m, w0, w1);
+        for (int r = 0; r < R; ++r) {
+          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * D + full;
+          acc[k * R + r] = Dot(acc[k * R + r], _mm512_maskz_loadu_epi16(m0, qr), w0);
+          if (m > 32) acc[k * R + r] = Dot(acc[k * R + r], _mm512_maskz_loadu_epi16(m1, qr + 32), w1);
+        }
       }
     }
     StoreFewRowLogits<R>(_mm512_mul_ps(ReduceAdd16(acc), scale), kg, s);
@@ -988,14 +1140,19 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
       ShiftTile(t0, j * k_head_bytes, j * v_head_bytes, t);
 #if ATTNSEL_BF16_VARIANT
       const std::uint16_t* krow[kTileKeys];
-      ConvertKeysBf16<K>(t, D, krow, s);
       if constexpr (FR > 0) {
-        QkBf16FewRows<FR>(c, t, krow, s);
+        if constexpr (K == KvType::bf16) {
+          ConvertKeysBf16<K>(t, D, krow, s);
+          QkBf16FewRows<FR>(c, t, krow, s);
+        } else {
+          QkFp8FewRows<K, FR>(c, t, s);
+        }
         SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
         PackProbabilitiesFewRows<FR>(t.nk, s);
         PackValuesBf16<K>(t, D, s);
         PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
       } else {
+        ConvertKeysBf16<K>(t, D, krow, s);
         QkBf16<NV>(c, t, krow, s);
         SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
         PackProbabilitiesBf16<NV>(t.nk, s);
@@ -1038,9 +1195,7 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, 
   constexpr int kLanes = static_cast<int>(HWY_LANES(float));
   constexpr int kMaxNV = kMaxRows / kLanes > 0 ? kMaxRows / kLanes : 1;
 #if HWY_TARGET == HWY_AVX3
-  // The BF16 variant gets decode-like rows from a bf16 cache only: ProcessItem sends those
-  // of an fp8 cache to the fp32 path.
-  if constexpr (!ATTNSEL_BF16_VARIANT || K == KvType::bf16) {
+  {
     const int rows = it.num_rows();
     if (rows <= 1) return RunItem<K, 1, 1>(c, it, part, scratch);
     if (rows <= 2) return RunItem<K, 1, 2>(c, it, part, scratch);

@@ -10,6 +10,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -18,6 +19,7 @@
 #include "hwy/highway.h"
 #include "hwy/contrib/math/math-inl.h"
 #include "kernels/cpu/work.hpp"
+#include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
 
 #if HWY_TARGET == HWY_AVX3
@@ -40,11 +42,11 @@ namespace attnsel::kernel::cpu::HWY_NAMESPACE {
 
 void ProcessItem(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
 #if HWY_TARGET == HWY_AVX3
-  // Decode-like items on an fp8 cache take the fp32 path, which widens K and V in registers
-  // inside its dot products; the BF16 path first converts every tile into scratch, and
-  // measured 12-15 % slower there (docs/KERNELS.md, v17). Prefill items keep the BF16 path.
-  const bool fp8_decode = c.kv != KvType::bf16 && it.num_rows() <= kFewRows;
-  if (c.bf16_dot && !fp8_decode) return bf16::RunItemAnyKv(c, it, part, scratch);
+  // An fp8 cache is widened to bfloat16 in registers by byte-table lookups (AVX512-VBMI):
+  // without VBMI its items take the fp32 path, which widens through half precision.
+  static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
+  const bool fp8 = c.kv == KvType::e4m3 || c.kv == KvType::e5m2;
+  if (c.bf16_dot && (!fp8 || has_vbmi)) return bf16::RunItemAnyKv(c, it, part, scratch);
 #endif
   RunItemAnyKv(c, it, part, scratch);
 }

@@ -9,9 +9,11 @@
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. An fp8 (e4m3) cache is copied
-// raw (half the bytes per stage) and each warp widens its 16 keys in shared memory; its scales
-// act in fp32 (k_scale in the score scale, v_scale on the output; per-KV-head scales are
-// read once per CTA, whose rows all share one KV head).
+// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise; half the bytes per stage,
+// so twice the stages in flight) and never widened in shared memory: each warp reads the
+// bytes of its mma fragments and converts them in registers, and its products run in f16
+// (tile_common.cuh); its scales act in fp32 (k_scale in the score scale, v_scale on the
+// output; per-KV-head scales are read once per CTA, whose rows all share one KV head).
 #include <cstring>
 #include <type_traits>
 
@@ -23,7 +25,7 @@ namespace attnsel::kernel::cuda {
 namespace {
 
 /// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
-/// 2-3 stages each it is.
+/// 2-3 stages each it is (of half-size fp8 stages, 3-5).
 template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
@@ -32,18 +34,18 @@ struct DecodeConfig {
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr bool kTma = LOADS == kLoadsTma;
-  static_assert(!kTma || DP % 64 == 0, "TMA tiles are made of 64-column chunks");
-  // TMA tiles are dense 64-column chunks (Swizzled128); the others padded rows.
+  static_assert(!kTma || DP % (FP8 ? 128 : 64) == 0, "TMA tiles are made of 128-byte column chunks");
+  // TMA tiles are dense 128-byte column chunks (Swizzled128); the others padded rows.
   using KVLayout = std::conditional_t<kTma, Swizzled128<kKeys>, PaddedRows<DP>>;
+  using RawLayout = std::conditional_t<kTma, RawSwizzled128<kKeys>, RawPadded<DP>>;
   static constexpr int kTileElems = kTma ? kKeys * DP : kKeys * kRS;
   static constexpr int kWarpSliceElems = kTma ? 16 * 64 : 16 * kRS;  // a warp's 16 keys in a tile
-  // An fp8 cache's stages hold the raw e4m3 bytes (K then V, DP bytes a key); one widened
-  // K/V tile pair in T follows them.
-  static constexpr int kRawTileBytes = kKeys * DP;
+  // An fp8 cache's stages hold the raw bytes (K then V).
+  static constexpr int kRawTileBytes = kTma ? kKeys * DP : kKeys * RawPadded<DP>::kRowBytes;
   static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
-  static constexpr int kStages = DP <= 128 ? 3 : 2;
-  static constexpr std::size_t kWideOffset = std::size_t(kStages) * kStageBytes;
-  static constexpr std::size_t kPipeBytes = kWideOffset + (FP8 ? 2 * kTileElems * sizeof(T) : 0);
+  // fp8 stages are half as large: as many bytes in flight takes about twice the stages.
+  static constexpr int kStages = FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
+  static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
   static constexpr std::size_t kQBytes = kQElems * sizeof(T);  // a multiple of 16
@@ -86,12 +88,12 @@ __device__ __forceinline__ int ceil_div(int a, int b) { return (a + b - 1) / b; 
 /// copies take 128 requests of 256 bytes. t0 is a multiple of box_rows, which divides the
 /// page size, so every box lies in one page. A box's keys past kv_end arrive too (cache
 /// rows of another slice, or unwritten slots): the kernel masks them and zeroes their V.
-template <int DP, int NKEYS>
+template <int DP, int NKEYS, int COLS = 64>
 __device__ __forceinline__ void issue_kv_tile_tma(const AttnParams& p, const std::int32_t* block_row, int kv_head,
                                                   int t0, int kv_end, std::uint32_t ks, std::uint32_t vs,
                                                   std::uint32_t bar, int box_rows, const CUtensorMap* tm_k,
                                                   const CUtensorMap* tm_v) {
-  constexpr int kChunks = DP / 64;
+  constexpr int kChunks = DP / COLS;  // COLS columns = 128 bytes
   if (threadIdx.x >= 32) return;
   const int lane = threadIdx.x;
   const int nbox = ceil_div(min(kv_end - t0, NKEYS), box_rows);
@@ -104,7 +106,7 @@ __device__ __forceinline__ void issue_kv_tile_tma(const AttnParams& p, const std
     const int key = t0 + b * box_rows;
     const int page = block_row[key / p.block_size];
     const std::uint32_t dst = (is_v ? vs : ks) + std::uint32_t(c * NKEYS * 128 + b * box_rows * 128);
-    tma_load_4d(dst, is_v ? tm_v : tm_k, bar, c * 64, kv_head, key % p.block_size, page);
+    tma_load_4d(dst, is_v ? tm_v : tm_k, bar, c * COLS, kv_head, key % p.block_size, page);
   }
 }
 
@@ -115,7 +117,7 @@ __global__ void __launch_bounds__(128)
   using C = DecodeConfig<T, DP, LOADS, FP8>;
   constexpr bool kBulk = LOADS == kLoadsBulk;
   constexpr bool kMbar = LOADS != kLoadsCpAsync;  // bulk and TMA copies complete on mbarriers
-  static_assert(!(kMbar && FP8), "fp8 caches are staged with cp.async (the planner picks it)");
+  static_assert(!(kBulk && FP8), "fp8 caches are copied by TMA boxes or cp.async (the planner picks)");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   const std::uint32_t q_end = smem_addr(smem_raw) + std::uint32_t(C::kQBytes);
@@ -148,9 +150,13 @@ __global__ void __launch_bounds__(128)
   const std::uint32_t bars = smem_addr(pipe) + std::uint32_t(C::kPipeBytes);
   auto issue = [&](int t) {
     const int s = t % C::kStages;
-    if constexpr (FP8)
-      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
-                                                       tiles.raw_k(s), tiles.raw_v(s));
+    if constexpr (FP8 && C::kTma)
+      issue_kv_tile_tma<DP, C::kKeys, 128>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                           smem_addr(tiles.raw_k(s)), smem_addr(tiles.raw_v(s)), bars + 8 * s,
+                                           box_rows, &tm_k, &tm_v);
+    else if constexpr (FP8)
+      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads, RawPadded<DP>::kRowBytes>(
+          p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, tiles.raw_k(s), tiles.raw_v(s));
     else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                                        tiles.k(s), tiles.v(s), bars + 8 * s);
@@ -206,6 +212,7 @@ __global__ void __launch_bounds__(128)
   // Keys every row of the CTA sees (no mask needed inside).
   const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
   std::uint32_t qf[DP / 16][4];
+  float q_undo[2] = {1.0f, 1.0f};  // fp8: the power of two each of this thread's rows was scaled by
 
   for (int it = 0; it < ntiles; ++it) {
     if constexpr (kMbar) {
@@ -215,21 +222,43 @@ __global__ void __launch_bounds__(128)
       cp_async_wait<C::kStages - 2>();
     }
     __syncthreads();
-    if (it == 0) load_q_frags<DP>(qf, qs);
+    if (it == 0) {
+      if constexpr (FP8) load_q_frags_fp8<T, DP>(qf, qs, q_undo);
+      else load_q_frags<DP>(qf, qs);
+    }
     const int nxt = it + C::kStages - 1;
     if (nxt < ntiles) issue(nxt);  // into the stage every warp finished with at it - 1
     if constexpr (!kMbar) cp_async_commit();
 
     const int key0 = kv_begin + it * C::kKeys + warp * 16;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
-    if constexpr (FP8) {  // a warp reads only its own 16 keys: it widens them itself, no CTA barrier
-      const int raw_off = warp * 16 * DP, wide_off = warp * C::kWarpSliceElems;
-      widen_e4m3_tile<T, DP, 16, 32>(tiles.raw_k(it % C::kStages) + raw_off, tiles.wide_k() + wide_off, lane);
-      widen_e4m3_tile<T, DP, 16, 32>(tiles.raw_v(it % C::kStages) + raw_off, tiles.wide_v() + wide_off, lane);
-      __syncwarp();
+    float s[2][4];
+    const bool masked = key0 < full_lo || key0 + 16 > full_hi;
+    if constexpr (FP8) {  // the raw bytes straight into the fragments
+      const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
+      std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
+      if constexpr (C::kTma)
+        if (key0 + 16 > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
+          const int first = kv_end - key0;
+          for (int i = lane; i < (16 - first) * (DP / 16); i += 32) {
+            const std::uint32_t at = C::RawLayout::offset(warp * 16 + first + i / (DP / 16), 16 * (i % (DP / 16)));
+            *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
+          }
+          __syncwarp();
+        }
+      qk_tile_fp8<DP, typename C::RawLayout, false>(s, qf, kraw, warp * 16);
+      if constexpr (std::is_same_v<T, __nv_bfloat16>)
+#pragma unroll
+        for (int n = 0; n < 2; ++n)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) s[n][e] *= q_undo[e / 2];
+      score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+      softmax_tile<DP, 2>(st, s);
+      pv_tile_fp8<DP, typename C::RawLayout, false>(st, s, vraw, warp * 16);
+      continue;
     }
-    const T* ks = (FP8 ? tiles.wide_k() : tiles.k(it % C::kStages)) + warp * C::kWarpSliceElems;
-    T* vs = (FP8 ? tiles.wide_v() : tiles.v(it % C::kStages)) + warp * C::kWarpSliceElems;
+    const T* ks = tiles.k(it % C::kStages) + warp * C::kWarpSliceElems;
+    T* vs = tiles.v(it % C::kStages) + warp * C::kWarpSliceElems;
     if constexpr (C::kTma)
       if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
         const int first = kv_end - key0;
@@ -238,9 +267,7 @@ __global__ void __launch_bounds__(128)
                                     C::KVLayout::offset(first + i / (DP / 8), i % (DP / 8))) = make_uint4(0, 0, 0, 0);
         __syncwarp();
       }
-    float s[2][4];
     qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
-    const bool masked = key0 < full_lo || key0 + 16 > full_hi;
     score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, 2>(st, s);
     pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
@@ -273,11 +300,16 @@ __global__ void __launch_bounds__(128)
     for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
     const float ref = mx == -INFINITY ? 0.0f : mx;
     const float f = fast_exp2(st.m[h] - ref);
-    float* dst = red + (warp * kDecodeRows + r) * DP + 2 * (lane % 4);
+    float* dst = red + (warp * kDecodeRows + r) * DP;
 #pragma unroll
     for (int j = 0; j < DP / 8; ++j) {
-      dst[8 * j] = st.o[j][2 * h] * f;
-      dst[8 * j + 1] = st.o[j][2 * h + 1] * f;
+      if constexpr (FP8) {  // the fp8 P·V tiles' column order
+        dst[fp8_out_dim(j, 2 * (lane % 4))] = st.o[j][2 * h] * f;
+        dst[fp8_out_dim(j, 2 * (lane % 4) + 1)] = st.o[j][2 * h + 1] * f;
+      } else {
+        dst[8 * j + 2 * (lane % 4)] = st.o[j][2 * h] * f;
+        dst[8 * j + 2 * (lane % 4) + 1] = st.o[j][2 * h + 1] * f;
+      }
     }
   }
   __syncthreads();
@@ -382,7 +414,7 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
       auto go = [&]<int LOADS, bool FP8>() {
         using C = DecodeConfig<T, DP, LOADS, FP8>;
         auto kernel = decode_kernel<T, DP, LOADS, FP8>;
-        const char* how = FP8                      ? "fp8 cp.async+widen"
+        const char* how = FP8                      ? (LOADS == kLoadsTma ? "fp8 tma" : "fp8 cp.async")
                           : LOADS == kLoadsCpAsync ? "cp.async"
                           : LOADS == kLoadsBulk    ? "bulk"
                                                    : "tma";
@@ -397,8 +429,11 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
                                                                                               box_rows);
         check_launch_lazy("decode_kernel", cfg);
       };
-      if (kv_fp8) go.template operator()<kLoadsCpAsync, true>();
-      else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
+      if (kv_fp8) {
+        if constexpr (DP % 128 == 0)
+          if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true>();
+        go.template operator()<kLoadsCpAsync, true>();
+      } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
       else if (loads != kLoadsTma) go.template operator()<kLoadsCpAsync, false>();
       else if constexpr (DP % 64 == 0) go.template operator()<kLoadsTma, false>();
       else

@@ -121,10 +121,11 @@ void check_device_tensor(const TensorView& t, std::string_view name, int device)
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 /// The decode kernel's copies for a tuning choice on a device of compute capability `major`.
-/// Bulk and TMA copies land bytes as stored, so an fp8 cache (widened after landing) takes
-/// cp.async; TMA boxes are 64 columns wide, so the padded head size must be a multiple of 64.
+/// TMA boxes are 128 bytes wide: 64 columns of a 16-bit cache, 128 of an fp8 one, so the
+/// padded head size must be a multiple of that. An fp8 cache has no row-copy variant.
 DecodeLoads choose_decode_loads(DecodeCopies want, int major, bool kv_fp8, int head_dim_pad) {
-  if (kv_fp8 || major < 9 || want == DecodeCopies::cp_async) return kLoadsCpAsync;
+  if (major < 9 || want == DecodeCopies::cp_async) return kLoadsCpAsync;
+  if (kv_fp8) return want != DecodeCopies::bulk_rows && head_dim_pad % 128 == 0 ? kLoadsTma : kLoadsCpAsync;
   if (want == DecodeCopies::bulk_rows || head_dim_pad % 64 != 0) return kLoadsBulk;
   return kLoadsTma;
 }
@@ -664,7 +665,8 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   sum.decode_ctas = plan.num_decode_work;
   sum.max_splits = max_splits;
   sum.merge_rows = part_tokens;
-  sum.decode_loads = plan.kv_fp8                              ? "fp8 cp.async, widened in shared memory"
+  sum.decode_loads = plan.kv_fp8 ? (plan.decode_loads == kLoadsTma ? "fp8 tma, converted in registers"
+                                                                  : "fp8 cp.async, converted in registers")
                      : plan.decode_loads == kLoadsTma  ? "tma"
                      : plan.decode_loads == kLoadsBulk ? "bulk"
                                                        : "cp.async";
@@ -750,7 +752,7 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
     DecodeLoads loads = plan.decode_loads;
     KVTensorMaps maps;
     if (loads == kLoadsTma && !encode_kv_tma_maps(cache, plan.decode_box_rows, maps).empty())
-      loads = kLoadsBulk;  // e.g. a stride TMA cannot express: row copies read the same
+      loads = plan.kv_fp8 ? kLoadsCpAsync : kLoadsBulk;  // e.g. a stride TMA cannot express
     launch_decode(p, plan.elem, plan.head_dim_pad, loads, plan.kv_fp8, maps.bytes.data(), plan.decode_box_rows, s);
   }
   if (plan.num_prefill_work) {

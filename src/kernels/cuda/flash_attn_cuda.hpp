@@ -59,7 +59,7 @@ struct PlanSummary {
   int decode_ctas = 0;
   int max_splits = 1;
   int merge_rows = 0;          ///< query tokens whose slices are merged
-  std::string decode_loads;    ///< "tma", "bulk", "cp.async" or "fp8 cp.async, widened in shared memory"
+  std::string decode_loads;    ///< "tma", "bulk", "cp.async", or "fp8 tma" / "fp8 cp.async" + ", converted in registers"
   int prefill_seqs = 0;
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill

@@ -90,14 +90,14 @@ struct AttnParams {
 enum DecodeLoads : int {
   kLoadsCpAsync = 0,  ///< 16-byte cp.async per thread (sm_80+)
   kLoadsBulk = 1,     ///< one bulk copy per key row (sm_90; 16-bit caches)
-  kLoadsTma = 2,      ///< one TMA box per page slice and 64 columns, 128-byte swizzled (sm_90;
-                      ///< 16-bit caches; head_dim_pad a multiple of 64; p.split_align a
-                      ///< multiple of the box's keys)
+  kLoadsTma = 2,      ///< one TMA box per page slice and 128 bytes of columns, 128-byte
+                      ///< swizzled (sm_90; head_dim_pad a multiple of 64 for 16-bit caches,
+                      ///< of 128 for fp8; p.split_align a multiple of the box's keys)
 };
 /// Split sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes
-/// (copied raw with cp.async, widened exactly to `e` in shared memory before each tile;
-/// k_scale is folded into the score scale by the planner, v_scale is p.v_scale; per-head
-/// scales multiply both per CTA, see score_scale and output_scale). kv_maps:
+/// (copied raw by TMA boxes or cp.async, converted to f16 in registers as the mma fragments
+/// are built; k_scale is folded into the score scale by the planner, v_scale is p.v_scale;
+/// per-head scales multiply both per CTA, see score_scale and output_scale). kv_maps:
 /// the two encoded tensor maps (K, V) for kLoadsTma, else unused (may be null).
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
                    const void* kv_maps, int box_rows, void* stream);

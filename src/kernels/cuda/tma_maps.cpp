@@ -29,8 +29,9 @@ EncodeTiled encoder() {
 
 std::string encode(EncodeTiled fn, CUtensorMap* map, const TensorView& t, int rank, const cuuint64_t* dims,
                    const cuuint64_t* strides_bytes, const cuuint32_t* box, const char* name) {
-  const CUtensorMapDataType dt =
-      t.dtype == ScalarType::bf16 ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16 : CU_TENSOR_MAP_DATA_TYPE_FLOAT16;
+  const CUtensorMapDataType dt = t.dtype == ScalarType::bf16   ? CU_TENSOR_MAP_DATA_TYPE_BFLOAT16
+                                 : t.dtype == ScalarType::f16  ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                               : CU_TENSOR_MAP_DATA_TYPE_UINT8;  // fp8 bytes
   const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
   const CUresult r = fn(map, dt, static_cast<cuuint32_t>(rank), t.data, dims, strides_bytes, box, elem_strides,
                         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
@@ -39,9 +40,11 @@ std::string encode(EncodeTiled fn, CUtensorMap* map, const TensorView& t, int ra
   return "";
 }
 
-/// K and V maps into maps[0] and maps[1].
+/// K and V maps into maps[0] and maps[1]: boxes of box_rows keys × 128 bytes (64 16-bit
+/// or 128 fp8 columns).
 std::string encode_kv(EncodeTiled fn, const KVCacheView& cache, int box_rows, CUtensorMap* maps) {
-  const std::uint64_t es = 2;  // 16-bit elements
+  const bool bytes = cache.key.dtype != ScalarType::bf16 && cache.key.dtype != ScalarType::f16;
+  const std::uint64_t es = bytes ? 1 : 2;
   const TensorView* kv[2] = {&cache.key, &cache.value};
   for (int i = 0; i < 2; ++i) {
     const TensorView& t = *kv[i];
@@ -49,7 +52,7 @@ std::string encode_kv(EncodeTiled fn, const KVCacheView& cache, int box_rows, CU
                                 cuuint64_t(t.shape[0])};
     const cuuint64_t strides[3] = {cuuint64_t(t.stride[2]) * es, cuuint64_t(t.stride[1]) * es,
                                    cuuint64_t(t.stride[0]) * es};
-    const cuuint32_t box[4] = {64, 1, cuuint32_t(box_rows), 1};
+    const cuuint32_t box[4] = {cuuint32_t(128 / es), 1, cuuint32_t(box_rows), 1};
     if (auto e = encode(fn, &maps[i], t, 4, dims, strides, box, i == 0 ? "key_cache" : "value_cache"); !e.empty())
       return e;
   }

@@ -1,0 +1,250 @@
+// The fp8 KV-cache paths against the double-precision reference: every finite byte value of
+// e4m3 and e5m2 through the CPU kernels' in-register widening (decode and prefill, head
+// sizes with and without a 64-dim tail, both arithmetic paths), and on a GPU the decode
+// kernel's register conversion (TMA and cp.async copies, every head-size class, queries
+// beyond the half range). The errors asserted here are the ones docs/kernels-fp8.md reports.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "kernel_test_util.hpp"
+#include "kernels/cpu/cpu_attention.hpp"
+#include "kernels/cuda/device_memory.hpp"
+#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/fp8.hpp"
+
+namespace attnsel::kernel {
+namespace {
+
+using runtime::CacheLayout;
+using runtime::PagedWorkload;
+using runtime::SequenceShape;
+using runtime::WorkloadSpec;
+
+/// The finite byte codes of a format (NaN, and e5m2's infinities, left out: a cache the
+/// writer fills never holds them).
+std::vector<std::uint8_t> finite_codes(Fp8Format f) {
+  std::vector<std::uint8_t> out;
+  for (int b = 0; b < 256; ++b)
+    if (std::isfinite(fp8_to_float(static_cast<std::uint8_t>(b), f))) out.push_back(static_cast<std::uint8_t>(b));
+  return out;
+}
+
+/// Overwrites every byte of `t` with `codes` in a shuffled cycle, so each row holds many
+/// different codes and every code lands in every position mod 64.
+void fill_with_codes(const TensorView& t, const std::vector<std::uint8_t>& codes, int stride) {
+  auto* bytes = static_cast<std::uint8_t*>(t.data);
+  const std::size_t n = static_cast<std::size_t>(t.numel());
+  for (std::size_t i = 0; i < n; ++i) bytes[i] = codes[(i * static_cast<std::size_t>(stride) + i / 61) % codes.size()];
+}
+
+/// The codes of magnitude at most `limit`.
+std::vector<std::uint8_t> codes_up_to(Fp8Format f, float limit) {
+  std::vector<std::uint8_t> out;
+  for (std::uint8_t b : finite_codes(f))
+    if (std::fabs(fp8_to_float(b, f)) <= limit) out.push_back(b);
+  return out;
+}
+
+/// Every finite code in K (values of moderate size in V), then every finite code in V
+/// (queries so small that every probability is exactly 1, so the output is the plain mean
+/// of V and no rounding of probabilities hides a wrong conversion).
+void fill_with_every_code(PagedWorkload& w, Fp8Format f, int stride, bool codes_in_v) {
+  const KVCacheView cache = w.cache();
+  const std::vector<std::uint8_t> all = finite_codes(f);
+  fill_with_codes(cache.key, all, stride);
+  fill_with_codes(cache.value, codes_in_v ? all : codes_up_to(f, f == Fp8Format::e4m3 ? 2.0f : 1.0f), stride + 2);
+}
+
+WorkloadSpec fp8_spec(const char* kv, ScalarType dtype, int head_size, std::vector<SequenceShape> seqs) {
+  WorkloadSpec s;
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = head_size;
+  s.dtype = dtype;
+  s.kv_cache_dtype = kv;
+  s.layout = CacheLayout::hnd;
+  s.sequences = std::move(seqs);
+  s.seed = static_cast<std::uint64_t>(head_size) * 7 + 3;
+  return s;
+}
+
+// ---- CPU ------------------------------------------------------------------------------
+
+TEST(Fp8PathsCpu, EveryFiniteByteValueOnDecodeAndPrefillItems) {
+  // Decode items (4 query heads per KV head: the few-row form) and prefill items; head
+  // sizes that are multiples of 64 and ones with a 16/32/48-dim tail.
+  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+    for (int hs : {64, 80, 96, 112, 128, 256})
+      for (bool bf16_dot : {true, false}) {
+        const Fp8Format f = std::string(kv) == "fp8_e5m2" ? Fp8Format::e5m2 : Fp8Format::e4m3;
+        for (bool codes_in_v : {false, true}) {
+          WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, hs, {{61, 1}, {40, 40}, {97, 1}, {33, 5}});
+          // Keep the largest codes (448, 57344) from saturating the softmax into one key.
+          spec.k_scale = f == Fp8Format::e4m3 ? 1.0f / 256 : 1.0f / 8192;
+          spec.v_scale = codes_in_v ? 1.0f / 4096 : 0.5f;
+          if (codes_in_v) spec.query_range = 1e-20f;
+          PagedWorkload w(spec);
+          fill_with_every_code(w, f, hs == 128 ? 37 : 11, codes_in_v);
+          cpu::CpuAttentionOptions o;
+          o.allow_bf16_dot = bf16_dot;
+          o.num_threads = 2;
+          const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec), o);
+          const double worst = testing::expect_matches_reference(
+              *impl, w, fmt::format("{} d={} bf16_dot={} codes in {}", kv, hs, bf16_dot, codes_in_v ? "V" : "K"));
+          EXPECT_LE(worst, 1.0);
+        }
+      }
+}
+
+TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
+  // The benchmark's shape (GQA 4, d=128, HND, block 16) on random caches written by the
+  // cache writer's rounding: the fp8 paths stay within bf16's tolerance (the test's bound),
+  // and well inside it (the error the quantised cache itself carries is in the reference).
+  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+    for (ScalarType dt : {ScalarType::bf16, ScalarType::f32}) {
+      WorkloadSpec spec = fp8_spec(kv, dt, 128, {{1031, 1}, {517, 1}, {2053, 1}, {7, 1}});
+      spec.num_heads = 16;
+      spec.num_kv_heads = 4;
+      spec.k_scales = {0.01f, 0.02f, 0.005f, 0.013f};
+      spec.v_scale = 0.03f;
+      PagedWorkload w(spec);
+      const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec));
+      const double worst = testing::expect_matches_reference(*impl, w, fmt::format("{} {}", kv, to_string(dt)));
+      EXPECT_LE(worst, 0.5) << "worst error / tolerance";
+    }
+}
+
+// ---- GPU ------------------------------------------------------------------------------
+
+bool gpu_available() { return cuda::cuda_kernels_built() && cuda::cuda_kernels_unavailable_reason().empty(); }
+
+#define REQUIRE_GPU()                                                                             \
+  do {                                                                                            \
+    if (!gpu_available())                                                                         \
+      GTEST_SKIP() << "no GPU for the CUDA kernels: " << cuda::cuda_kernels_unavailable_reason(); \
+  } while (0)
+
+struct GpuResult {
+  cuda::PlanSummary summary;
+  double rel_l2 = 0.0;
+  double max_abs = 0.0;
+  std::int64_t not_finite = 0;
+};
+
+/// Runs the workload through FLASH_ATTN's kernels (poisoned output, the plan run twice)
+/// and measures the error against the reference over every output element.
+GpuResult run_gpu(PagedWorkload& wl, const LayerParams& lp, cuda::CudaTuning tuning = {}) {
+  const AttentionMetadata md = wl.metadata();
+  const std::vector<double> ref = testing::reference_outputs(lp, wl);
+  const KVCacheView hc = wl.cache();
+  cuda::DeviceTensor q = cuda::to_device(wl.query());
+  cuda::DeviceTensor k = cuda::to_device(hc.key);
+  cuda::DeviceTensor v = cuda::to_device(hc.value);
+  cuda::DeviceTensor o = cuda::device_like(wl.output());
+  cuda::FlashAttnCuda impl(lp, tuning);
+  const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+  for (int run = 0; run < 2; ++run) {
+    o.buffer.fill_bytes(0xFF);  // NaN in f16 and bf16
+    impl.run(*plan);
+    cuda::synchronize("fp8 path test");
+  }
+  cuda::copy_to_host(o, wl.output());
+  GpuResult r;
+  r.summary = cuda::FlashAttnCuda::summary(*plan);
+  const TensorView ho = wl.output();
+  double err2 = 0.0, ref2 = 0.0;
+  for (std::size_t i = 0; i < ref.size(); ++i) {
+    const double got = reference::load(ho.data, ho.dtype, static_cast<std::int64_t>(i));
+    if (!std::isfinite(got)) {
+      ++r.not_finite;
+      continue;
+    }
+    err2 += (got - ref[i]) * (got - ref[i]);
+    ref2 += ref[i] * ref[i];
+    r.max_abs = std::max(r.max_abs, std::abs(got - ref[i]) / std::max(1.0, std::abs(ref[i])));
+  }
+  r.rel_l2 = ref2 > 0.0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  if (std::getenv("ATTNSEL_PRINT_ERRORS"))
+    std::printf("rel_l2 %.3g max %.3g  %s\n", r.rel_l2, r.max_abs, r.summary.describe().c_str());
+  return r;
+}
+
+LayerParams gpu_params(const WorkloadSpec& s) {
+  LayerParams lp = runtime::layer_params_for(s);
+  lp.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
+  return lp;
+}
+
+TEST(Fp8PathsGpu, DecodeCopiesHeadSizesLayoutsAndDtypes) {
+  REQUIRE_GPU();
+  for (cuda::DecodeCopies copies : {cuda::DecodeCopies::automatic, cuda::DecodeCopies::cp_async})
+    for (int hs : {64, 96, 128, 200, 256})
+      for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd})
+        for (ScalarType dt : {ScalarType::bf16, ScalarType::f16}) {
+          WorkloadSpec spec = fp8_spec("fp8_e4m3", dt, hs, {{1, 1}, {131, 1}, {509, 2}, {1000, 1}, {70, 4}});
+          spec.layout = layout;
+          spec.query_range = 2.0f;
+          spec.k_scales = {0.01f, 0.004f};
+          spec.v_scale = 0.02f;
+          PagedWorkload wl(spec);
+          cuda::CudaTuning tuning;
+          tuning.decode_copies = copies;
+          const GpuResult r = run_gpu(wl, gpu_params(spec), tuning);
+          SCOPED_TRACE(fmt::format("d={} {} {} {}", hs, layout == CacheLayout::nhd ? "NHD" : "HND", to_string(dt),
+                                   r.summary.decode_loads));
+          EXPECT_EQ(r.not_finite, 0);
+          EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? 8e-3 : 2e-3);
+          // The conversions add no error of their own: f16 products are exact for fp8 keys
+          // and values, the probabilities round to 11 bits.
+          const bool tma = copies == cuda::DecodeCopies::automatic && (hs + 31) / 32 * 32 % 128 == 0;
+          if (r.summary.decode_loads.find("tma") != std::string::npos) {
+            EXPECT_TRUE(tma);
+          }
+        }
+}
+
+TEST(Fp8PathsGpu, QueriesBeyondTheHalfRangeAndTiny) {
+  // bf16 queries up to 3e5 (a half overflows at 65504) and down to 1e-6: the fp8 decode
+  // scales each row by a power of two before its f16 products.
+  REQUIRE_GPU();
+  for (float range : {3e5f, 1e-6f}) {
+    WorkloadSpec spec = fp8_spec("fp8_e4m3", ScalarType::bf16, 128, {{257, 1}, {64, 3}, {1500, 1}});
+    spec.query_range = range;
+    spec.k_scale = 0.01f;
+    spec.v_scale = 0.02f;
+    PagedWorkload wl(spec);
+    LayerParams lp = gpu_params(spec);
+    lp.scale = 1.0f / (range * 20.0f);  // logits of order 1
+    const GpuResult r = run_gpu(wl, lp);
+    SCOPED_TRACE(fmt::format("query range {}", range));
+    EXPECT_EQ(r.not_finite, 0);
+    EXPECT_LT(r.rel_l2, 8e-3);
+  }
+}
+
+TEST(Fp8PathsGpu, EveryFiniteByteValueInDecode) {
+  REQUIRE_GPU();
+  for (int hs : {128, 96})
+    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+      for (bool codes_in_v : {false, true}) {
+        WorkloadSpec spec = fp8_spec("fp8_e4m3", dt, hs, {{61, 1}, {97, 1}, {300, 2}});
+        spec.k_scale = 1.0f / 256;
+        spec.v_scale = codes_in_v ? 1.0f / 64 : 0.5f;
+        if (codes_in_v) spec.query_range = 1e-20f;
+        PagedWorkload wl(spec);
+        fill_with_every_code(wl, Fp8Format::e4m3, 37, codes_in_v);
+        const GpuResult r = run_gpu(wl, gpu_params(spec));
+        SCOPED_TRACE(fmt::format("d={} {} codes in {} {}", hs, to_string(dt), codes_in_v ? "V" : "K",
+                                 r.summary.decode_loads));
+        EXPECT_EQ(r.not_finite, 0);
+        EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? 8e-3 : 2e-3);
+      }
+}
+
+}  // namespace
+}  // namespace attnsel::kernel
