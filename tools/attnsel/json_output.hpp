@@ -11,7 +11,8 @@
 
 namespace attnsel::cli {
 
-/// {field: value} with vLLM's field names; None → null, dtype → "bfloat16".
+/// {field: value} with vLLM's field names (the boolean ones from the table of checks);
+/// None → null, dtype → "bfloat16".
 nlohmann::ordered_json to_json(const AttentionSelectorConfig& config);
 /// [{"backend", "priority", "valid", "reasons"}] in the given order.
 nlohmann::ordered_json to_json(const std::vector<Candidate>& candidates);
