@@ -52,9 +52,7 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
     Checked checked = check_backend(turboquant, config);
     s.candidates.push_back({"TURBOQUANT", 0, checked.reasons.empty(), checked.reasons});
     if (!checked.reasons.empty()) throw_selected_invalid(turboquant, checked.reasons, std::move(s.candidates));
-    s.backend_class = checked.cls;
-    s.backend = "TURBOQUANT";
-    s.class_path = checked.cls->qualname();
+    accept_backend(s, "TURBOQUANT", checked.cls);
     s.explicit_choice = selected.has_value();
     add_log(s, LogLine::Level::info, "Using TURBOQUANT backend.");
     return s;
@@ -72,9 +70,7 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
       s.candidates.push_back({selected->name(), 0, checked.reasons.empty(), checked.reasons});
       if (!checked.reasons.empty()) throw_selected_invalid(*selected, checked.reasons, std::move(s.candidates));
       if (!boundary_layer || shares_layout(checked.cls->supported_kv_cache_layouts(env_), turboquant_layouts)) {
-        s.backend_class = checked.cls;
-        s.backend = selected->name();
-        s.class_path = checked.cls->qualname();
+        accept_backend(s, selected->name(), checked.cls);
         s.explicit_choice = true;
         add_log(s, LogLine::Level::info,
                 fmt::format("Using {} backend (selected via --attention-backend).", s.backend));
