@@ -2,10 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <vector>
-
-#include "attnsel/capability_checks.hpp"
-
 namespace attnsel {
 
 namespace {
@@ -13,23 +9,17 @@ std::string_view py_bool(bool b) { return b ? "True" : "False"; }
 
 inline void mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
 
-// Every boolean selector field, from the table of checks.
-const std::vector<bool AttentionSelectorConfig::*>& flag_fields() {
-  static const std::vector<bool AttentionSelectorConfig::*> fields = [] {
-    std::vector<bool AttentionSelectorConfig::*> out;
-    for (const CapabilityCheck& check : capability_checks())
-      if (check.requested != nullptr) out.push_back(check.requested);
-    return out;
-  }();
-  return fields;
-}
 }  // namespace
 
 std::size_t AttentionSelectorConfig::hash() const noexcept {
   // Pack the small fields into one word, then mix in the optional strings and ints.
+  // Written out rather than read from the table of checks: this is the selector's cached hot
+  // path (a few nanoseconds). A test checks that every flag of the table changes the hash.
   std::size_t flags = 0;
-  for (bool AttentionSelectorConfig::*field : flag_fields()) flags = (flags << 1) | static_cast<std::size_t>(this->*field);
-  for (bool b : {kv_cache_dtype.has_value(), block_size.has_value()}) flags = (flags << 1) | static_cast<std::size_t>(b);
+  const bool bits[] = {use_mla, has_sink, use_sparse, use_mm_prefix, use_per_head_quant_scales, has_sliding_window,
+                       use_non_causal, use_batch_invariant, use_kv_connector, use_pcp, use_adaptive_verification,
+                       use_dcp, use_rswa, kv_cache_dtype.has_value(), block_size.has_value()};
+  for (bool b : bits) flags = (flags << 1) | static_cast<std::size_t>(b);
   std::size_t h = static_cast<std::size_t>(head_size);
   mix(h, flags | (static_cast<std::size_t>(dtype) << 20) | (static_cast<std::size_t>(attn_type) << 24));
   if (block_size) mix(h, static_cast<std::size_t>(*block_size));

@@ -109,6 +109,17 @@ TEST(CapabilityChecks, EverySelectorFlagHasVllmsNameAsJsonKeyACliFlagAndASource)
   EXPECT_EQ(flags, 13);  // every boolean field of vLLM's AttentionSelectorConfig, plus use_rswa
 }
 
+TEST(CapabilityChecks, EverySelectorFlagChangesTheConfigsHash) {
+  const std::size_t plain = plain_config().hash();
+  std::set<std::size_t> seen = {plain};
+  for (const CapabilityCheck& check : capability_checks()) {
+    if (check.requested == nullptr) continue;
+    AttentionSelectorConfig c = plain_config();
+    c.*check.requested = true;
+    EXPECT_TRUE(seen.insert(c.hash()).second) << check.flag << " does not reach AttentionSelectorConfig::hash";
+  }
+}
+
 TEST(CapabilityChecks, TheEngineSettersAndGettersAgree) {
   for (const CapabilityCheck& check : capability_checks()) {
     if (check.to_engine == nullptr) continue;
