@@ -1,8 +1,9 @@
 // The backend capability interface (vLLM's AttentionBackend classmethods).
 //
 // A backend "class" is one immutable object registered in the class table under its
-// qualified name. Capabilities are data; validate_configuration runs every check and
-// returns all reasons, in vLLM's order and with vLLM's strings.
+// qualified name. Capabilities are data (attnsel/capabilities.hpp); validate_configuration
+// runs every check of one table (attnsel/capability_checks.hpp) and returns all reasons,
+// in vLLM's order and with vLLM's strings.
 //
 // Thread-safety: backend objects are immutable after registration; every const method
 // may be called from any thread.
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "attnsel/capabilities.hpp"
 #include "attnsel/export.hpp"
 #include "attnsel/facts.hpp"
 #include "attnsel/kv_cache_layout.hpp"
@@ -48,6 +50,9 @@ class ATTNSEL_API MambaBackend : public BackendClass {
   virtual bool supports_batch_invariance() const { return false; }
 };
 
+/// An attention backend class: a name, a capability record per runtime environment, and
+/// optionally a kernel. Everything a selection checks is in the record (capabilities());
+/// the table of checks (attnsel/capability_checks.hpp) decides what it means.
 class ATTNSEL_API AttentionBackend : public BackendClass {
  public:
   // --- kernel (vLLM's get_impl_cls) -------------------------------------------------
@@ -65,48 +70,20 @@ class ATTNSEL_API AttentionBackend : public BackendClass {
   /// The default: available when has_kernel(), host memory, no graphs, no preference.
   virtual kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const;
 
-  // --- capabilities, with vLLM's defaults -------------------------------------------
-  virtual std::vector<DType> supported_dtypes(const RuntimeEnv& env) const;
-  virtual std::vector<std::string> supported_kv_cache_dtypes(const RuntimeEnv& env) const;
-  virtual bool forward_includes_kv_cache_update() const { return true; }
-  virtual std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv& env) const;
-  virtual std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const { return {}; }
+  // --- capabilities -----------------------------------------------------------------
+  /// The capability record on `env`: vLLM's class attributes and classmethods, evaluated.
+  /// The default is vLLM's AttentionBackend base class. The record may refer to `env`.
+  virtual BackendCapabilities capabilities(const RuntimeEnv& env) const;
 
-  bool supports_dtype(DType d, const RuntimeEnv& env) const;
-  virtual bool supports_kv_cache_dtype(const std::optional<std::string>& d, const RuntimeEnv& env) const;
-  virtual bool supports_block_size(std::optional<int> block_size, const RuntimeEnv& env) const;
-  virtual int get_preferred_block_size(int default_block_size, const RuntimeEnv& env) const;
-  virtual bool supports_head_size(int head_size, const RuntimeEnv& env) const;
+  /// Every failing check of the table, in vLLM's order. Empty = valid.
+  std::vector<std::string> validate_configuration(const AttentionSelectorConfig& config, const RuntimeEnv& env) const;
 
-  virtual bool is_mla() const { return false; }
-  virtual bool is_sparse() const { return false; }
-  virtual bool supports_sink(const RuntimeEnv&) const { return false; }
-  virtual bool supports_alibi_sqrt() const { return false; }
-  virtual bool supports_mm_prefix(const RuntimeEnv&) const { return false; }
-  virtual bool supports_per_head_quant_scales(const RuntimeEnv&) const { return false; }
-  virtual bool supports_sliding_window(const RuntimeEnv&) const { return false; }
-  virtual bool supports_non_causal(const RuntimeEnv&) const { return false; }
-  virtual bool supports_batch_invariance(const RuntimeEnv&) const { return false; }
-  virtual bool supports_kv_connector(const RuntimeEnv&) const { return true; }
-  virtual bool supports_device_cpu_query_lens_mismatch() const { return !is_ssm(); }
-  /// vLLM derives PCP/DCP from the impl class; MLA impls opt into PCP. DCP is opt-in
-  /// (see docs/DECISIONS.md).
-  virtual bool supports_pcp() const { return is_mla(); }
-  virtual bool supports_dcp() const { return false; }
-  virtual bool supports_non_causal_dcp() const { return false; }
-  /// R-SWA (Reference Sliding Window Attention), decided by the base class: no backend
-  /// declares it yet, so a layer that needs it finds no backend.
-  virtual bool supports_rswa(const RuntimeEnv&) const { return false; }
-  virtual bool supports_attn_type(AttentionType t) const { return t == AttentionType::decoder; }
-  virtual bool supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv& env) const;
-  /// A backend-specific joint rule: a reason string, or nullopt when the combination works.
-  virtual std::optional<std::string> supports_combination(const CombinationArgs& args, const RuntimeEnv& env) const;
+  // vLLM's classmethods that whole-model planning asks, answered from capabilities(env).
+  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv& env) const;
+  bool supports_block_size(std::optional<int> block_size, const RuntimeEnv& env) const;
+  int get_preferred_block_size(int default_block_size, const RuntimeEnv& env) const;
   /// Most preferred first; nullopt = any layout, no preference.
-  virtual std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv& env) const;
-
-  /// Every failing check, in vLLM's order. Empty = valid.
-  virtual std::vector<std::string> validate_configuration(const AttentionSelectorConfig& config,
-                                                          const RuntimeEnv& env) const;
+  std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv& env) const;
 };
 
 }  // namespace attnsel

@@ -85,8 +85,10 @@ typedef uint32_t attnsel_kv_cache_layout;
 #define ATTNSEL_KV_LAYOUT_BLNHC 4u
 #define ATTNSEL_KV_LAYOUT_BHLNC 5u
 
-/** Boolean capabilities: one bit per AttentionBackend predicate of the C++ interface. A
- *  set bit is a promise that the backend (and its kernel, when it has one) handles it. */
+/** Boolean capabilities: one bit per boolean field of the C++ capability record
+ *  (BackendCapabilities, attnsel/capabilities.hpp), named after vLLM's AttentionBackend
+ *  predicate; the table of checks (attnsel/capability_checks.hpp) maps each bit. A set bit
+ *  is a promise that the backend (and its kernel, when it has one) handles it. */
 #define ATTNSEL_FEATURE_MLA (1ull << 0)                   /**< is_mla() */
 #define ATTNSEL_FEATURE_SPARSE (1ull << 1)                /**< is_sparse() */
 #define ATTNSEL_FEATURE_SINK (1ull << 2)                  /**< supports_sink() */

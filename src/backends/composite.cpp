@@ -1,8 +1,9 @@
-// Composite backends (vllm/v1/attention/backends/composite.py) and the two vLLM instances:
-// TRITON_FLASHINFER (triton_flashinfer.py) and TRITON_FLASH_ATTN (triton_flash_attn.py).
+// Composite backends (vllm/v1/attention/backends/composite.py): one backend made of a general
+// child and a causal child; triton_flashinfer.cpp and triton_flash_attn.cpp are vLLM's two.
 #include "backends/composite.hpp"
 
 #include <algorithm>
+#include <array>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <map>
@@ -10,11 +11,6 @@
 
 #include "attnsel/errors.hpp"
 #include "backends/common.hpp"
-#include "backends/families.hpp"
-#include "backends/flash_attn.hpp"
-#include "backends/flashinfer.hpp"
-#include "backends/runtime_facts.hpp"
-#include "backends/triton_attn.hpp"
 
 namespace attnsel::backends {
 
@@ -46,9 +42,15 @@ std::vector<KernelBlockSize> intersect_kernel_block_sizes(const std::vector<Kern
 
 std::vector<KVCacheLayout> get_supported_kv_cache_layouts(const std::vector<const AttentionBackend*>& backends,
                                                           const RuntimeEnv& env) {
+  std::vector<std::optional<std::vector<KVCacheLayout>>> declared;
+  for (const AttentionBackend* b : backends) declared.push_back(b->supported_kv_cache_layouts(env));
+  return common_kv_cache_layouts(declared);
+}
+
+std::vector<KVCacheLayout> common_kv_cache_layouts(const std::vector<std::optional<std::vector<KVCacheLayout>>>& declared) {
   std::vector<std::vector<KVCacheLayout>> lists;
-  for (const AttentionBackend* b : backends)
-    if (auto declared = b->supported_kv_cache_layouts(env)) lists.push_back(std::move(*declared));
+  for (const auto& d : declared)
+    if (d) lists.push_back(*d);
   if (lists.empty()) return default_layout_preference();
   if (std::all_of(lists.begin(), lists.end(), [&](const auto& l) { return l == lists.front(); })) return lists.front();
 
@@ -83,125 +85,82 @@ std::shared_ptr<const AttentionBackend> CompositeAttentionBackend::create(std::s
                                                                           std::shared_ptr<const AttentionBackend> causal,
                                                                           CompositeOptions options) {
   if (general->qualname() == causal->qualname()) return general;
-  if (general->forward_includes_kv_cache_update() || causal->forward_includes_kv_cache_update())
+  // Whether forward writes the cache does not depend on the environment.
+  const DeviceDescription any_device;
+  const RuntimeEnv env{any_device, RuntimeFacts(any_device)};
+  if (general->capabilities(env).forward_includes_kv_cache_update || causal->capabilities(env).forward_includes_kv_cache_update)
     throw ValueError("Composite backends require separate KV cache updates");
   return std::make_shared<const CompositeAttentionBackend>(std::move(general), std::move(causal), std::move(options));
 }
 
-std::vector<DType> CompositeAttentionBackend::supported_dtypes(const RuntimeEnv& env) const {
-  std::vector<DType> out;
-  const auto other = causal_->supported_dtypes(env);
-  for (DType d : general_->supported_dtypes(env))
-    if (contains(other, d)) out.push_back(d);
-  return out;
-}
-
-std::vector<std::string> CompositeAttentionBackend::supported_kv_cache_dtypes(const RuntimeEnv& env) const {
-  std::vector<std::string> out;
-  for (const std::string& d : general_->supported_kv_cache_dtypes(env))
-    if (supports_kv_cache_dtype(d, env)) out.push_back(d);
-  return out;
-}
-
-bool CompositeAttentionBackend::supports_kv_cache_dtype(const std::optional<std::string>& d,
-                                                        const RuntimeEnv& env) const {
-  return general_->supports_kv_cache_dtype(d, env) && causal_->supports_kv_cache_dtype(d, env);
-}
-
-std::vector<KernelBlockSize> CompositeAttentionBackend::get_supported_kernel_block_sizes(const RuntimeEnv& env) const {
-  if (!options_.kernel_block_sizes.empty()) {
-    std::vector<KernelBlockSize> out;
-    for (int size : options_.kernel_block_sizes)
-      if (general_->supports_block_size(size, env) && causal_->supports_block_size(size, env)) out.push_back(size);
-    return out;
-  }
-  return intersect_kernel_block_sizes(general_->get_supported_kernel_block_sizes(env),
-                                      causal_->get_supported_kernel_block_sizes(env));
-}
-
-bool CompositeAttentionBackend::supports_block_size(std::optional<int> block_size, const RuntimeEnv& env) const {
-  // No common kernel page means no block size works, not "any" (the base rule for an empty list).
-  return !get_supported_kernel_block_sizes(env).empty() && AttentionBackend::supports_block_size(block_size, env);
-}
-
-std::vector<int> CompositeAttentionBackend::get_supported_head_sizes(const RuntimeEnv&) const {
-  return options_.head_sizes;
-}
-
-bool CompositeAttentionBackend::supports_head_size(int head_size, const RuntimeEnv& env) const {
-  return (options_.head_sizes.empty() || contains(options_.head_sizes, head_size)) &&
-         general_->supports_head_size(head_size, env) && causal_->supports_head_size(head_size, env);
-}
-
-bool CompositeAttentionBackend::supports_compute_capability(const std::optional<DeviceCapability>& cap,
-                                                            const RuntimeEnv& env) const {
-  const bool major_ok = !options_.device_major || (cap && cap->major == *options_.device_major);
-  return major_ok && general_->supports_compute_capability(cap, env) && causal_->supports_compute_capability(cap, env);
-}
-
-bool CompositeAttentionBackend::supports_mm_prefix(const RuntimeEnv& env) const {
-  return (!variant_uses_mm_prefix(0) || general_->supports_mm_prefix(env)) &&
-         (!variant_uses_mm_prefix(1) || causal_->supports_mm_prefix(env));
-}
-
-bool CompositeAttentionBackend::supports_sliding_window(const RuntimeEnv& env) const {
-  return general_->supports_sliding_window(env) && causal_->supports_sliding_window(env);
-}
-
-bool CompositeAttentionBackend::supports_rswa(const RuntimeEnv& env) const {
-  return general_->supports_rswa(env) && causal_->supports_rswa(env);
-}
-
-std::optional<std::string> CompositeAttentionBackend::supports_combination(const CombinationArgs& args,
-                                                                           const RuntimeEnv& env) const {
-  const AttentionBackend* children[] = {general_.get(), causal_.get()};
-  for (int variant = 0; variant < 2; ++variant) {
-    CombinationArgs child_args = args;
-    child_args.use_mm_prefix = args.use_mm_prefix && variant_uses_mm_prefix(variant);
-    if (auto reason = children[variant]->supports_combination(child_args, env); reason && !reason->empty())
-      return fmt::format("{}: {}", children[variant]->get_name(), *reason);
-  }
-  return std::nullopt;
-}
-
-std::optional<std::vector<KVCacheLayout>> CompositeAttentionBackend::supported_kv_cache_layouts(
-    const RuntimeEnv& env) const {
-  return get_supported_kv_cache_layouts({general_.get(), causal_.get()}, env);
-}
-
 namespace {
-/// TRITON_FLASH_ATTN's causal child (vLLM's _FABackend): FLASH_ATTN that must resolve to FA3 or FA4.
-class TritonFlashAttentionCausalChild : public FlashAttentionBackend {
- public:
-  std::string qualname() const override { return "attnsel::backends::TritonFlashAttentionBackend::_FABackend"; }
-  std::optional<std::string> supports_combination(const CombinationArgs& a, const RuntimeEnv& env) const override {
-    if (auto reason = FlashAttentionBackend::supports_combination(a, env)) return reason;
-    FaVersionQuery q;
-    q.head_size = a.head_size;
-    q.has_sinks = a.has_sink;
-    q.kv_cache_block_size = a.block_size;
-    q.supports_fa4_hd256 = true;
-    const std::optional<int> v = get_flash_attn_version(env, q);
-    if (v != 3 && v != 4) return "causal route requires FlashAttention v3 or v4";
-    return std::nullopt;
-  }
-};
+// The base rule for a block size over a non-empty list: a multiple of one of its sizes.
+bool fits_kernel_sizes(const std::vector<KernelBlockSize>& sizes, std::optional<int> block_size) {
+  if (sizes.empty()) return false;  // no common kernel page means no block size works, not "any"
+  if (!block_size) return true;
+  return std::any_of(sizes.begin(), sizes.end(), [&](const KernelBlockSize& s) {
+    const int base = block_base(s);
+    return base > 0 && *block_size % base == 0;
+  });
+}
 }  // namespace
 
-void append_composite_classes(ClassList& out) {
-  auto triton = std::make_shared<const TritonAttentionBackend>();
-  out.push_back(CompositeAttentionBackend::create(triton, std::make_shared<const FlashInferBackend>(),
-                                                  {.backend_name = "TRITON_FLASHINFER",
-                                                   .qualname = "attnsel::backends::TritonFlashInferBackend",
-                                                   .head_sizes = {256, 512},
-                                                   .kernel_block_sizes = {64},
-                                                   .device_major = 10}));
-  out.push_back(CompositeAttentionBackend::create(triton, std::make_shared<const TritonFlashAttentionCausalChild>(),
-                                                  {.backend_name = "TRITON_FLASH_ATTN",
-                                                   .qualname = "attnsel::backends::TritonFlashAttentionBackend",
-                                                   .head_sizes = {256, 512},
-                                                   .kernel_block_sizes = {},
-                                                   .device_major = 9}));
+BackendCapabilities CompositeAttentionBackend::capabilities(const RuntimeEnv& env) const {
+  using Record = std::shared_ptr<const BackendCapabilities>;
+  const Record general = std::make_shared<const BackendCapabilities>(general_->capabilities(env));
+  const Record causal = std::make_shared<const BackendCapabilities>(causal_->capabilities(env));
+  BackendCapabilities c;
+  c.forward_includes_kv_cache_update = false;
+  c.dtypes.clear();
+  for (DType d : general->dtypes)
+    if (contains(causal->dtypes, d)) c.dtypes.push_back(d);
+  c.kv_cache_dtype_rule = [general, causal](const std::optional<std::string>& d) {
+    return general->supports_kv_cache_dtype(d) && causal->supports_kv_cache_dtype(d);
+  };
+  c.kv_cache_dtypes.clear();
+  for (const std::string& d : general->kv_cache_dtypes)
+    if (c.kv_cache_dtype_rule(d)) c.kv_cache_dtypes.push_back(d);
+
+  c.kernel_block_sizes.clear();
+  if (!options_.kernel_block_sizes.empty()) {
+    for (int size : options_.kernel_block_sizes)
+      if (general->supports_block_size(size) && causal->supports_block_size(size)) c.kernel_block_sizes.push_back(size);
+  } else {
+    c.kernel_block_sizes = intersect_kernel_block_sizes(general->kernel_block_sizes, causal->kernel_block_sizes);
+  }
+  c.block_size_rule = [sizes = c.kernel_block_sizes](std::optional<int> block_size) {
+    return fits_kernel_sizes(sizes, block_size);
+  };
+
+  c.head_sizes = options_.head_sizes;
+  c.head_size_rule = [listed = options_.head_sizes, general, causal](int head_size) {
+    return (listed.empty() || contains(listed, head_size)) && general->supports_head_size(head_size) &&
+           causal->supports_head_size(head_size);
+  };
+  c.compute_capability_rule = [major = options_.device_major, general,
+                               causal](const std::optional<DeviceCapability>& cap) {
+    const bool major_ok = !major || (cap && cap->major == *major);
+    return major_ok && general->supports_compute_capability(cap) && causal->supports_compute_capability(cap);
+  };
+  c.mm_prefix = (!variant_uses_mm_prefix(0) || general->mm_prefix) && (!variant_uses_mm_prefix(1) || causal->mm_prefix);
+  c.sliding_window = general->sliding_window && causal->sliding_window;
+  c.rswa = general->rswa && causal->rswa;
+  c.pcp = false;
+  c.dcp = false;
+  c.device_cpu_query_lens_mismatch = false;
+  c.combination_rule = [general, causal, names = std::array<std::string, 2>{general_->get_name(), causal_->get_name()}](
+                           const CombinationArgs& args) -> std::optional<std::string> {
+    const Record children[] = {general, causal};
+    for (int variant = 0; variant < 2; ++variant) {
+      CombinationArgs child_args = args;
+      child_args.use_mm_prefix = args.use_mm_prefix && variant_uses_mm_prefix(variant);
+      if (auto reason = children[variant]->check_combination(child_args); reason && !reason->empty())
+        return fmt::format("{}: {}", names[variant], *reason);
+    }
+    return std::nullopt;
+  };
+  c.kv_cache_layouts = common_kv_cache_layouts({general->kv_cache_layouts, causal->kv_cache_layouts});
+  return c;
 }
 
 }  // namespace attnsel::backends

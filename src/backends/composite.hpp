@@ -35,23 +35,7 @@ class CompositeAttentionBackend : public AttentionBackend {
 
   std::string get_name() const override { return options_.backend_name; }
   std::string qualname() const override { return options_.qualname; }
-  bool forward_includes_kv_cache_update() const override { return false; }
-  std::vector<DType> supported_dtypes(const RuntimeEnv& env) const override;
-  std::vector<std::string> supported_kv_cache_dtypes(const RuntimeEnv& env) const override;
-  bool supports_kv_cache_dtype(const std::optional<std::string>& d, const RuntimeEnv& env) const override;
-  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv& env) const override;
-  bool supports_block_size(std::optional<int> block_size, const RuntimeEnv& env) const override;
-  std::vector<int> get_supported_head_sizes(const RuntimeEnv& env) const override;
-  bool supports_head_size(int head_size, const RuntimeEnv& env) const override;
-  bool supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv& env) const override;
-  bool supports_mm_prefix(const RuntimeEnv& env) const override;
-  bool supports_sliding_window(const RuntimeEnv& env) const override;
-  bool supports_rswa(const RuntimeEnv& env) const override;
-  bool supports_pcp() const override { return false; }
-  bool supports_dcp() const override { return false; }
-  bool supports_device_cpu_query_lens_mismatch() const override { return false; }
-  std::optional<std::string> supports_combination(const CombinationArgs& args, const RuntimeEnv& env) const override;
-  std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv& env) const override;
+  BackendCapabilities capabilities(const RuntimeEnv& env) const override;
 
   CompositeAttentionBackend(std::shared_ptr<const AttentionBackend> general,
                             std::shared_ptr<const AttentionBackend> causal, CompositeOptions options);
@@ -70,9 +54,12 @@ class CompositeAttentionBackend : public AttentionBackend {
 std::vector<KernelBlockSize> intersect_kernel_block_sizes(const std::vector<KernelBlockSize>& first,
                                                           const std::vector<KernelBlockSize>& second);
 
-/// vLLM's get_supported_kv_cache_layouts(backends) (spec §9.2). Throws ValueError
-/// "No KV cache layout satisfies every supported set: [...]." when the sets are disjoint.
+/// vLLM's get_supported_kv_cache_layouts(backends) (vllm/v1/attention/backends/utils.py).
+/// Throws ValueError "No KV cache layout satisfies every supported set: [...]." when the
+/// sets are disjoint.
 std::vector<KVCacheLayout> get_supported_kv_cache_layouts(const std::vector<const AttentionBackend*>& backends,
                                                           const RuntimeEnv& env);
+/// The same over what each backend declared (nullopt = any layout).
+std::vector<KVCacheLayout> common_kv_cache_layouts(const std::vector<std::optional<std::vector<KVCacheLayout>>>& declared);
 
 }  // namespace attnsel::backends

@@ -12,15 +12,7 @@ class CPUAttentionBackend : public AttentionBackend {
   std::string get_name() const override { return "CPU_ATTN"; }
   std::string qualname() const override { return "attnsel::backends::CPUAttentionBackend"; }
 
-  std::vector<DType> supported_dtypes(const RuntimeEnv& env) const override;
-  std::vector<std::string> supported_kv_cache_dtypes(const RuntimeEnv& env) const override;
-  bool forward_includes_kv_cache_update() const override { return false; }
-  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv& env) const override;
-  std::vector<int> get_supported_head_sizes(const RuntimeEnv& env) const override;
-  bool supports_non_causal(const RuntimeEnv&) const override { return true; }
-  bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
-  bool supports_attn_type(AttentionType) const override { return true; }
-  std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv& env) const override;
+  BackendCapabilities capabilities(const RuntimeEnv& env) const override;
 
   // The kernel (src/kernels/cpu, wired in cpu_attn_kernel.cpp): every build has it.
   bool has_kernel() const override { return true; }

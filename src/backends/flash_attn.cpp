@@ -3,20 +3,14 @@
 
 #include <algorithm>
 
+#include "backends/class_factories.hpp"
 #include "backends/common.hpp"
-#include "backends/families.hpp"
 #include "backends/runtime_facts.hpp"
 
 namespace attnsel::backends {
 
 namespace {
 constexpr int kFa4Hd256PageSize = 128;  // vLLM's FA4_HD256_PAGE_SIZE
-}
-
-std::vector<DType> FlashAttentionBackend::supported_dtypes(const RuntimeEnv&) const { return kHalfDTypes; }
-
-std::vector<std::string> FlashAttentionBackend::supported_kv_cache_dtypes(const RuntimeEnv&) const {
-  return {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"};
 }
 
 std::optional<int> FlashAttentionBackend::fa4_hd256_block_size(const RuntimeEnv& env) const {
@@ -31,49 +25,47 @@ std::optional<int> FlashAttentionBackend::fa4_hd256_block_size(const RuntimeEnv&
   return std::nullopt;
 }
 
-std::vector<KernelBlockSize> FlashAttentionBackend::get_supported_kernel_block_sizes(const RuntimeEnv& env) const {
-  if (auto pinned = fa4_hd256_block_size(env)) return {*pinned};
-  return {MultipleOf{16}};
-}
-
-int FlashAttentionBackend::get_preferred_block_size(int default_block_size, const RuntimeEnv& env) const {
-  if (auto pinned = fa4_hd256_block_size(env)) return std::max(default_block_size, *pinned);
-  if (env.device.kind == PlatformKind::xpu) return std::max(default_block_size, 64);
-  return AttentionBackend::get_preferred_block_size(default_block_size, env);
-}
-
-bool FlashAttentionBackend::supports_kv_cache_dtype(const std::optional<std::string>& d, const RuntimeEnv& env) const {
-  if (!d) return true;
-  if (!contains(supported_kv_cache_dtypes(env), *d)) return false;
-  if (is_quantized_kv_cache(*d)) return flash_attn_supports_kv_cache_dtype(env, *d);
-  return true;
-}
-
-bool FlashAttentionBackend::supports_head_size(int head_size, const RuntimeEnv& env) const {
-  if (head_size % 8 != 0) return false;
-  if (head_size <= 256) return true;
-  return is_fa_version_supported(env, 4) && head_size <= 512;
-}
-
-bool FlashAttentionBackend::supports_sink(const RuntimeEnv& env) const {
-  return flash_attn_varlen_available(env) && flash_attn_supports_sinks(env);
-}
-
-bool FlashAttentionBackend::supports_mm_prefix(const RuntimeEnv& env) const { return is_fa_version_supported(env, 4); }
-
-bool FlashAttentionBackend::supports_per_head_quant_scales(const RuntimeEnv& env) const {
-  const std::optional<int> v = get_flash_attn_version(env);
-  return v && *v >= 3;
-}
-
-bool FlashAttentionBackend::supports_compute_capability(const std::optional<DeviceCapability>& cap,
-                                                        const RuntimeEnv&) const {
+BackendCapabilities FlashAttentionBackend::capabilities(const RuntimeEnv& env) const {
+  BackendCapabilities c;
+  c.kv_cache_dtypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"};
+  c.kv_cache_dtype_rule = [&env, listed = c.kv_cache_dtypes](const std::optional<std::string>& d) {
+    if (!d) return true;
+    if (!contains(listed, *d)) return false;
+    if (is_quantized_kv_cache(*d)) return flash_attn_supports_kv_cache_dtype(env, *d);
+    return true;
+  };
+  c.forward_includes_kv_cache_update = false;
+  const std::optional<int> pinned = fa4_hd256_block_size(env);
+  c.kernel_block_sizes = pinned ? std::vector<KernelBlockSize>{*pinned} : std::vector<KernelBlockSize>{MultipleOf{16}};
+  c.preferred_block_size_rule = [pinned, xpu = env.device.kind == PlatformKind::xpu](int d) -> std::optional<int> {
+    if (pinned) return std::max(d, *pinned);
+    if (xpu) return std::max(d, 64);
+    return std::nullopt;
+  };
+  c.head_size_rule = [fa4 = is_fa_version_supported(env, 4)](int head_size) {
+    if (head_size % 8 != 0) return false;
+    if (head_size <= 256) return true;
+    return fa4 && head_size <= 512;
+  };
+  c.sink = flash_attn_varlen_available(env) && flash_attn_supports_sinks(env);
+  c.mm_prefix = is_fa_version_supported(env, 4);
+  const std::optional<int> version = get_flash_attn_version(env);
+  c.per_head_quant_scales = version && *version >= 3;
+  c.sliding_window = true;
+  c.non_causal = true;
+  c.batch_invariance = true;
+  c.dcp = true;
+  c.attn_types = kAllAttnTypes;
   // XPU passes no capability and validates FA there (see docs/DECISIONS.md).
-  return !cap || *cap >= DeviceCapability{8, 0};
+  c.compute_capability_rule = [](const std::optional<DeviceCapability>& cap) {
+    return !cap || *cap >= DeviceCapability{8, 0};
+  };
+  c.combination_rule = [this, &env](const CombinationArgs& a) { return combination_reason(a, env); };
+  return c;
 }
 
-std::optional<std::string> FlashAttentionBackend::supports_combination(const CombinationArgs& a,
-                                                                       const RuntimeEnv& env) const {
+std::optional<std::string> FlashAttentionBackend::combination_reason(const CombinationArgs& a,
+                                                                     const RuntimeEnv& env) const {
   if (a.has_sink && a.device_capability && *a.device_capability < DeviceCapability{9, 0})
     return "sink not supported on compute capability < 9.0";
   FaVersionQuery q;
@@ -100,8 +92,6 @@ std::optional<std::string> FlashAttentionBackend::supports_combination(const Com
   return std::nullopt;
 }
 
-}  // namespace attnsel::backends
+void append_flash_attn(ClassList& out) { out.push_back(std::make_shared<const FlashAttentionBackend>()); }
 
-namespace attnsel::backends {
-void append_flash_attn_classes(ClassList& out) { out.push_back(std::make_shared<const FlashAttentionBackend>()); }
 }  // namespace attnsel::backends

@@ -2,7 +2,7 @@
 // linear,gdn}_attn.py). vLLM's get_name() for these is the class's own tag ("MAMBA2_ATTN"), not
 // the enum member's name; the Mamba selector's batch-invariance error prints it.
 #include "backends/common.hpp"
-#include "backends/families.hpp"
+#include "backends/class_factories.hpp"
 
 namespace attnsel::backends {
 
@@ -19,7 +19,7 @@ class NamedMambaBackend : public MambaBackend {
 };
 }  // namespace
 
-void append_mamba_classes(ClassList& out) {
+void append_mamba(ClassList& out) {
   // None of them declares batch invariance (the base default is False).
   out.push_back(std::make_shared<const NamedMambaBackend>("MAMBA1_ATTN", "attnsel::backends::Mamba1AttentionBackend"));
   out.push_back(std::make_shared<const NamedMambaBackend>("MAMBA2_ATTN", "attnsel::backends::Mamba2AttentionBackend"));

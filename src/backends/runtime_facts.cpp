@@ -137,15 +137,6 @@ bool can_use_trtllm_attention(const RuntimeEnv& env, long num_qo_heads, long num
   return supports_trtllm_attention(env) && num_kv_heads > 0 && num_qo_heads % num_kv_heads == 0;
 }
 
-bool is_aiter_found_and_supported(const RuntimeEnv& env) {
-  return env.device.kind == PlatformKind::rocm && env.device.arch.starts_with("gfx9") &&
-         env.facts.get_bool("rocm.aiter_found");
-}
-
-bool is_aiter_switch_enabled(const RuntimeEnv& env, std::string_view sub_switch) {
-  return env.facts.get_bool("rocm.use_aiter") && env.facts.get_bool(sub_switch) && is_aiter_found_and_supported(env);
-}
-
 int cdna_version(const RuntimeEnv& env) {
   if (env.device.kind != PlatformKind::rocm) return 0;
   return static_cast<int>(env.facts.get_int("rocm.cdna_version"));

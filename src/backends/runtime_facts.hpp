@@ -59,10 +59,7 @@ bool supports_trtllm_attention(const RuntimeEnv& env);
 /// vLLM's can_use_trtllm_attention(num_qo_heads, num_kv_heads): supported, not forced off, GQA-divisible.
 bool can_use_trtllm_attention(const RuntimeEnv& env, long num_qo_heads, long num_kv_heads);
 
-/// rocm_aiter_ops.is_aiter_found_and_supported(): ROCm, a gfx9 device, aiter importable.
-bool is_aiter_found_and_supported(const RuntimeEnv& env);
-/// rocm_aiter_ops.is_*_enabled(): the sub-switch AND-ed with VLLM_ROCM_USE_AITER (and AITER present).
-bool is_aiter_switch_enabled(const RuntimeEnv& env, std::string_view sub_switch);
+// The AITER gates (is_aiter_found_and_supported, is_*_enabled) are in platforms/rocm_aiter.hpp.
 /// The CDNA generation of a ROCm device (0 = unknown or not ROCm).
 int cdna_version(const RuntimeEnv& env);
 

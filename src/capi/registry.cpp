@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include "attnsel/attnsel.h"
+#include "attnsel/capabilities.hpp"
+#include "attnsel/platform.hpp"
 #include "attnsel/registry.hpp"
 #include "capi/request.hpp"
 #include "capi/status.hpp"
@@ -85,8 +87,10 @@ attnsel_status attnsel_member_get_class(attnsel_enum which, const char* name, ch
     const std::shared_ptr<const BackendClass> cls = member_of(which, name).get_class();
     nlohmann::ordered_json j = {{"name", cls->get_name()}, {"class", cls->qualname()}, {"is_ssm", cls->is_ssm()}};
     if (const auto* attn = dynamic_cast<const AttentionBackend*>(cls.get())) {
-      j["is_mla"] = attn->is_mla();
-      j["is_sparse"] = attn->is_sparse();
+      // MLA and sparse are properties of the class, the same in every environment.
+      const BackendCapabilities record = attn->capabilities(detect_host_platform()->env());
+      j["is_mla"] = record.mla;
+      j["is_sparse"] = record.sparse;
       j["has_kernel"] = attn->has_kernel();
     }
     *out_json = copy_string(report::dump(j, -1));

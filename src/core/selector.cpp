@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 #include <mutex>
 
+#include "attnsel/capability_checks.hpp"
 #include "attnsel/errors.hpp"
 
 namespace attnsel {
@@ -50,20 +51,12 @@ AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const L
   c.dtype = layer.dtype;
   c.kv_cache_dtype = layer.kv_cache_dtype;
   if (engine.cache.user_specified_block_size) c.block_size = engine.cache.block_size;
-  c.use_mla = layer.use_mla;
-  c.has_sink = layer.has_sink;
-  c.use_sparse = layer.use_sparse;
-  c.use_mm_prefix = layer.use_mm_prefix;
-  c.use_per_head_quant_scales = layer.use_per_head_quant_scales;
   c.attn_type = layer.attn_type.value_or(AttentionType::decoder);
-  c.has_sliding_window = layer.has_sliding_window;
-  c.use_non_causal = engine.attention.use_non_causal;
-  c.use_batch_invariant = engine.batch_invariant;
-  c.use_kv_connector = engine.kv_transfer_instance;
-  c.use_pcp = engine.prefill_context_parallel_size > 1;
-  c.use_adaptive_verification = engine.adaptive_verification;
-  c.use_dcp = engine.decode_context_parallel_size > 1;
-  c.use_rswa = engine.rswa_window.has_value();
+  // The boolean fields: each from the layer's argument or the engine config, as the table says.
+  for (const CapabilityCheck& check : capability_checks()) {
+    if (check.requested == nullptr) continue;
+    c.*check.requested = check.layer_argument != nullptr ? layer.*check.layer_argument : check.from_engine(engine);
+  }
   return c;
 }
 

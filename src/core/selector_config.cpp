@@ -8,10 +8,13 @@ namespace {
 std::string_view py_bool(bool b) { return b ? "True" : "False"; }
 
 inline void mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL + (h << 6) + (h >> 2); }
+
 }  // namespace
 
 std::size_t AttentionSelectorConfig::hash() const noexcept {
   // Pack the small fields into one word, then mix in the optional strings and ints.
+  // Written out rather than read from the table of checks: this is the selector's cached hot
+  // path (a few nanoseconds). A test checks that every flag of the table changes the hash.
   std::size_t flags = 0;
   const bool bits[] = {use_mla, has_sink, use_sparse, use_mm_prefix, use_per_head_quant_scales, has_sliding_window,
                        use_non_causal, use_batch_invariant, use_kv_connector, use_pcp, use_adaptive_verification,
@@ -24,6 +27,7 @@ std::size_t AttentionSelectorConfig::hash() const noexcept {
   return h;
 }
 
+// vLLM's dataclass field order, which is not its validation order (the table's).
 std::string AttentionSelectorConfig::repr() const {
   std::string kv = kv_cache_dtype ? *kv_cache_dtype : "None";
   std::string bs = block_size ? std::to_string(*block_size) : "None";

@@ -8,15 +8,15 @@ class DeepseekV32IndexerBackend : public AttentionBackend {
  public:
   std::string get_name() const override { return "DEEPSEEK_V32_INDEXER"; }
   std::string qualname() const override { return "attnsel::models::deepseek_v32::DeepseekV32IndexerBackend"; }
-  // vLLM: [1, 64] on ROCm, [64] elsewhere.
-  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv& env) const override {
-    if (env.device.kind == PlatformKind::rocm) return {1, 64};
-    return {64};
-  }
-  std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {32, 64, 128}; }
-  // The indexer's paged MQA-logits kernels read whole blocks (spec §9.2).
-  std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv&) const override {
-    return std::vector<KVCacheLayout>{KVCacheLayout::BLNHC, KVCacheLayout::BLHNC};
+  BackendCapabilities capabilities(const RuntimeEnv& env) const override {
+    BackendCapabilities c;
+    // vLLM: [1, 64] on ROCm, [64] elsewhere.
+    if (env.device.kind == PlatformKind::rocm) c.kernel_block_sizes = {1, 64};
+    else c.kernel_block_sizes = {64};
+    c.head_sizes = {32, 64, 128};
+    // The indexer's paged MQA-logits kernels read whole blocks (spec §9.2).
+    c.kv_cache_layouts = std::vector<KVCacheLayout>{KVCacheLayout::BLNHC, KVCacheLayout::BLHNC};
+    return c;
   }
 };
 

@@ -205,7 +205,7 @@ BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const En
     for (const PlanGroup& g : groups)
       if (const AttentionBackend* b = attention_class(g)) {
         const auto sizes = b->get_supported_kernel_block_sizes(platform.env());
-        if (b->is_mla() && !b->supports_block_size(c.block_size, platform.env()) && !sizes.empty() &&
+        if (b->capabilities(platform.env()).mla && !b->supports_block_size(c.block_size, platform.env()) && !sizes.empty() &&
             std::holds_alternative<int>(sizes.front())) {
           c.block_size = std::get<int>(sizes.front());
           c.source = fmt::format("platform default for {} ({})", b->get_name(), platform.spec());

@@ -29,15 +29,8 @@ Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
   Checked checked = check_backend(member, config);
   if (mode_ == SelectionMode::reference && checked.cls) checked.reasons.clear();
   s.candidates.push_back({target, 0, checked.reasons.empty(), checked.reasons});
-  if (!checked.reasons.empty()) {
-    // Format before the candidates move into the error (argument order is unspecified).
-    std::string message = fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name(),
-                                      config.repr(), reasons_str(s.candidates));
-    throw SelectionError(ErrorKind::value, message, std::move(s.candidates));
-  }
-  s.backend_class = checked.cls;
-  s.backend = target;
-  s.class_path = checked.cls->qualname();
+  if (!checked.reasons.empty()) throw no_valid_backend(device_name(), config, std::move(s.candidates));
+  accept_backend(s, target, checked.cls);
   add_log(s, LogLine::Level::info, fmt::format("Using {} backend.", target));
   return s;
 }

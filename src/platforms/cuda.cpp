@@ -60,9 +60,7 @@ Selection CudaPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
     Checked checked = check_backend(*selected, config);
     s.candidates.push_back({selected->name(), 0, checked.reasons.empty(), checked.reasons});
     if (!checked.reasons.empty()) throw_selected_invalid(*selected, checked.reasons, std::move(s.candidates));
-    s.backend_class = checked.cls;
-    s.backend = selected->name();
-    s.class_path = checked.cls->qualname();
+    accept_backend(s, selected->name(), checked.cls);
     s.explicit_choice = true;
     add_log(s, LogLine::Level::info, fmt::format("Using {} backend.", s.backend), false);
     return s;

@@ -81,16 +81,10 @@ void Platform::choose_by_priority(Selection& s, const std::vector<BackendMember>
                      fmt::format("Some attention backends are not valid for {} with {}. Reasons: {}.", device_name(),
                                  config_str, why));
   auto chosen = std::find_if(s.candidates.begin(), s.candidates.end(), [](const Candidate& c) { return c.valid; });
-  if (chosen == s.candidates.end())
-    throw SelectionError(ErrorKind::value,
-                         fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name(),
-                                     config_str, why),
-                         std::move(s.candidates));
+  if (chosen == s.candidates.end()) throw platforms::no_valid_backend(device_name(), config, std::move(s.candidates));
   const auto index = static_cast<std::size_t>(chosen - s.candidates.begin());
-  s.backend_class = classes[index];
-  s.backend = chosen->backend;
-  s.class_path = classes[index]->qualname();
   s.priority = chosen->priority;
+  platforms::accept_backend(s, chosen->backend, classes[index]);
 }
 
 }  // namespace attnsel

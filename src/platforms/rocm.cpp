@@ -6,17 +6,13 @@
 #include <algorithm>
 
 #include "platforms/platforms.hpp"
+#include "platforms/rocm_aiter.hpp"
 #include "platforms/walk.hpp"
 
 namespace attnsel::platforms {
 
 namespace {
 BackendMember m(std::string_view name) { return AttentionBackendEnum[name]; }
-
-// rocm_aiter_ops.is_*_enabled(): each sub-switch is AND-ed with the VLLM_ROCM_USE_AITER master switch.
-bool aiter_enabled(const RuntimeFacts& f, std::string_view sub_switch) {
-  return f.get_bool("rocm.use_aiter") && f.get_bool(sub_switch);
-}
 
 bool is_turboquant(std::string_view cache_dtype) { return cache_dtype.starts_with("turboquant_"); }
 
@@ -28,16 +24,14 @@ bool shares_layout(const std::optional<std::vector<KVCacheLayout>>& a, const std
 
 std::vector<BackendMember> RocmPlatform::backend_priorities(const AttentionSelectorConfig& c,
                                                             std::optional<int>) const {
-  const RuntimeFacts& f = env_.facts;
   if (c.use_sparse) return {m("ROCM_AITER_MLA_SPARSE")};
   if (c.use_mla) {
-    if (aiter_enabled(f, "rocm.use_aiter_mla")) return {m("ROCM_AITER_MLA"), m("TRITON_MLA"), m("ROCM_AITER_TRITON_MLA")};
+    if (is_aiter_switch_enabled(env_, "rocm.use_aiter_mla")) return {m("ROCM_AITER_MLA"), m("TRITON_MLA"), m("ROCM_AITER_TRITON_MLA")};
     return {m("TRITON_MLA")};
   }
   std::vector<BackendMember> list{m("ROCM_ATTN")};
-  if (aiter_enabled(f, "rocm.use_aiter_mha")) list.push_back(m("ROCM_AITER_FA"));
-  // is_aiter_found_and_supported(): ROCm, a gfx9 device, and the aiter package importable.
-  if (env_.device.arch.starts_with("gfx9") && f.get_bool("rocm.aiter_found")) list.push_back(m("ROCM_AITER_UNIFIED_ATTN"));
+  if (is_aiter_switch_enabled(env_, "rocm.use_aiter_mha")) list.push_back(m("ROCM_AITER_FA"));
+  if (is_aiter_found_and_supported(env_)) list.push_back(m("ROCM_AITER_UNIFIED_ATTN"));
   list.push_back(m("TRITON_ATTN"));
   list.push_back(m("TURBOQUANT"));
   return list;
@@ -58,9 +52,7 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
     Checked checked = check_backend(turboquant, config);
     s.candidates.push_back({"TURBOQUANT", 0, checked.reasons.empty(), checked.reasons});
     if (!checked.reasons.empty()) throw_selected_invalid(turboquant, checked.reasons, std::move(s.candidates));
-    s.backend_class = checked.cls;
-    s.backend = "TURBOQUANT";
-    s.class_path = checked.cls->qualname();
+    accept_backend(s, "TURBOQUANT", checked.cls);
     s.explicit_choice = selected.has_value();
     add_log(s, LogLine::Level::info, "Using TURBOQUANT backend.");
     return s;
@@ -78,9 +70,7 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
       s.candidates.push_back({selected->name(), 0, checked.reasons.empty(), checked.reasons});
       if (!checked.reasons.empty()) throw_selected_invalid(*selected, checked.reasons, std::move(s.candidates));
       if (!boundary_layer || shares_layout(checked.cls->supported_kv_cache_layouts(env_), turboquant_layouts)) {
-        s.backend_class = checked.cls;
-        s.backend = selected->name();
-        s.class_path = checked.cls->qualname();
+        accept_backend(s, selected->name(), checked.cls);
         s.explicit_choice = true;
         add_log(s, LogLine::Level::info,
                 fmt::format("Using {} backend (selected via --attention-backend).", s.backend));

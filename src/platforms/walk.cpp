@@ -28,6 +28,20 @@ std::string valid_names_str(const std::vector<Candidate>& candidates) {
   return python_list_repr(names);
 }
 
+SelectionError no_valid_backend(std::string_view device_name, const AttentionSelectorConfig& config,
+                                std::vector<Candidate> candidates) {
+  // Format before the candidates move into the error.
+  std::string message = fmt::format("No valid attention backend found for {} with {}. Reasons: {}.", device_name,
+                                    config.repr(), reasons_str(candidates));
+  return SelectionError(ErrorKind::value, message, std::move(candidates));
+}
+
+void accept_backend(Selection& s, std::string name, std::shared_ptr<const AttentionBackend> cls) {
+  s.class_path = cls->qualname();
+  s.backend_class = std::move(cls);
+  s.backend = std::move(name);
+}
+
 void throw_selected_invalid(const BackendMember& selected, const std::vector<std::string>& reasons,
                             std::vector<Candidate> candidates) {
   // An import failure prints without quotes, as vLLM's f"[{type(e).__name__}: {e}]".

@@ -1,6 +1,6 @@
-// Internal: the two selection paths shared by the platforms that validate candidates
-// (CUDA, ROCm): the explicit path (validate one backend, never fall back) and the
-// automatic priority walk (validate each, keep every reason).
+// Internal: what every platform's chooser shares: vLLM's text forms of candidates and
+// reasons, its two errors (an invalid explicit choice, no valid backend), accepting a
+// validated backend, and the selection's log.
 #pragma once
 
 #include <string>
@@ -16,6 +16,13 @@ std::string python_list_repr(const std::vector<std::string>& items);
 std::string reasons_str(const std::vector<Candidate>& candidates);
 /// "['A', 'B']" over the valid candidates.
 std::string valid_names_str(const std::vector<Candidate>& candidates);
+/// vLLM's "No valid attention backend found for <device> with <config>. Reasons: {...}."
+/// over the candidates, as the error to throw.
+SelectionError no_valid_backend(std::string_view device_name, const AttentionSelectorConfig& config,
+                                std::vector<Candidate> candidates);
+/// Records a validated backend as the selection's choice (name, class, class path).
+void accept_backend(Selection& s, std::string name, std::shared_ptr<const AttentionBackend> cls);
+
 /// The error for an explicit backend that fails validation.
 [[noreturn]] void throw_selected_invalid(const BackendMember& selected, const std::vector<std::string>& reasons,
                                          std::vector<Candidate> candidates);

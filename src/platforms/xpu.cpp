@@ -36,14 +36,9 @@ Selection XpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
                             checked.reasons});
     if (!checked.reasons.empty()) {
       if (raise_as_selected) throw_selected_invalid(member, checked.reasons, std::move(s.candidates));
-      // Format before the candidates move into the error (argument order is unspecified).
-      std::string message = fmt::format("No valid attention backend found for {} with {}. Reasons: {}.",
-                                        device_name(), config.repr(), reasons_str(s.candidates));
-      throw SelectionError(ErrorKind::value, message, std::move(s.candidates));
+      throw no_valid_backend(device_name(), config, std::move(s.candidates));
     }
-    s.backend_class = checked.cls;
-    s.backend = std::string(name);
-    s.class_path = checked.cls->qualname();
+    accept_backend(s, std::string(name), checked.cls);
     s.explicit_choice = is_selected(name);
     add_log(s, LogLine::Level::info, info);
     return s;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "attnsel/capability_checks.hpp"
 #include "attnsel/errors.hpp"
 #include "plugin/plugin_kernel.hpp"
 
@@ -22,19 +23,26 @@ std::unique_ptr<kernel::AttentionImpl> PluginBackend::make_impl(const kernel::La
   return make_plugin_impl(library_, decl_, qualname_, params);
 }
 
-bool PluginBackend::supports_attn_type(AttentionType t) const {
-  return std::find(decl_.attn_types.begin(), decl_.attn_types.end(), t) != decl_.attn_types.end();
+BackendCapabilities PluginBackend::capabilities(const RuntimeEnv&) const {
+  BackendCapabilities c;
+  c.dtypes = decl_.dtypes;
+  c.kv_cache_dtypes = decl_.kv_cache_dtypes;
+  c.kernel_block_sizes = decl_.block_sizes;
+  c.head_sizes = decl_.head_sizes;
+  c.attn_types = decl_.attn_types;
+  c.kv_cache_layouts = decl_.kv_cache_layouts;
+  for (const CapabilityCheck& check : capability_checks())
+    if (check.plugin_bit != 0) c.*check.declared = decl_.has(check.plugin_bit);
+  if (decl_.compute_capability_range)
+    c.compute_capability_rule = [range = *decl_.compute_capability_range](const std::optional<DeviceCapability>& cap) {
+      return cap && range.first <= *cap && *cap <= range.second;
+    };
+  if (decl_.check_combination != nullptr)
+    c.combination_rule = [this](const CombinationArgs& args) { return check_combination(args); };
+  return c;
 }
 
-bool PluginBackend::supports_compute_capability(const std::optional<DeviceCapability>& cap, const RuntimeEnv&) const {
-  if (!decl_.compute_capability_range) return true;
-  if (!cap) return false;
-  const auto& [lo, hi] = *decl_.compute_capability_range;
-  return lo <= *cap && *cap <= hi;
-}
-
-std::optional<std::string> PluginBackend::supports_combination(const CombinationArgs& args, const RuntimeEnv&) const {
-  if (decl_.check_combination == nullptr) return std::nullopt;
+std::optional<std::string> PluginBackend::check_combination(const CombinationArgs& args) const {
   attnsel_combination c{};
   c.struct_size = sizeof(attnsel_combination);
   c.head_size = args.head_size;

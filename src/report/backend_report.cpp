@@ -5,6 +5,7 @@
 
 #include <numeric>
 
+#include "attnsel/capability_checks.hpp"
 #include "attnsel/kv_cache_layout.hpp"
 
 namespace attnsel::report {
@@ -35,46 +36,28 @@ std::string summarise_head_sizes(const std::vector<int>& accepted) {
   return fmt::format("{}", fmt::join(accepted, ", "));
 }
 
-std::string head_sizes_of(const AttentionBackend& b, const RuntimeEnv& env) {
-  const std::vector<int> declared = b.get_supported_head_sizes(env);
-  if (!declared.empty()) return fmt::format("{}", fmt::join(declared, ", "));
+std::string head_sizes_of(const BackendCapabilities& c) {
+  if (!c.head_sizes.empty()) return fmt::format("{}", fmt::join(c.head_sizes, ", "));
   std::vector<int> accepted;
   for (int h = 1; h <= kHeadSizeProbeLimit; ++h)
-    if (b.supports_head_size(h, env)) accepted.push_back(h);
+    if (c.supports_head_size(h)) accepted.push_back(h);
   return summarise_head_sizes(accepted);
 }
 
 AttentionCapabilities capabilities_of(const AttentionBackend& b, const Platform& platform) {
-  const RuntimeEnv& env = platform.env();
+  const BackendCapabilities record = b.capabilities(platform.env());
   AttentionCapabilities c;
-  for (DType d : b.supported_dtypes(env)) c.dtypes.emplace_back(dtype_name(d));
-  c.kv_cache_dtypes = b.supported_kv_cache_dtypes(env);
-  for (const KernelBlockSize& s : b.get_supported_kernel_block_sizes(env)) c.kernel_block_sizes.push_back(to_string(s));
-  c.head_sizes = head_sizes_of(b, env);
+  for (DType d : record.dtypes) c.dtypes.emplace_back(dtype_name(d));
+  c.kv_cache_dtypes = record.kv_cache_dtypes;
+  for (const KernelBlockSize& s : record.kernel_block_sizes) c.kernel_block_sizes.push_back(to_string(s));
+  c.head_sizes = head_sizes_of(record);
   for (std::size_t i = 0; i < attn_type_names().size(); ++i)
-    if (b.supports_attn_type(static_cast<AttentionType>(i))) c.attn_types.emplace_back(attn_type_names()[i]);
-  c.compute_capability = b.supports_compute_capability(platform.get_device_capability(), env);
-  c.features = {
-      {"mla", b.is_mla()},
-      {"sparse", b.is_sparse()},
-      {"sink", b.supports_sink(env)},
-      {"mm_prefix", b.supports_mm_prefix(env)},
-      {"per_head_quant_scales", b.supports_per_head_quant_scales(env)},
-      {"sliding_window", b.supports_sliding_window(env)},
-      {"non_causal", b.supports_non_causal(env)},
-      {"non_causal_dcp", b.supports_non_causal_dcp()},
-      {"batch_invariance", b.supports_batch_invariance(env)},
-      {"kv_connector", b.supports_kv_connector(env)},
-      {"pcp", b.supports_pcp()},
-      {"dcp", b.supports_dcp()},
-      {"rswa", b.supports_rswa(env)},
-      {"alibi_sqrt", b.supports_alibi_sqrt()},
-      {"device_cpu_query_lens_mismatch", b.supports_device_cpu_query_lens_mismatch()},
-      {"forward_includes_kv_cache_update", b.forward_includes_kv_cache_update()},
-  };
-  if (auto layouts = b.supported_kv_cache_layouts(env)) {
+    if (record.supports_attn_type(static_cast<AttentionType>(i))) c.attn_types.emplace_back(attn_type_names()[i]);
+  c.compute_capability = record.supports_compute_capability(platform.get_device_capability());
+  for (const auto& [name, declared] : capability_flags(record)) c.features.emplace_back(std::string(name), declared);
+  if (record.kv_cache_layouts) {
     c.kv_cache_layouts.emplace();
-    for (KVCacheLayout l : *layouts) c.kv_cache_layouts->emplace_back(layout_name(l));
+    for (KVCacheLayout l : *record.kv_cache_layouts) c.kv_cache_layouts->emplace_back(layout_name(l));
   }
   return c;
 }

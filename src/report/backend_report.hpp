@@ -20,10 +20,10 @@ struct AttentionCapabilities {
   std::vector<std::string> dtypes;
   std::vector<std::string> kv_cache_dtypes;     ///< empty = any
   std::vector<std::string> kernel_block_sizes;  ///< "16", "MultipleOf(16)"; empty = any
-  std::string head_sizes;                       ///< declared list, or a summary of supports_head_size
+  std::string head_sizes;                       ///< declared list, or a summary of the head-size rule
   std::vector<std::string> attn_types;
-  bool compute_capability = false;              ///< supports_compute_capability(platform's)
-  std::vector<std::pair<std::string, bool>> features;  ///< ("sink", true), ... in a fixed order
+  bool compute_capability = false;              ///< the platform's device satisfies the rule
+  std::vector<std::pair<std::string, bool>> features;  ///< ("sink", true), ... in the table's order
   std::optional<std::vector<std::string>> kv_cache_layouts;  ///< nullopt = any, no preference
 };
 

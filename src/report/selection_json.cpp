@@ -1,5 +1,7 @@
 #include "report/selection_json.hpp"
 
+#include "attnsel/capability_checks.hpp"
+
 namespace attnsel::report {
 
 nlohmann::ordered_json to_json(const AttentionSelectorConfig& c) {
@@ -8,20 +10,9 @@ nlohmann::ordered_json to_json(const AttentionSelectorConfig& c) {
   j["dtype"] = std::string(dtype_name(c.dtype));
   j["kv_cache_dtype"] = c.kv_cache_dtype ? nlohmann::ordered_json(*c.kv_cache_dtype) : nlohmann::ordered_json(nullptr);
   j["block_size"] = c.block_size ? nlohmann::ordered_json(*c.block_size) : nlohmann::ordered_json(nullptr);
-  j["use_mla"] = c.use_mla;
-  j["has_sink"] = c.has_sink;
-  j["use_sparse"] = c.use_sparse;
-  j["use_mm_prefix"] = c.use_mm_prefix;
-  j["use_per_head_quant_scales"] = c.use_per_head_quant_scales;
   j["attn_type"] = std::string(attn_type_name(c.attn_type));
-  j["has_sliding_window"] = c.has_sliding_window;
-  j["use_non_causal"] = c.use_non_causal;
-  j["use_batch_invariant"] = c.use_batch_invariant;
-  j["use_kv_connector"] = c.use_kv_connector;
-  j["use_pcp"] = c.use_pcp;
-  j["use_adaptive_verification"] = c.use_adaptive_verification;
-  j["use_dcp"] = c.use_dcp;
-  j["use_rswa"] = c.use_rswa;
+  for (const CapabilityCheck& check : capability_checks())
+    if (check.requested != nullptr) j[std::string(check.flag)] = c.*check.requested;
   return j;
 }
 

@@ -25,7 +25,7 @@ TEST(DcpOptIn, ExactlyVllmsOptInSet) {
   for (const BackendMember& m : AttentionBackendEnum.members()) {
     const std::string& name = m.name();
     if (name == "TORCH_SDPA" || name == "CUSTOM" || name == "NO_ATTENTION") continue;
-    EXPECT_EQ(m.get_attention_class()->supports_dcp(), opt_in.contains(name)) << name;
+    EXPECT_EQ(m.get_attention_class()->capabilities(cuda_env(9, 0)).dcp, opt_in.contains(name)) << name;
   }
 }
 
@@ -34,7 +34,8 @@ TEST(PcpOptIn, MlaImplsOnly) {
     const std::string& name = m.name();
     if (name == "TORCH_SDPA" || name == "CUSTOM" || name == "NO_ATTENTION") continue;
     const auto cls = m.get_attention_class();
-    EXPECT_EQ(cls->supports_pcp(), cls->is_mla()) << name;
+    const BackendCapabilities caps = cls->capabilities(cuda_env(9, 0));
+    EXPECT_EQ(caps.pcp, caps.mla) << name;
   }
 }
 
@@ -121,19 +122,19 @@ TEST(FlexAttention, Fp32FallbackForTinyHeads) {
 TEST(FlashInfer, ComputeCapabilityWindow) {
   const auto fi = backend("FLASHINFER");
   const RuntimeEnv env = cuda_env(9, 0);
-  EXPECT_FALSE(fi->supports_compute_capability(DeviceCapability{7, 5}, env));
-  EXPECT_TRUE(fi->supports_compute_capability(DeviceCapability{8, 0}, env));
-  EXPECT_TRUE(fi->supports_compute_capability(DeviceCapability{12, 1}, env));
-  EXPECT_FALSE(fi->supports_compute_capability(DeviceCapability{12, 2}, env));
+  EXPECT_FALSE(fi->capabilities(env).supports_compute_capability(DeviceCapability{7, 5}));
+  EXPECT_TRUE(fi->capabilities(env).supports_compute_capability(DeviceCapability{8, 0}));
+  EXPECT_TRUE(fi->capabilities(env).supports_compute_capability(DeviceCapability{12, 1}));
+  EXPECT_FALSE(fi->capabilities(env).supports_compute_capability(DeviceCapability{12, 2}));
 }
 
 TEST(FlashInfer, SinksOnlyThroughTrtllm) {
   const auto fi = backend("FLASHINFER");
-  EXPECT_FALSE(fi->supports_sink(cuda_env(9, 0)));
+  EXPECT_FALSE(fi->capabilities(cuda_env(9, 0)).sink);
   RuntimeEnv b200 = cuda_env(10, 0);
-  EXPECT_TRUE(fi->supports_sink(b200));
+  EXPECT_TRUE(fi->capabilities(b200).sink);
   testing::set_fact(b200, "flashinfer.use_trtllm_attention", "false");  // --attention-config.use_trtllm_attention=0
-  EXPECT_FALSE(fi->supports_sink(b200));
+  EXPECT_FALSE(fi->capabilities(b200).sink);
 }
 
 TEST(FlashInfer, LargePagesOnlyForGqaOnTrtllm) {
@@ -180,7 +181,7 @@ TEST(FlashInfer, MmPrefixCombinationLimits) {
     RuntimeEnv env = cuda_env(k.cap.major, k.cap.minor);
     testing::set_fact(env, "flashinfer.mm_prefix_jit_available", k.jit ? "true" : "false");
     const auto result =
-        fi->supports_combination({k.head, DType::bfloat16, k.kv, k.block, false, k.sink, false, true, k.cap}, env);
+        fi->capabilities(env).check_combination({k.head, DType::bfloat16, k.kv, k.block, false, k.sink, false, true, k.cap});
     if (!k.reason) {
       EXPECT_EQ(result, std::nullopt) << k.head << " " << k.kv.value_or("None");
     } else {

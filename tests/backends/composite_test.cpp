@@ -89,20 +89,20 @@ TEST(CompositeInstances, ChildReasonIsPrefixedWithItsName) {
   RuntimeEnv h100 = cuda_env(9, 0);
   testing::set_fact(h100, "flash_attn_version", "4");
   testing::set_fact(h100, "flash_attn.hopper_fa4_fp8", "false");
-  EXPECT_EQ(composite->supports_combination(
-                {c.head_size, c.dtype, c.kv_cache_dtype, c.block_size, false, false, false, true, DeviceCapability{9, 0}},
-                h100),
+  EXPECT_EQ(composite->capabilities(h100).check_combination(
+                {c.head_size, c.dtype, c.kv_cache_dtype, c.block_size, false, false, false, true, DeviceCapability{9, 0}}),
             std::optional<std::string>("FLASH_ATTN: FP8 KV cache requires FA3 on SM90 or FA4 on SM100"));
 }
 
 TEST(CompositeInstances, NeverOptIntoContextParallelism) {
   for (const char* name : {"TRITON_FLASHINFER", "TRITON_FLASH_ATTN"}) {
     const auto composite = backend(name);
-    EXPECT_FALSE(composite->supports_pcp()) << name;
-    EXPECT_FALSE(composite->supports_dcp()) << name;
-    EXPECT_FALSE(composite->supports_device_cpu_query_lens_mismatch()) << name;
-    EXPECT_FALSE(composite->forward_includes_kv_cache_update()) << name;
-    EXPECT_TRUE(composite->supports_mm_prefix(cuda_env(9, 0))) << name;  // the Triton child serves image masks
+    const BackendCapabilities caps = composite->capabilities(cuda_env(9, 0));
+    EXPECT_FALSE(caps.pcp) << name;
+    EXPECT_FALSE(caps.dcp) << name;
+    EXPECT_FALSE(caps.device_cpu_query_lens_mismatch) << name;
+    EXPECT_FALSE(caps.forward_includes_kv_cache_update) << name;
+    EXPECT_TRUE(caps.mm_prefix) << name;  // the Triton child serves image masks
   }
 }
 

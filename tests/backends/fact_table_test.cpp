@@ -5,6 +5,7 @@
 
 #include "attnsel/errors.hpp"
 #include "backends/runtime_facts.hpp"
+#include "platforms/rocm_aiter.hpp"
 #include "backends/test_env.hpp"
 
 namespace attnsel {
@@ -65,13 +66,13 @@ TEST(FactTable, RocmSwitchDefaults) {
   EXPECT_FALSE(mi300.facts.get_bool("rocm.use_aiter_unified_attention"));
   EXPECT_TRUE(mi300.facts.get_bool("rocm.aiter_found"));
   EXPECT_EQ(mi300.facts.get_int("rocm.cdna_version"), 3);
-  EXPECT_TRUE(backends::is_aiter_found_and_supported(mi300));
-  EXPECT_FALSE(backends::is_aiter_switch_enabled(mi300, "rocm.use_aiter_mha"));  // the master switch is off
+  EXPECT_TRUE(platforms::is_aiter_found_and_supported(mi300));
+  EXPECT_FALSE(platforms::is_aiter_switch_enabled(mi300, "rocm.use_aiter_mha"));  // the master switch is off
   RuntimeEnv on = mi300;
   testing::set_fact(on, "rocm.use_aiter", "1");
-  EXPECT_TRUE(backends::is_aiter_switch_enabled(on, "rocm.use_aiter_mha"));
-  EXPECT_FALSE(backends::is_aiter_switch_enabled(on, "rocm.use_aiter_unified_attention"));
-  EXPECT_FALSE(backends::is_aiter_found_and_supported(testing::rocm_env("gfx1100", 0)));  // not gfx9
+  EXPECT_TRUE(platforms::is_aiter_switch_enabled(on, "rocm.use_aiter_mha"));
+  EXPECT_FALSE(platforms::is_aiter_switch_enabled(on, "rocm.use_aiter_unified_attention"));
+  EXPECT_FALSE(platforms::is_aiter_found_and_supported(testing::rocm_env("gfx1100", 0)));  // not gfx9
   EXPECT_FALSE(cuda_env(9, 0).facts.get_bool("rocm.aiter_found"));
 }
 

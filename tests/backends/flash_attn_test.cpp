@@ -59,51 +59,51 @@ TEST(FlashAttnCapabilities, RejectsKvCacheDtypesVllmRejects) {
   const RuntimeEnv h100 = cuda_env(9, 0);
   for (const char* d : {"fp8_e5m2", "fp8_ds_mla", "fp8_inc", "nvfp4", "nvfp4_4over6", "int8_per_token_head",
                         "int4_per_token_head", "fp8_per_token_head", "turboquant_k8v4"})
-    EXPECT_FALSE(fa->supports_kv_cache_dtype(std::string(d), h100)) << d;
+    EXPECT_FALSE(fa->capabilities(h100).supports_kv_cache_dtype(std::string(d))) << d;
   for (const char* d : {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"})
-    EXPECT_TRUE(fa->supports_kv_cache_dtype(std::string(d), h100)) << d;
-  EXPECT_TRUE(fa->supports_kv_cache_dtype(std::nullopt, h100));
+    EXPECT_TRUE(fa->capabilities(h100).supports_kv_cache_dtype(std::string(d))) << d;
+  EXPECT_TRUE(fa->capabilities(h100).supports_kv_cache_dtype(std::nullopt));
   // FP8 needs FA3 on SM90 or FA4 on SM100: FA2 devices refuse it.
-  EXPECT_FALSE(fa->supports_kv_cache_dtype(std::string("fp8"), cuda_env(8, 0)));
-  EXPECT_TRUE(fa->supports_kv_cache_dtype(std::string("fp8_e4m3"), cuda_env(10, 0)));
-  EXPECT_FALSE(fa->supports_kv_cache_dtype(std::string("fp8"), cuda_env(12, 0)));
+  EXPECT_FALSE(fa->capabilities(cuda_env(8, 0)).supports_kv_cache_dtype(std::string("fp8")));
+  EXPECT_TRUE(fa->capabilities(cuda_env(10, 0)).supports_kv_cache_dtype(std::string("fp8_e4m3")));
+  EXPECT_FALSE(fa->capabilities(cuda_env(12, 0)).supports_kv_cache_dtype(std::string("fp8")));
 }
 
 TEST(FlashAttnCapabilities, HeadSizeRule) {
   const auto fa = backend("FLASH_ATTN");
   const RuntimeEnv a100 = cuda_env(8, 0);  // no FA4 here
-  EXPECT_TRUE(fa->supports_head_size(72, a100));
-  EXPECT_FALSE(fa->supports_head_size(60, a100));
-  EXPECT_TRUE(fa->supports_head_size(256, a100));
-  EXPECT_FALSE(fa->supports_head_size(264, a100));
+  EXPECT_TRUE(fa->capabilities(a100).supports_head_size(72));
+  EXPECT_FALSE(fa->capabilities(a100).supports_head_size(60));
+  EXPECT_TRUE(fa->capabilities(a100).supports_head_size(256));
+  EXPECT_FALSE(fa->capabilities(a100).supports_head_size(264));
   const RuntimeEnv h100 = cuda_env(9, 0);  // FA4 is built for SM90: up to 512
-  EXPECT_TRUE(fa->supports_head_size(264, h100));
-  EXPECT_TRUE(fa->supports_head_size(512, h100));
-  EXPECT_FALSE(fa->supports_head_size(520, h100));
+  EXPECT_TRUE(fa->capabilities(h100).supports_head_size(264));
+  EXPECT_TRUE(fa->capabilities(h100).supports_head_size(512));
+  EXPECT_FALSE(fa->capabilities(h100).supports_head_size(520));
 }
 
 TEST(FlashAttnCapabilities, VersionDependentFeatures) {
   const auto fa = backend("FLASH_ATTN");
-  EXPECT_FALSE(fa->supports_sink(cuda_env(8, 0)));
-  EXPECT_TRUE(fa->supports_sink(cuda_env(9, 0)));
-  EXPECT_TRUE(fa->supports_sink(cuda_env(10, 0)));
-  EXPECT_FALSE(fa->supports_per_head_quant_scales(cuda_env(8, 0)));
-  EXPECT_TRUE(fa->supports_per_head_quant_scales(cuda_env(9, 0)));
-  EXPECT_FALSE(fa->supports_mm_prefix(cuda_env(8, 0)));
-  EXPECT_TRUE(fa->supports_mm_prefix(cuda_env(9, 0)));
-  EXPECT_FALSE(fa->supports_mm_prefix(cuda_env(12, 0)));
-  EXPECT_TRUE(fa->supports_dcp());
-  EXPECT_FALSE(fa->supports_pcp());
-  EXPECT_TRUE(fa->supports_batch_invariance(cuda_env(9, 0)));
-  EXPECT_FALSE(fa->forward_includes_kv_cache_update());
+  EXPECT_FALSE(fa->capabilities(cuda_env(8, 0)).sink);
+  EXPECT_TRUE(fa->capabilities(cuda_env(9, 0)).sink);
+  EXPECT_TRUE(fa->capabilities(cuda_env(10, 0)).sink);
+  EXPECT_FALSE(fa->capabilities(cuda_env(8, 0)).per_head_quant_scales);
+  EXPECT_TRUE(fa->capabilities(cuda_env(9, 0)).per_head_quant_scales);
+  EXPECT_FALSE(fa->capabilities(cuda_env(8, 0)).mm_prefix);
+  EXPECT_TRUE(fa->capabilities(cuda_env(9, 0)).mm_prefix);
+  EXPECT_FALSE(fa->capabilities(cuda_env(12, 0)).mm_prefix);
+  EXPECT_TRUE(fa->capabilities(cuda_env(9, 0)).dcp);
+  EXPECT_FALSE(fa->capabilities(cuda_env(9, 0)).pcp);
+  EXPECT_TRUE(fa->capabilities(cuda_env(9, 0)).batch_invariance);
+  EXPECT_FALSE(fa->capabilities(cuda_env(9, 0)).forward_includes_kv_cache_update);
 }
 
 TEST(FlashAttnCapabilities, ComputeCapability) {
   const auto fa = backend("FLASH_ATTN");
   const RuntimeEnv env = cuda_env(9, 0);
-  EXPECT_FALSE(fa->supports_compute_capability(DeviceCapability{7, 5}, env));
-  EXPECT_TRUE(fa->supports_compute_capability(DeviceCapability{8, 0}, env));
-  EXPECT_TRUE(fa->supports_compute_capability(std::nullopt, env));  // XPU validates FA without a capability
+  EXPECT_FALSE(fa->capabilities(env).supports_compute_capability(DeviceCapability{7, 5}));
+  EXPECT_TRUE(fa->capabilities(env).supports_compute_capability(DeviceCapability{8, 0}));
+  EXPECT_TRUE(fa->capabilities(env).supports_compute_capability(std::nullopt));  // XPU validates FA without a capability
 }
 
 TEST(FlashAttnCapabilities, KernelBlockSizePinnedByFa4Hd256Kernel) {

@@ -151,8 +151,12 @@ class TestOnlyBackend final : public AttentionBackend {
  public:
   std::string get_name() const override { return "CLI_TEST_BACKEND"; }
   std::string qualname() const override { return "attnsel_test::CliTestBackend"; }
-  std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {64, 96}; }
-  bool supports_sink(const RuntimeEnv&) const override { return true; }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c;
+    c.head_sizes = {64, 96};
+    c.sink = true;
+    return c;
+  }
 };
 
 class BackendReportTest : public ::testing::Test {
@@ -198,7 +202,11 @@ class HeadSizeRuleBackend final : public AttentionBackend {
  public:
   std::string get_name() const override { return "RULE"; }
   std::string qualname() const override { return "attnsel_test::Rule"; }
-  bool supports_head_size(int h, const RuntimeEnv&) const override { return h % 8 == 0 && h <= 256; }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c;
+    c.head_size_rule = [](int h) { return h % 8 == 0 && h <= 256; };
+    return c;
+  }
 };
 
 TEST_F(BackendReportTest, HeadSizeRulesAreSummarisedFromTheRuleItself) {

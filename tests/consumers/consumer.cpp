@@ -31,7 +31,11 @@ class ConsumerBackend : public attnsel::AttentionBackend {
  public:
   std::string get_name() const override { return "CONSUMER_ATTN"; }
   std::string qualname() const override { return "consumer::ConsumerBackend"; }
-  std::vector<int> get_supported_head_sizes(const attnsel::RuntimeEnv&) const override { return {128}; }
+  attnsel::BackendCapabilities capabilities(const attnsel::RuntimeEnv&) const override {
+    attnsel::BackendCapabilities c;
+    c.head_sizes = {128};
+    return c;
+  }
 };
 
 // One prefill of 3 tokens (2 query heads sharing 1 KV head, head size 32) through a

@@ -18,7 +18,11 @@ class AcceptAllBackend : public AttentionBackend {
   AcceptAllBackend(std::string name, std::string qualname) : name_(std::move(name)), qualname_(std::move(qualname)) {}
   std::string get_name() const override { return name_; }
   std::string qualname() const override { return qualname_; }
-  bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c;
+    c.sliding_window = true;
+    return c;
+  }
 
  private:
   std::string name_;
@@ -29,7 +33,11 @@ class RejectingBackend : public AttentionBackend {
  public:
   std::string get_name() const override { return "FLASH_ATTN"; }
   std::string qualname() const override { return "tests::RejectingBackend"; }
-  std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {64}; }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c;
+    c.head_sizes = {64};
+    return c;
+  }
 };
 
 class NoBatchInvarianceMamba : public MambaBackend {

@@ -147,10 +147,11 @@ GpuResult run_gpu(PagedWorkload& wl, const LayerParams& lp, cuda::CudaTuning tun
   cuda::DeviceTensor v = cuda::to_device(hc.value);
   cuda::DeviceTensor o = cuda::device_like(wl.output());
   cuda::FlashAttnCuda impl(lp, tuning);
-  const auto plan = impl.plan(q.view, {k.view, v.view}, md, o.view);
+  const KVCacheView dev_cache{k.view, v.view};
+  const auto plan = impl.plan(md, dev_cache, q.view.dtype, Stream{});
   for (int run = 0; run < 2; ++run) {
     o.buffer.fill_bytes(0xFF);  // NaN in f16 and bf16
-    impl.run(*plan);
+    impl.execute(*plan, q.view, dev_cache, o.view, Stream{});
     cuda::synchronize("fp8 path test");
   }
   cuda::copy_to_host(o, wl.output());

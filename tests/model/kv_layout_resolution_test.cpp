@@ -20,10 +20,12 @@ class DeclaringBackend : public AttentionBackend {
       : layouts_(std::move(layouts)), sizes_(std::move(sizes)) {}
   std::string get_name() const override { return "TEST"; }
   std::string qualname() const override { return "tests::DeclaringBackend"; }
-  std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv&) const override {
-    return layouts_;
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c;
+    c.kv_cache_layouts = layouts_;
+    c.kernel_block_sizes = sizes_;
+    return c;
   }
-  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv&) const override { return sizes_; }
 
  private:
   std::optional<std::vector<KVCacheLayout>> layouts_;

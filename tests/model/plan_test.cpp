@@ -258,8 +258,12 @@ class Block64Backend : public AttentionBackend {
  public:
   std::string get_name() const override { return "CUSTOM"; }
   std::string qualname() const override { return "tests::Block64Backend"; }
-  std::vector<KernelBlockSize> get_supported_kernel_block_sizes(const RuntimeEnv&) const override { return {64}; }
-  bool supports_sliding_window(const RuntimeEnv&) const override { return true; }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c;
+    c.kernel_block_sizes = {64};
+    c.sliding_window = true;
+    return c;
+  }
 };
 
 class PlanWithCustomBackend : public ::testing::Test {

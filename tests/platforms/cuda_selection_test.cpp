@@ -91,7 +91,7 @@ TEST_F(SelectionTest, NonCausalSelection) {
     auto platform_ptr = make_platform(platform);
     Selector selector(platform_ptr);
     auto cls = selector.get_attn_backend(automatic, layer(128, DType::float16));
-    EXPECT_TRUE(cls->supports_non_causal(platform_ptr->env())) << platform;
+    EXPECT_TRUE(cls->capabilities(platform_ptr->env()).non_causal) << platform;
   }
   // SM100 prefers FlashAttention for non-causal layers (spec §5.1).
   EXPECT_EQ(pick("cuda:10.0", automatic, layer(128)), "FLASH_ATTN");

@@ -53,6 +53,41 @@ TEST_F(SelectionTest, RocmStandardBackendsAndTheirSwitches) {
   }
 }
 
+// vLLM's rocm_aiter_ops.is_mla_enabled() / is_mha_enabled() carry @if_aiter_supported
+// (vllm/_aiter_ops.py): off a gfx9 device, or without the aiter package, the switches turn
+// nothing on, whatever VLLM_ROCM_USE_AITER* say (vllm/platforms/rocm.py reads only these).
+TEST_F(SelectionTest, RocmAiterSwitchesNeedAiterFoundOnGfx9) {
+  const std::vector<std::string> on = {"rocm.use_aiter=1", "rocm.use_aiter_mla=1", "rocm.use_aiter_mha=1",
+                                       "rocm.aiter_found=1"};
+  std::vector<std::string> not_found = on;
+  not_found.push_back("rocm.aiter_found=0");
+  AttentionSelectorConfig mla;
+  mla.head_size = 576;
+  mla.use_mla = true;
+  AttentionSelectorConfig mha;
+  mha.head_size = 128;
+  auto names = [](const std::vector<BackendMember>& list) {
+    std::vector<std::string> out;
+    for (const BackendMember& m : list) out.push_back(m.name());
+    return out;
+  };
+  const auto mi300 = make_platform("rocm:gfx942", on);
+  EXPECT_EQ(names(mi300->backend_priorities(mla, std::nullopt)),
+            (std::vector<std::string>{"ROCM_AITER_MLA", "TRITON_MLA", "ROCM_AITER_TRITON_MLA"}));
+  EXPECT_THAT(names(mi300->backend_priorities(mha, std::nullopt)), ::testing::Contains("ROCM_AITER_FA"));
+  for (const auto& [spec, facts] : {std::pair{"rocm:gfx1100", on}, std::pair{"rocm:gfx942", not_found}}) {
+    const auto platform = make_platform(spec, facts);
+    EXPECT_EQ(names(platform->backend_priorities(mla, std::nullopt)), std::vector<std::string>{"TRITON_MLA"}) << spec;
+    EXPECT_THAT(names(platform->backend_priorities(mha, std::nullopt)),
+                ::testing::Not(::testing::Contains("ROCM_AITER_FA")))
+        << spec;
+  }
+  LayerRequest l = rocm_layer();
+  l.head_size = 576;
+  l.use_mla = true;
+  EXPECT_EQ(pick("rocm:gfx1100", block16(), l, on), "TRITON_MLA");
+}
+
 // vLLM: test_sparse_mla_backend_rejects_dcp and test_sparse_not_supported.
 TEST_F(SelectionTest, RocmSparseMla) {
   LayerRequest l;

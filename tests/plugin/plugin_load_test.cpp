@@ -124,16 +124,16 @@ TEST_F(PluginLoad, DeclaredCapabilitiesBecomeTheBackendsAnswers) {
   EXPECT_THAT(basic->validate_configuration(combo, h100), ElementsAre("head size 64 needs block size 16, got 32"));
   EXPECT_EQ(basic->supported_kv_cache_layouts(h100),
             (std::vector<KVCacheLayout>{KVCacheLayout::LBHNC, KVCacheLayout::LBNHC}));
-  EXPECT_TRUE(basic->supports_kv_connector(h100));
-  EXPECT_FALSE(basic->supports_pcp());
+  EXPECT_TRUE(basic->capabilities(h100).kv_connector);
+  EXPECT_FALSE(basic->capabilities(h100).pcp);
 
   auto mla = std::dynamic_pointer_cast<const AttentionBackend>(
       resolve_class(qualified(kPluginC, "attnsel_plugin_init#C_BASIC_MLA")));
-  EXPECT_TRUE(mla->is_mla());
-  EXPECT_TRUE(mla->supports_pcp());
-  EXPECT_FALSE(mla->supports_kv_connector(h100));
-  EXPECT_TRUE(mla->supports_attn_type(AttentionType::encoder_only));
-  EXPECT_FALSE(mla->supports_attn_type(AttentionType::encoder));
+  EXPECT_TRUE(mla->capabilities(h100).mla);
+  EXPECT_TRUE(mla->capabilities(h100).pcp);
+  EXPECT_FALSE(mla->capabilities(h100).kv_connector);
+  EXPECT_TRUE(mla->capabilities(h100).supports_attn_type(AttentionType::encoder_only));
+  EXPECT_FALSE(mla->capabilities(h100).supports_attn_type(AttentionType::encoder));
   EXPECT_EQ(mla->supported_kv_cache_layouts(h100), std::nullopt);
   AttentionSelectorConfig mla_config = config(576, DType::bfloat16);
   mla_config.use_mla = true;
@@ -145,11 +145,11 @@ TEST_F(PluginLoad, HelperBackendsMapTheirClassOntoTheInterface) {
   ASSERT_TRUE(helper);
   EXPECT_EQ(helper->get_name(), "HELPER_ATTN");
   const RuntimeEnv env = cpu_env();
-  EXPECT_THAT(helper->supported_dtypes(env), ElementsAre(DType::bfloat16, DType::float32));
+  EXPECT_THAT(helper->capabilities(env).dtypes, ElementsAre(DType::bfloat16, DType::float32));
   EXPECT_THAT(helper->get_supported_kernel_block_sizes(env), ElementsAre(KernelBlockSize{MultipleOf{16}}, KernelBlockSize{24}));
-  EXPECT_TRUE(helper->supports_sink(env));
-  EXPECT_TRUE(helper->supports_batch_invariance(env));
-  EXPECT_TRUE(helper->supports_attn_type(AttentionType::encoder));
+  EXPECT_TRUE(helper->capabilities(env).sink);
+  EXPECT_TRUE(helper->capabilities(env).batch_invariance);
+  EXPECT_TRUE(helper->capabilities(env).supports_attn_type(AttentionType::encoder));
 
   AttentionSelectorConfig c = config(128, DType::float32);
   c.kv_cache_dtype = "fp8";

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "attnsel/capability_checks.hpp"
 #include "commands.hpp"
 #include "json_output.hpp"
 
@@ -38,29 +39,6 @@ void reject_conflicts(const std::vector<std::pair<std::string, std::string>>& as
       throw UsageError(fmt::format("conflicting {} values for {}: '{}' and '{}'", flag, name, it->second, value));
   }
 }
-
-struct BoolFlag {
-  const char* flag;
-  bool LayerOptions::*field;
-  const char* help;
-};
-
-constexpr BoolFlag kBoolFlags[] = {
-    {"--use-mla", &LayerOptions::use_mla, "the layer uses multi-head latent attention (MLA)"},
-    {"--has-sink", &LayerOptions::has_sink, "the layer has attention sinks"},
-    {"--use-sparse", &LayerOptions::use_sparse, "the layer uses sparse attention (sparse MLA)"},
-    {"--use-mm-prefix", &LayerOptions::use_mm_prefix, "multimodal prefix (image-mask, PrefixLM) attention"},
-    {"--use-per-head-quant-scales", &LayerOptions::use_per_head_quant_scales, "per-head quantisation scales"},
-    {"--has-sliding-window", &LayerOptions::has_sliding_window, "the layer has a sliding window"},
-    {"--use-non-causal", &LayerOptions::use_non_causal, "AttentionConfig.use_non_causal"},
-    {"--use-batch-invariant", &LayerOptions::use_batch_invariant, "VLLM_BATCH_INVARIANT"},
-    {"--use-kv-connector", &LayerOptions::use_kv_connector, "a KV-transfer instance (KV connector)"},
-    {"--use-pcp", &LayerOptions::use_pcp, "prefill context parallelism (size > 1)"},
-    {"--use-dcp", &LayerOptions::use_dcp, "decode context parallelism (size > 1)"},
-    {"--use-adaptive-verification", &LayerOptions::use_adaptive_verification,
-     "speculative decoding with adaptive verification"},
-    {"--use-rswa", &LayerOptions::use_rswa, "the model uses Reference Sliding Window Attention (R-SWA)"},
-};
 
 }  // namespace
 
@@ -144,7 +122,9 @@ void LayerOptions::add_to(CLI::App& app) {
   app.add_option("--run-cache-dtype", run_cache_dtype,
                  "CacheConfig.cache_dtype of the whole run, when it differs from this layer's (ROCm's TurboQuant "
                  "boundary rule); default: --kv-cache-dtype, else auto");
-  for (const BoolFlag& f : kBoolFlags) app.add_flag(f.flag, this->*f.field, f.help);
+  for (const CapabilityCheck& check : capability_checks())
+    if (!check.cli_flag.empty())
+      app.add_flag(std::string(check.cli_flag), flags[std::string(check.flag)], std::string(check.cli_help));
 }
 
 LayerRequest LayerOptions::make_layer() const {
@@ -158,14 +138,10 @@ LayerRequest LayerOptions::make_layer() const {
                        "ValueError");
     layer.kv_cache_dtype = kv_cache_dtype;
   }
-  layer.use_mla = use_mla;
-  layer.has_sink = has_sink;
-  layer.use_sparse = use_sparse;
-  layer.use_mm_prefix = use_mm_prefix;
-  layer.use_per_head_quant_scales = use_per_head_quant_scales;
+  for (const CapabilityCheck& check : capability_checks())
+    if (!check.cli_flag.empty() && check.layer_argument != nullptr) layer.*check.layer_argument = flag(check.flag);
   layer.attn_type = *parse_attn_type(attn_type);
   if (num_heads_opt_ != nullptr && num_heads_opt_->count() > 0) layer.num_heads = num_heads;
-  layer.has_sliding_window = has_sliding_window;
   return layer;
 }
 
@@ -181,15 +157,13 @@ void LayerOptions::apply(EngineConfig& engine) const {
     engine.cache.block_size = block_size;
     engine.cache.user_specified_block_size = true;
   }
-  engine.attention.use_non_causal = use_non_causal;
-  engine.batch_invariant = use_batch_invariant;
-  engine.kv_transfer_instance = use_kv_connector;
-  // Only "> 1" reaches the selector; 2 is the smallest parallel size that turns it on.
-  engine.prefill_context_parallel_size = use_pcp ? 2 : 1;
-  engine.decode_context_parallel_size = use_dcp ? 2 : 1;
-  engine.adaptive_verification = use_adaptive_verification;
-  // Only "is set" reaches the selector; 128 is the window of vLLM's own R-SWA test.
-  if (use_rswa) engine.rswa_window = 128;
+  for (const CapabilityCheck& check : capability_checks())
+    if (!check.cli_flag.empty() && check.to_engine != nullptr) check.to_engine(engine, flag(check.flag));
+}
+
+bool LayerOptions::flag(std::string_view field) const {
+  const auto it = flags.find(field);
+  return it != flags.end() && it->second;
 }
 
 // --- OutputOptions --------------------------------------------------------------------

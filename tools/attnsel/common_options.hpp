@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -92,12 +93,10 @@ struct LayerOptions {
   std::string attn_type = "decoder";
   int num_heads = 0;           ///< meaningful only when --num-heads was given
   std::string run_cache_dtype; ///< empty = the layer's kv cache dtype, or "auto"
-  // Layer-level selector fields.
-  bool use_mla = false, has_sink = false, use_sparse = false, use_mm_prefix = false,
-       use_per_head_quant_scales = false, has_sliding_window = false;
-  // Engine-level selector fields (vLLM reads them from the global config).
-  bool use_non_causal = false, use_batch_invariant = false, use_kv_connector = false, use_pcp = false,
-       use_dcp = false, use_adaptive_verification = false, use_rswa = false;
+  /// The boolean selector flags, one per row of the table of checks with a CLI flag,
+  /// keyed by vLLM's field name ("use_mla"): the layer's or the engine's.
+  std::map<std::string, bool, std::less<>> flags;
+  bool flag(std::string_view field) const;
 
   void add_to(CLI::App& app);
   LayerRequest make_layer() const;

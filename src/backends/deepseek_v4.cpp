@@ -1,0 +1,75 @@
+// DeepSeek V4's sparse MLA backends (vLLM's deepseek_v4 model code): model-driven, never in
+// an automatic priority list, reached only by explicit selection or by the model.
+#include "backends/deepseek_v4.hpp"
+
+#include "backends/class_factories.hpp"
+#include "backends/common.hpp"
+
+namespace attnsel::backends {
+
+namespace {
+// The common base of the three: bfloat16, 256-token pages, head 512, sinks.
+BackendCapabilities deepseek_v4_sparse_mla_capabilities() {
+  BackendCapabilities c = sparse_mla_capabilities();
+  c.dtypes = {DType::bfloat16};
+  c.kernel_block_sizes = {256};
+  c.head_sizes = {512};
+  c.sink = true;
+  return c;
+}
+}  // namespace
+
+BackendCapabilities deepseek_v4_flashmla_capabilities() {
+  BackendCapabilities c = deepseek_v4_sparse_mla_capabilities();
+  c.kv_cache_dtypes = {"auto", "fp8_ds_mla", "fp8"};
+  c.compute_capability_rule = majors({9, 10});
+  return c;
+}
+
+BackendCapabilities deepseek_v4_flashinfer_mla_sparse_capabilities() {
+  BackendCapabilities c = deepseek_v4_sparse_mla_capabilities();
+  c.kv_cache_dtypes = {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla"};
+  c.compute_capability_rule = majors({10, 12});
+  return c;
+}
+
+namespace {
+class DeepseekV4FlashMLABackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "FLASHMLA_SPARSE_DSV4"; }
+  std::string qualname() const override { return "attnsel::models::deepseek_v4::DeepseekV4FlashMLABackend"; }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override { return deepseek_v4_flashmla_capabilities(); }
+};
+
+class DeepseekV4FlashInferMLASparseBackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "FLASHINFER_MLA_SPARSE_DSV4"; }
+  std::string qualname() const override {
+    return "attnsel::models::deepseek_v4::DeepseekV4FlashInferMLASparseBackend";
+  }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    return deepseek_v4_flashinfer_mla_sparse_capabilities();
+  }
+};
+
+class DeepseekV4ROCMAiterMLASparseBackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "ROCM_FLASHMLA_SPARSE_DSV4"; }
+  std::string qualname() const override {
+    return "attnsel::models::deepseek_v4::DeepseekV4ROCMAiterMLASparseBackend";
+  }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    BackendCapabilities c = deepseek_v4_sparse_mla_capabilities();
+    c.kv_cache_dtypes = {"auto", "fp8_ds_mla", "fp8"};
+    return c;
+  }
+};
+}  // namespace
+
+void append_deepseek_v4(ClassList& out) {
+  out.push_back(std::make_shared<const DeepseekV4FlashMLABackend>());
+  out.push_back(std::make_shared<const DeepseekV4FlashInferMLASparseBackend>());
+  out.push_back(std::make_shared<const DeepseekV4ROCMAiterMLASparseBackend>());
+}
+
+}  // namespace attnsel::backends

@@ -1,0 +1,54 @@
+// DeepSeek V4.1's sparse MLA backends (vLLM's deepseek_v41 model code), which extend V4's.
+#include "backends/class_factories.hpp"
+#include "backends/common.hpp"
+#include "backends/deepseek_v4.hpp"
+#include "backends/runtime_facts.hpp"
+
+namespace attnsel::backends {
+
+namespace {
+/// V4.1's FlashMLA path: 64-token pages on SM 9.x, 256 elsewhere.
+BackendCapabilities deepseek_v41_flashmla_capabilities(const RuntimeEnv& env) {
+  BackendCapabilities c = deepseek_v4_flashmla_capabilities();
+  if (is_capability_family(env, 9)) c.kernel_block_sizes = {64};
+  else c.kernel_block_sizes = {256};
+  return c;
+}
+
+class DeepseekV41FlashMLABackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "FLASHMLA_SPARSE_DSV41"; }
+  std::string qualname() const override { return "attnsel::models::deepseek_v41::DeepseekV4FlashMLABackend"; }
+  BackendCapabilities capabilities(const RuntimeEnv& env) const override {
+    return deepseek_v41_flashmla_capabilities(env);
+  }
+};
+
+class DeepseekV41FlashInferMLASparseBackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "FLASHINFER_MLA_SPARSE_DSV41"; }
+  std::string qualname() const override {
+    return "attnsel::models::deepseek_v41::DeepseekV4FlashInferMLASparseBackend";
+  }
+  BackendCapabilities capabilities(const RuntimeEnv&) const override {
+    return deepseek_v4_flashinfer_mla_sparse_capabilities();
+  }
+};
+
+class FlashMLAMegaAttnBackend : public AttentionBackend {
+ public:
+  std::string get_name() const override { return "FLASHMLA_MEGA_ATTN_DSV41"; }
+  std::string qualname() const override { return "attnsel::models::deepseek_v41::FlashMLAMegaAttnBackend"; }
+  BackendCapabilities capabilities(const RuntimeEnv& env) const override {
+    return deepseek_v41_flashmla_capabilities(env);
+  }
+};
+}  // namespace
+
+void append_deepseek_v41(ClassList& out) {
+  out.push_back(std::make_shared<const DeepseekV41FlashMLABackend>());
+  out.push_back(std::make_shared<const DeepseekV41FlashInferMLASparseBackend>());
+  out.push_back(std::make_shared<const FlashMLAMegaAttnBackend>());
+}
+
+}  // namespace attnsel::backends
