@@ -64,9 +64,9 @@ int run_bench(const BenchOptions& o) {
       fmt::print("Ceilings:  device read {:.0f} GB/s on {}  (measured now, and again around each decode pass)\n",
                  gpu_ceil.read_gbps, gpu_ceil.device);
     else
-      fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} threads, measured now)\n", ceil.read_gbps,
+      fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} thread{}, measured now)\n", ceil.read_gbps,
                  ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
-                 ceil.threads);
+                 ceil.threads, ceil.threads == 1 ? "" : "s");
     fmt::print("{:<13} {:>10} {:>14} {:>7} {:>7} {:>9}  {}\n", "case", "median", "achieved", "of", "target", "to go",
                "shape");
     std::fflush(stdout);
@@ -139,12 +139,12 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
   sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
   sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   sub->add_option("--case", o->cases, "run only these cases")
       ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill"}));
   sub->add_option("--repeats", o->repeats, "timed passes per case (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   sub->add_option("--scale", o->scale, "shrink the contexts by this factor (targets are defined at 1)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1.0));

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cpu/dynamic_teams.hpp"
 #include "kernels/cpu/work.hpp"
 #include "kernels/cpu/work_plan.hpp"
 #include "kernels/fp8.hpp"
@@ -196,7 +195,6 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   for (const WorkItem& it : plan.items) total_cost += it.cost;
   const bool parallel = nthreads > 1 && n_items > 1 && total_cost > kParallelCost;
 
-  const DynamicTeams dynamic_teams;
 #pragma omp parallel num_threads(nthreads) if (parallel)
   {
     void* buffer = thread_buffer<kScratchTag>(scratch);
@@ -288,7 +286,6 @@ void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& v
   };
   // Writing is a copy: a team only pays off for large batches (~1 MB of cache).
   const bool parallel = static_cast<std::int64_t>(tokens) * p.num_kv_heads * D >= (std::int64_t{1} << 18);
-  const DynamicTeams dynamic_teams;
 #pragma omp parallel for schedule(static) num_threads(threads()) if (parallel)
   for (int i = 0; i < tokens; ++i) {
     const std::int64_t slot = md.slot_mapping[static_cast<std::size_t>(i)];
