@@ -70,7 +70,7 @@ class CompositeAttentionBackend : public AttentionBackend {
 std::vector<KernelBlockSize> intersect_kernel_block_sizes(const std::vector<KernelBlockSize>& first,
                                                           const std::vector<KernelBlockSize>& second);
 
-/// vLLM's get_supported_kv_cache_layouts(backends) (spec §9.2). Throws ValueError
+/// vLLM's get_supported_kv_cache_layouts(backends) (vllm/v1/attention/backends/utils.py). Throws ValueError
 /// "No KV cache layout satisfies every supported set: [...]." when the sets are disjoint.
 std::vector<KVCacheLayout> get_supported_kv_cache_layouts(const std::vector<const AttentionBackend*>& backends,
                                                           const RuntimeEnv& env);

@@ -14,7 +14,7 @@ class DeepseekV32IndexerBackend : public AttentionBackend {
     return {64};
   }
   std::vector<int> get_supported_head_sizes(const RuntimeEnv&) const override { return {32, 64, 128}; }
-  // The indexer's paged MQA-logits kernels read whole blocks (spec §9.2).
+  // The indexer's paged MQA-logits kernels read whole blocks (vLLM's DeepseekV32IndexerBackend).
   std::optional<std::vector<KVCacheLayout>> supported_kv_cache_layouts(const RuntimeEnv&) const override {
     return std::vector<KVCacheLayout>{KVCacheLayout::BLNHC, KVCacheLayout::BLHNC};
   }

@@ -1,6 +1,7 @@
-// make_plan: vLLM's end-to-end algorithm (spec §10) for a whole model — per-layer
+// make_plan: what vLLM decides for a whole model while it builds it — per-layer
 // selection through the cached selector (Mamba-like layers through the Mamba selector), the
-// block size (§3.3) checked against every KV-cache group, the layout (§9), the cache sizes.
+// block size (Platform.update_block_size_for_backend) checked against every KV-cache group,
+// the layout (resolve_kv_cache_layout), the cache sizes.
 #include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -197,7 +198,7 @@ const AttentionBackend* attention_class(const PlanGroup& g) {
   return nullptr;
 }
 
-// vLLM's §3.3: the user's size; else the platform's fixed default (CPU); else the first
+// vLLM's Platform.update_block_size_for_backend (vllm/platforms/interface.py): the user's size; else the platform's fixed default (CPU); else the first
 // non-SSM backend's preferred size for DEFAULT_BLOCK_SIZE.
 BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const EngineOptions& options,
                                   const Platform& platform) {
@@ -211,7 +212,7 @@ BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const En
   if (auto fixed = platform.default_block_size()) {
     c.block_size = *fixed;
     c.source = fmt::format("platform default ({})", platform.spec());
-    // The CPU platform sets 16 for CPU_MLA models (spec §8.3), whose kernel takes only 16.
+    // The CPU platform sets 16 for CPU_MLA models (vllm/platforms/cpu.py), whose kernel takes only 16.
     for (const PlanGroup& g : groups)
       if (const AttentionBackend* b = attention_class(g)) {
         if (b->get_name() == "CPU_MLA") {

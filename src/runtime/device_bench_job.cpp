@@ -1,4 +1,4 @@
-// `attnsel bench` on a GPU: issue 6's cases, run on device copies of the synthetic
+// `attnsel bench` on a GPU: the GPU cases, run on device copies of the synthetic
 // workload, timed with CUDA events, next to the device read bandwidth measured around
 // each pass.
 #include <fmt/format.h>
@@ -59,7 +59,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
 
   // attnsel's own implementation splits forward() into plan (host: validation, work lists,
   // one upload of the batch description) and run (the launches). The figure times the
-  // kernels of one plan, as issue 6's targets and attnsel_cuda_bench count them; forward()
+  // kernels of one plan, as the GPU targets and attnsel_cuda_bench count them; forward()
   // with its planning is timed too and reported beside it. Other kernels: forward() only.
   const auto* cuda_impl = dynamic_cast<const FlashAttnCuda*>(impl.get());
   std::shared_ptr<const FlashAttnCuda::Plan> plan;

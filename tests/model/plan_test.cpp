@@ -79,7 +79,7 @@ const std::vector<PlanExpect>& hopper_expectations() {
        {{"0-4,6-10,12-16,18-22,24-25", "sliding_window", "FLASH_ATTN"},
         {"5-23 (every 6th)", "full_attention", "FLASH_ATTN"}},
        16, "LBNHC", 26624},
-      // Multimodal prefix-LM on Hopper: the Triton/FA composite (spec §5.1).
+      // Multimodal prefix-LM on Hopper: the Triton/FA composite (vllm/platforms/cuda.py).
       {"gemma3",
        {{"0-4,6-10,12-16,18-22,24-28,30-33", "sliding_window", "TRITON_FLASH_ATTN"},
         {"5-29 (every 6th)", "full_attention", "TRITON_FLASH_ATTN"}},
@@ -135,7 +135,7 @@ TEST(PlanExamples, EveryFamilyOnHopper) {
   for (const PlanExpect& e : hopper_expectations()) expect_plan(plan_on(e.model, "cuda:9.0"), e, "cuda:9.0");
 }
 
-// On the CPU the route is fixed (spec §8.3): CPU_ATTN, CPU_MLA for MLA models (block 16);
+// On the CPU the route is fixed (vllm/platforms/cpu.py): CPU_ATTN, CPU_MLA for MLA models (block 16);
 // the block size is the CPU's 128; Mamba-like layers and the indexer are unchanged.
 // CPU_ATTN declares HND (LBHNC) first, as vLLM's CPU cache is [blocks, heads, tokens, dims].
 TEST(PlanExamples, EveryFamilyOnCpu) {
@@ -234,7 +234,7 @@ TEST(PlanBlockSize, CpuKernelBlockDividesTheManagerBlock) {
 }
 
 // vLLM's failure mode for sparse MLA at TP 8 on Blackwell: 16 heads per rank put
-// FLASHINFER_MLA_SPARSE first (spec §5.1), whose preferred block size (32) the indexer's
+// FLASHINFER_MLA_SPARSE first (_get_backend_priorities), whose preferred block size (32) the indexer's
 // kernel (64) cannot use.
 TEST(PlanBlockSize, SparseMlaAtTensorParallel8FailsLikeVllmAndSaysWhatWorks) {
   EngineArgs args;

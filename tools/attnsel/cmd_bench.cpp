@@ -1,9 +1,9 @@
 // `attnsel bench`: the attention benchmarks on the backend chosen for this host, each next
 // to the ceiling measured in the same run, with its target and the distance to it. On the
-// CPU: issue 3's cases (decode batch 8 × 8192, one 32k-token sequence, a causal 4096-token
-// prefill) against read bandwidth and compute peaks. For attnsel's CUDA kernels: issue 6's
+// CPU: the CPU cases (decode batch 8 × 8192, one 32k-token sequence, a causal 4096-token
+// prefill) against read bandwidth and compute peaks. For attnsel's CUDA kernels: the GPU
 // cases on device memory (decode 64 × 4096, one 32k sequence, causal prefill 2 × 16k)
-// against the device read bandwidth and issue 6's absolute targets.
+// against the device read bandwidth and their absolute targets on an H200.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -129,7 +129,7 @@ int run_bench(const BenchOptions& o) {
 void add_bench_command(CLI::App& app, CommandContext& context) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand(
-      "bench", "benchmark the host's attention kernel against the machine's measured ceilings (issue 3's targets)");
+      "bench", "benchmark the host's attention kernel against the machine's measured ceilings and its targets");
   o->platform.add_to(*sub);
   o->backend.add_to(*sub);
   sub->add_option("--dtype", o->model.dtype, "model dtype: bfloat16, float16 or float32")
