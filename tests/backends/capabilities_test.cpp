@@ -1,4 +1,4 @@
-// Capabilities of the other built-in backends, ported from vLLM's backend tests and the spec's
+// Capabilities of the other built-in backends, ported from vLLM's backend tests and its
 // backend classes' declarations.
 #include <gtest/gtest.h>
 

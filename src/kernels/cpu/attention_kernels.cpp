@@ -42,7 +42,7 @@ void ProcessItem(const LayerCtx& c, const WorkItem& it, float* part, void* scrat
 #if HWY_TARGET == HWY_AVX3
   // Decode-like items on an fp8 cache take the fp32 path, which widens K and V in registers
   // inside its dot products; the BF16 path first converts every tile into scratch, and
-  // measured 12-15 % slower there (docs/KERNELS.md, v17). Prefill items keep the BF16 path.
+  // measured 12-15 % slower there (docs/KERNELS.md, CPU changes). Prefill items keep the BF16 path.
   const bool fp8_decode = c.kv != KvType::bf16 && it.num_rows() <= kFewRows;
   if (c.bf16_dot && !fp8_decode) return bf16::RunItemAnyKv(c, it, part, scratch);
 #endif
