@@ -261,8 +261,6 @@ void align_hybrid(ModelPlan& plan, const RuntimeEnv& env) {
   choice.mamba_page_padded = a.mamba_page_padded;
   if (a.block_size != choice.block_size) {
     choice.raised_from = choice.block_size;
-    choice.source += fmt::format(", raised to hold a {}-byte Mamba state page in {}-byte tokens", a.mamba_page_bytes,
-                                 a.attn_page_bytes_per_token);
     choice.block_size = a.block_size;
   }
   plan.logs.insert(plan.logs.end(), a.logs.begin(), a.logs.end());

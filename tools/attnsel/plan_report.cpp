@@ -92,7 +92,10 @@ std::string summary(const ModelPlan& plan) {
   if (plan.block_size.source.empty())
     out += "Block size: not chosen (a group of layers has no backend)\n";
   else
-    out += fmt::format("Block size: {} ({})\n", plan.block_size.block_size, plan.block_size.source);
+    out += fmt::format("Block size: {} ({}{})\n", plan.block_size.block_size, plan.block_size.source,
+                       plan.block_size.raised_from
+                           ? fmt::format("; raised from {} to hold a Mamba state page", *plan.block_size.raised_from)
+                           : "");
   if (plan.layout)
     out += fmt::format("KV layout:  {} ({}{})\n", layout_name(plan.layout->layout),
                        plan.layout->decided_by == "first candidate"
