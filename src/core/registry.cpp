@@ -49,7 +49,8 @@ struct EnumData {
     none_member.reset();
     overrides.clear();
     for (const auto& m : builtin) {
-      const std::uint32_t i = add(std::string(m.name), m.qualname ? std::optional<std::string>(*m.qualname) : std::nullopt);
+      const std::optional<std::string> value = m.qualname ? std::optional<std::string>(*m.qualname) : std::nullopt;
+      const std::uint32_t i = add(std::string(m.name), value);
       if (!m.qualname) none_member = none_member.value_or(i);
       else by_value.try_emplace(std::string(*m.qualname), i);
     }
@@ -222,7 +223,8 @@ BackendMember BackendEnum::from_value(std::optional<std::string_view> value) con
       return BackendMember(kind_, it->second);
     }
   }
-  throw ValueError(fmt::format("{} is not a valid {}", value ? python_str_repr(*value) : "None", enum_class_name(kind_)));
+  throw ValueError(
+      fmt::format("{} is not a valid {}", value ? python_str_repr(*value) : "None", enum_class_name(kind_)));
 }
 
 std::vector<BackendMember> BackendEnum::members() const {

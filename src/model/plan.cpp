@@ -198,8 +198,9 @@ const AttentionBackend* attention_class(const PlanGroup& g) {
   return nullptr;
 }
 
-// vLLM's Platform.update_block_size_for_backend (vllm/platforms/interface.py): the user's size; else the platform's fixed default (CPU); else the first
-// non-SSM backend's preferred size for DEFAULT_BLOCK_SIZE.
+// vLLM's Platform.update_block_size_for_backend (vllm/platforms/interface.py): the user's
+// size; else the platform's fixed default (CPU); else the first non-SSM backend's preferred
+// size for DEFAULT_BLOCK_SIZE.
 BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const EngineOptions& options,
                                   const Platform& platform) {
   BlockSizeChoice c;
