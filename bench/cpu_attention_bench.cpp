@@ -4,7 +4,7 @@
 //   prefill GFLOP/s = 4·h·s_q·s_kv·d / time, halved (exactly: visible keys) when causal
 //
 // Each figure is reported with `pct` (of the ceiling: read bandwidth for decode, the peak
-// of the instruction set the kernel uses for prefill) and `target_pct` (issue 3's target).
+// of the instruction set the kernel uses for prefill) and `target_pct` (the CPU target).
 // BM_Ceilings runs first and re-measures; later benchmarks reuse its numbers.
 #include <benchmark/benchmark.h>
 
@@ -126,7 +126,7 @@ void run_prefill(benchmark::State& state, const std::string& key, const Shape& s
   state.SetLabel(isa);
 }
 
-// Issue 3's targets: batch 8 × 8192 decode >= 80 % of read bandwidth; one 32k sequence
+// The CPU targets: batch 8 × 8192 decode >= 80 % of read bandwidth; one 32k sequence
 // >= 70 %; causal 4096-token prefill >= 50 % of the instruction set's peak.
 void BM_DecodeBatch8x8192(benchmark::State& state) {
   Shape s;

@@ -1,4 +1,4 @@
-// FLASH_ATTN's CUDA kernels on the shapes: prefill TFLOP/s and paged-decode TB/s,
+// FLASH_ATTN's CUDA kernels on the standard GPU shapes: prefill TFLOP/s and paged-decode TB/s,
 // timed with CUDA events (median, L2 flushed before every run), each shape checked against
 // the reference on sampled query tokens, next to the read bandwidth measured in the same run.
 // Writes one JSON document (--json) that scripts/bench_torch_sdpa.py joins with PyTorch's

@@ -10,9 +10,9 @@
 
 namespace attnsel {
 
-enum class ErrorKind { value, import, not_implemented, runtime };
+enum class ErrorKind { value, import, not_implemented, runtime, os };
 
-/// "ValueError", "ImportError", "NotImplementedError", "RuntimeError".
+/// "ValueError", "ImportError", "NotImplementedError", "RuntimeError", "OSError".
 ATTNSEL_API std::string_view error_kind_name(ErrorKind k);
 
 class ATTNSEL_API Error : public std::runtime_error {
@@ -34,6 +34,12 @@ class ATTNSEL_API ValueError : public Error {
 class ATTNSEL_API ImportError : public Error {
  public:
   explicit ImportError(const std::string& m) : Error(ErrorKind::import, m) {}
+};
+
+/// A shared library could not be loaded or read (vLLM's OSError, e.g. from ctypes).
+class ATTNSEL_API OSError : public Error {
+ public:
+  explicit OSError(const std::string& m) : Error(ErrorKind::os, m) {}
 };
 
 /// A feature is not available on this platform or build (vLLM's NotImplementedError).

@@ -14,7 +14,8 @@
 
 namespace attnsel {
 
-/// Declaration order matters: it is vLLM's tie-break order (spec §9.2).
+/// Declaration order matters: it is the tie-break order of vLLM's get_supported_kv_cache_layouts
+/// (vllm/v1/attention/backends/utils.py).
 enum class KVCacheLayout : std::uint8_t { LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC };
 
 ATTNSEL_API std::string_view layout_name(KVCacheLayout l);

@@ -1,6 +1,7 @@
-// KV-cache layout resolution for a whole model (spec §9): the layouts every backend of a
-// worker supports (§9.2), and the one layout the engine core resolves from the workers'
-// reports, the specs' shapes, the requested layout and the KV connector's preference (§9.3).
+// KV-cache layout resolution for a whole model (vllm/v1/attention/backends/utils.py): the
+// layouts every backend of a worker supports (get_supported_kv_cache_layouts), and the one
+// layout the engine core resolves from the workers' reports, the specs' shapes, the requested
+// layout and the KV connector's preference (resolve_kv_cache_layout).
 //
 // Thread-safety: pure functions.
 #pragma once
@@ -27,7 +28,7 @@ ATTNSEL_API KVCacheLayout layout_from_name(std::string_view name);
 /// Python's repr of a list of layout names, as vLLM's messages print it: "['LBNHC', 'LBHNC']".
 ATTNSEL_API std::string layout_names_repr(std::span<const KVCacheLayout> layouts);
 
-/// vLLM's get_supported_kv_cache_layouts (§9.2): the layouts every backend of one worker
+/// vLLM's get_supported_kv_cache_layouts: the layouts every backend of one worker
 /// supports, most preferred first. Backends that declare none take no part; with no
 /// declaration at all, the default preference. ValueError "No KV cache layout satisfies
 /// every supported set: [...]." when the declarations are disjoint.
@@ -59,7 +60,7 @@ struct ATTNSEL_API ResolvedLayout {
   std::vector<LogLine> logs;              ///< the connector warning; "Using X KV cache layout."
 };
 
-/// vLLM's resolve_kv_cache_layout (§9.3). `supported_layouts` holds each worker's report
+/// vLLM's resolve_kv_cache_layout. `supported_layouts` holds each worker's report
 /// (layout names). Errors, with vLLM's messages: "No worker reported supported KV cache
 /// layouts.", "Workers disagree on supported KV cache layouts: ...", "Specs with mixed HNC
 /// shapes need a block-compact layout, but none is in every supported set: ...",

@@ -41,6 +41,10 @@ struct ATTNSEL_API AttentionLayerSpec {
   std::optional<double> logits_soft_cap;   ///< Gemma 2's attn_logit_softcapping (informational)
   std::optional<int> qk_nope_head_dim;     ///< MLA only
   std::optional<int> index_topk;           ///< sparse MLA only
+  /// The backend class the layer brings itself (vLLM's Attention(attn_backend=...)): a
+  /// qualified class name resolved through the registry's class table; the selector is not
+  /// consulted. nullopt = selected as usual.
+  std::optional<std::string> backend_class;
   std::string heads_field = "num_attention_heads";     ///< config field the heads came from (for messages)
   std::string kv_heads_field = "num_key_value_heads";  ///< config field the KV heads came from
 };

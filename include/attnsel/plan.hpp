@@ -63,7 +63,9 @@ struct ATTNSEL_API PlanGroup {
   std::optional<AttentionSelectorConfig> config;
   std::optional<std::string> requested_backend;  ///< after the per-kind override; nullopt = automatic
   std::string request_source;                    ///< "automatic", "attention backend", "backend_per_kind[...]"
-  std::shared_ptr<const Selection> selection;    ///< null when the selection failed (see error)
+  std::shared_ptr<const Selection> selection;    ///< null when the selection failed (see error) or was skipped
+  /// The backend a layer brings itself (its own class, or the indexer's); no selection ran.
+  std::shared_ptr<const AttentionBackend> layer_backend;
 
   std::string backend;     ///< the chosen backend's name ("" when it failed)
   std::string class_path;  ///< the chosen class's qualified name
@@ -88,6 +90,13 @@ struct ATTNSEL_API BlockSizeChoice {
   int block_size = 16;
   bool user_specified = false;
   std::string source;  ///< "--block-size", "FLASH_ATTN.get_preferred_block_size(16)", ...; empty = not chosen yet
+  /// Hybrid attention + Mamba models: the size before vLLM raised it so that one attention
+  /// page holds a Mamba state page (nullopt = not raised).
+  std::optional<int> raised_from;
+  /// Hybrid models: the Mamba state page (bytes per layer, per rank) and, when it is smaller
+  /// than the attention page, the size vLLM pads it to.
+  std::optional<std::int64_t> mamba_page_bytes;
+  std::optional<std::int64_t> mamba_page_padded;
 };
 
 /// A whole model's plan. Thread-safety: a plain value.

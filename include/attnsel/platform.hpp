@@ -102,9 +102,10 @@ class ATTNSEL_API Platform {
   struct Checked {
     std::shared_ptr<const AttentionBackend> cls;
     std::vector<std::string> reasons;
+    bool unavailable = false;  ///< the class could not be loaded (ImportError or OSError)
   };
-  /// Resolves a member's class and validates it: an ImportError (or, in runnable mode, a
-  /// missing kernel) becomes the single reason "ImportError: <message>"; in runnable mode
+  /// Resolves a member's class and validates it: an ImportError or OSError (or, in runnable
+  /// mode, a missing kernel) becomes the single reason "<type>: <message>"; in runnable mode
   /// the kernel's gaps are appended to the reasons.
   Checked check_backend(const BackendMember& member, const AttentionSelectorConfig& config) const;
 

@@ -63,9 +63,15 @@ class ATTNSEL_API BackendEnum {
   std::optional<BackendMember> find(std::string_view name) const;
   /// Case-insensitive lookup used for user input (vLLM upper-cases before lookup).
   BackendMember from_user_text(std::string_view name) const;
+  /// Lookup by value, Python's AttentionBackendEnum(value): the member whose value is
+  /// `value` (nullopt is vLLM's None, i.e. CUSTOM); a dynamic member registered later with
+  /// the same value takes it over, as in vLLM. ValueError "'x' is not a valid
+  /// AttentionBackendEnum" otherwise.
+  BackendMember from_value(std::optional<std::string_view> value) const;
   std::vector<BackendMember> members() const;
-  /// vLLM's register(name, value): a new member; ValueError when the name exists or is
-  /// not an upper-case identifier.
+  /// vLLM's register(name, value): a new member; ValueError when the name exists, or is not
+  /// a Python identifier (ASCII here), or names an attribute of the enum class ("register",
+  /// "get_path", "mro", dunders, ...).
   BackendMember register_member(std::string_view name, std::string_view value) const;
   EnumKind kind() const { return kind_; }
 
@@ -77,8 +83,9 @@ class ATTNSEL_API BackendEnum {
 extern ATTNSEL_API const BackendEnum AttentionBackendEnum;
 extern ATTNSEL_API const BackendEnum MambaAttentionBackendEnum;
 
-/// vLLM's register_backend with a class path: sets the override (last writer wins).
-/// `backend` is a member, or a new name that becomes a member first.
+/// vLLM's register_backend with a class path: sets the override (last writer wins; an
+/// empty path is stored too, and leaves the member unusable as in vLLM).
+/// `backend` is a member, or a new name that becomes a member (value = class_path) first.
 ATTNSEL_API void register_backend(const BackendMember& backend, std::string_view class_path);
 ATTNSEL_API BackendMember register_backend(std::string_view new_name, std::string_view class_path, bool is_mamba = false);
 
@@ -95,12 +102,13 @@ std::shared_ptr<const T> register_backend_class(const BackendMember& backend) {
   register_backend(backend, cls->qualname());
   return cls;
 }
+/// The decorator form with a new name, as vLLM's @register_backend("NAME"): the new member's
+/// value is "" and the class lives only in the override, so clear_override() leaves the
+/// member unusable ("must be registered before use").
 template <class T>
 std::shared_ptr<const T> register_backend_class(std::string_view new_name, bool is_mamba = false) {
-  auto cls = std::make_shared<const T>();
-  register_class(cls);
-  register_backend(new_name, cls->qualname(), is_mamba);
-  return cls;
+  const BackendEnum& e = is_mamba ? MambaAttentionBackendEnum : AttentionBackendEnum;
+  return register_backend_class<T>(e.register_member(new_name, ""));
 }
 
 /// vLLM's resolve_obj_by_qualname: the class table first, then each resolver in order

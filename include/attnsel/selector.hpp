@@ -68,10 +68,10 @@ struct ATTNSEL_API LayerRequest {
   bool has_sliding_window = false;
 };
 
-/// Builds the selector config exactly as vLLM's get_attn_backend does (spec §3.1–3.2);
+/// Builds the selector config exactly as vLLM's get_attn_backend does (vllm/v1/attention/selector.py);
 /// validates the kv-cache dtype.
 ATTNSEL_API AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer);
-/// The backend argument after the per-kind override (spec §3.2 step 6).
+/// The backend argument after the per-kind override (get_attn_backend's backend_per_kind lookup).
 ATTNSEL_API std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
 
 /// A platform plus its memoised selections (vLLM's _cached_get_attn_backend). The cache is

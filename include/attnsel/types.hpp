@@ -65,7 +65,7 @@ ATTNSEL_API std::string_view kind_value(KVCacheSpecKind k);  ///< "full_attentio
 ATTNSEL_API std::optional<KVCacheSpecKind> parse_kind(std::string_view s);
 ATTNSEL_API std::span<const KVCacheSpecKind> all_kinds();
 
-/// vLLM's get_attn_spec_kind (spec §2.1).
+/// vLLM's get_attn_spec_kind (vllm/v1/attention/selector.py).
 ATTNSEL_API KVCacheSpecKind get_attn_spec_kind(bool use_mla, bool has_sliding_window, AttentionType attn_type);
 
 /// Upper-cases ASCII (names are case-insensitive on input, canonical upper-case on output).

@@ -8,6 +8,7 @@ std::string_view error_kind_name(ErrorKind k) {
     case ErrorKind::import: return "ImportError";
     case ErrorKind::not_implemented: return "NotImplementedError";
     case ErrorKind::runtime: return "RuntimeError";
+    case ErrorKind::os: return "OSError";
   }
   return "Error";
 }

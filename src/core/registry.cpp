@@ -1,5 +1,6 @@
 #include "attnsel/registry.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <deque>
 #include <fmt/format.h>
@@ -13,6 +14,7 @@
 #include "attnsel/errors.hpp"
 #include "backends/builtin.hpp"
 #include "core/log.hpp"
+#include "core/python_repr.hpp"
 #include "plugin/loader.hpp"
 
 namespace attnsel {
@@ -34,13 +36,24 @@ struct MemberData {
 struct EnumData {
   std::deque<MemberData> members;  // deque: references stay valid as members are added
   std::unordered_map<std::string, std::uint32_t> index;
+  // Python's _value2member_map_: the built-in members in order (the first of equal values
+  // wins, as Enum makes the later ones aliases), then each dynamic member takes its value.
+  std::unordered_map<std::string, std::uint32_t> by_value;
+  std::optional<std::uint32_t> none_member;  // the member whose value is None (CUSTOM)
   std::unordered_map<std::uint32_t, std::string> overrides;
 
   void reset(std::span<const backends::BuiltinMember> builtin) {
     members.clear();
     index.clear();
+    by_value.clear();
+    none_member.reset();
     overrides.clear();
-    for (const auto& m : builtin) add(std::string(m.name), m.qualname ? std::optional<std::string>(*m.qualname) : std::nullopt);
+    for (const auto& m : builtin) {
+      const std::optional<std::string> value = m.qualname ? std::optional<std::string>(*m.qualname) : std::nullopt;
+      const std::uint32_t i = add(std::string(m.name), value);
+      if (!m.qualname) none_member = none_member.value_or(i);
+      else by_value.try_emplace(std::string(*m.qualname), i);
+    }
   }
   std::uint32_t add(std::string name, std::optional<std::string> value) {
     const auto i = static_cast<std::uint32_t>(members.size());
@@ -81,13 +94,37 @@ Registry& registry() {
   return *instance;
 }
 
-bool is_valid_member_name(std::string_view name) {
+// The attributes vLLM's enum classes answer to besides their members (hasattr(cls, name)
+// in AttentionBackendEnum.register, Python 3.11): their methods, Enum's sunder helpers and
+// the dunders of an Enum class. `name` and `value` are not among them.
+constexpr std::string_view kReservedNames[] = {
+    "clear_override", "get_class", "get_path", "is_overridden", "mro", "register",
+    "_check_for_existing_members_", "_convert_", "_create_", "_find_data_repr_", "_find_data_type_", "_find_new_",
+    "_generate_next_value_", "_get_mixins_", "_member_map_", "_member_names_", "_member_type_", "_missing_",
+    "_new_member_", "_unhashable_values_", "_use_args_", "_value2member_map_", "_value_repr_",
+    "__annotations__", "__base__", "__bases__", "__basicsize__", "__bool__", "__call__", "__class__", "__contains__",
+    "__copy__", "__deepcopy__", "__delattr__", "__dict__", "__dictoffset__", "__dir__", "__doc__", "__eq__",
+    "__flags__", "__format__", "__ge__", "__getattr__", "__getattribute__", "__getitem__", "__getstate__", "__gt__",
+    "__hash__", "__init__", "__init_subclass__", "__instancecheck__", "__itemsize__", "__iter__", "__le__", "__len__",
+    "__lt__", "__members__", "__module__", "__mro__", "__name__", "__ne__", "__new__", "__or__", "__prepare__",
+    "__qualname__", "__reduce__", "__reduce_ex__", "__repr__", "__reversed__", "__ror__", "__setattr__", "__sizeof__",
+    "__str__", "__subclasscheck__", "__subclasses__", "__subclasshook__", "__text_signature__", "__weakref__",
+    "__weakrefoffset__",
+};
+
+// Python's str.isidentifier() for ASCII names: a letter or underscore, then letters, digits
+// and underscores. Non-ASCII names are refused (Python accepts some).
+bool is_identifier(std::string_view name) {
   if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
-  for (char c : name) {
-    const bool ok = (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
-    if (!ok) return false;
-  }
-  return true;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+// vLLM: `not name.isidentifier() or hasattr(cls, name)` refuses the name.
+bool is_valid_member_name(std::string_view name) {
+  if (!is_identifier(name)) return false;
+  return std::find(std::begin(kReservedNames), std::end(kReservedNames), name) == std::end(kReservedNames);
 }
 
 std::string strip_classname(const std::string& path) {
@@ -175,6 +212,21 @@ BackendMember BackendEnum::operator[](std::string_view name) const {
 
 BackendMember BackendEnum::from_user_text(std::string_view name) const { return (*this)[to_upper(name)]; }
 
+BackendMember BackendEnum::from_value(std::optional<std::string_view> value) const {
+  {
+    Registry& r = registry();
+    std::shared_lock lock(r.mu);
+    const EnumData& d = r.data(kind_);
+    if (!value) {
+      if (d.none_member) return BackendMember(kind_, *d.none_member);
+    } else if (auto it = d.by_value.find(std::string(*value)); it != d.by_value.end()) {
+      return BackendMember(kind_, it->second);
+    }
+  }
+  throw ValueError(
+      fmt::format("{} is not a valid {}", value ? python_str_repr(*value) : "None", enum_class_name(kind_)));
+}
+
 std::vector<BackendMember> BackendEnum::members() const {
   Registry& r = registry();
   std::shared_lock lock(r.mu);
@@ -195,6 +247,7 @@ BackendMember BackendEnum::register_member(std::string_view name, std::string_vi
                                    name, enum_class_name(kind_), value));
     if (!is_valid_member_name(name)) throw ValueError(fmt::format("Invalid or reserved backend name: {}", name));
     member = BackendMember(kind_, d.add(std::string(name), std::string(value)));
+    d.by_value.insert_or_assign(std::string(value), member.index());
     r.generation.fetch_add(1);
   }
   log::logger().info("Registered new attention backend: {} -> {}", name, value);
@@ -213,7 +266,7 @@ void register_backend(const BackendMember& backend, std::string_view class_path)
 BackendMember register_backend(std::string_view new_name, std::string_view class_path, bool is_mamba) {
   const BackendEnum& e = is_mamba ? MambaAttentionBackendEnum : AttentionBackendEnum;
   BackendMember member = e.register_member(new_name, class_path);
-  if (!class_path.empty()) register_backend(member, class_path);
+  register_backend(member, class_path);  // vLLM stores any given class_path, even ""
   return member;
 }
 

@@ -14,7 +14,7 @@ class DeepseekV32IndexerBackend : public AttentionBackend {
     if (env.device.kind == PlatformKind::rocm) c.kernel_block_sizes = {1, 64};
     else c.kernel_block_sizes = {64};
     c.head_sizes = {32, 64, 128};
-    // The indexer's paged MQA-logits kernels read whole blocks (spec §9.2).
+    // The indexer's paged MQA-logits kernels read whole blocks (vLLM's DeepseekV32IndexerBackend).
     c.kv_cache_layouts = std::vector<KVCacheLayout>{KVCacheLayout::BLNHC, KVCacheLayout::BLHNC};
     return c;
   }

@@ -1,6 +1,7 @@
-// make_plan: vLLM's end-to-end algorithm (spec §10) for a whole model — per-layer
+// make_plan: what vLLM decides for a whole model while it builds it — per-layer
 // selection through the cached selector (Mamba-like layers through the Mamba selector), the
-// block size (§3.3) checked against every KV-cache group, the layout (§9), the cache sizes.
+// block size (Platform.update_block_size_for_backend) checked against every KV-cache group,
+// the layout (resolve_kv_cache_layout), the cache sizes.
 #include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -11,6 +12,7 @@
 #include "attnsel/errors.hpp"
 #include "attnsel/plan.hpp"
 #include "attnsel/registry.hpp"
+#include "model/hybrid_block_size.hpp"
 #include "model/indexer_backend.hpp"
 #include "model/kv_bytes.hpp"
 #include "model/model_hooks.hpp"
@@ -36,6 +38,7 @@ std::string group_key(const LayerSpec& l, const std::optional<AttentionSelectorC
   if (l.attention) {
     const AttentionLayerSpec& a = *l.attention;
     key += fmt::format("|kv{}|hs{}|hv{}|w{}", a.num_kv_heads, a.head_size, a.head_size_v, a.sliding_window.value_or(0));
+    if (a.backend_class) key += "|own:" + *a.backend_class;
   }
   if (l.mamba) {
     const MambaLayerSpec& m = *l.mamba;
@@ -98,7 +101,8 @@ std::vector<PlanGroup> build_groups(const ModelSpec& sharded, DType dtype, const
     std::optional<LayerRequest> request;
     std::optional<AttentionSelectorConfig> config;
     std::optional<BackendMember> backend;
-    if (l.mixer == MixerKind::attention) {
+    // A layer that brings its own backend skips get_attn_backend altogether.
+    if (l.mixer == MixerKind::attention && !l.attention->backend_class) {
       request = make_request(*l.attention, dtype, options);
       config = make_selector_config(options.engine, *request);
       backend = effective_backend(options.engine, *request);
@@ -123,7 +127,10 @@ std::vector<PlanGroup> build_groups(const ModelSpec& sharded, DType dtype, const
         g.request = request;
         g.config = config;
         if (backend) g.requested_backend = backend->name();
-        g.request_source = l.mixer == MixerKind::indexer ? "fixed by the model" : request_source(options.engine, g.kind);
+        g.request_source = l.mixer == MixerKind::indexer ? "fixed by the model"
+                           : a.backend_class             ? "the layer's own backend (no selection)"
+                                                         : request_source(options.engine, g.kind);
+        if (a.backend_class) g.class_path = *a.backend_class;
         g.has_kv_cache = has_kv_cache(l);
         g.num_kv_heads = a.use_mla || l.mixer == MixerKind::indexer ? 1 : a.num_kv_heads;
         g.head_size = a.head_size;
@@ -158,9 +165,15 @@ void select_backends(std::vector<PlanGroup>& groups, const EngineOptions& option
         const auto cls = get_mamba_attn_backend(MambaAttentionBackendEnum[g.backend], options.engine.batch_invariant);
         g.class_path = cls->qualname();
       } else if (g.mixer == MixerKind::indexer) {
-        const auto cls = model::deepseek_v32_indexer_backend();
-        g.backend = cls->get_name();
-        g.class_path = cls->qualname();
+        g.layer_backend = model::deepseek_v32_indexer_backend();
+        g.backend = g.layer_backend->get_name();
+        g.class_path = g.layer_backend->qualname();
+      } else if (!g.request) {
+        // The layer's own class (g.class_path): resolved as vLLM imports it, never validated.
+        auto cls = std::dynamic_pointer_cast<const AttentionBackend>(resolve_class(g.class_path));
+        if (!cls) throw ImportError(fmt::format("{} is not an attention backend class", g.class_path));
+        g.layer_backend = std::move(cls);
+        g.backend = g.layer_backend->get_name();
       } else {
         g.selection = selector.select(options.engine, *g.request);
         g.backend = g.selection->backend;
@@ -181,13 +194,14 @@ void select_backends(std::vector<PlanGroup>& groups, const EngineOptions& option
 
 // The backend class a successful group uses (null for Mamba-like groups).
 const AttentionBackend* attention_class(const PlanGroup& g) {
-  if (g.mixer == MixerKind::indexer) return model::deepseek_v32_indexer_backend().get();
+  if (g.layer_backend) return g.layer_backend.get();
   if (g.selection) return g.selection->backend_class.get();
   return nullptr;
 }
 
-// vLLM's §3.3: the user's size; else the platform's fixed default (CPU); else the first
-// non-SSM backend's preferred size for DEFAULT_BLOCK_SIZE.
+// vLLM's Platform.update_block_size_for_backend (vllm/platforms/interface.py): the user's
+// size; else the platform's fixed default (CPU); else the first non-SSM backend's preferred
+// size for DEFAULT_BLOCK_SIZE.
 BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const EngineOptions& options,
                                   const Platform& platform) {
   BlockSizeChoice c;
@@ -200,7 +214,7 @@ BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const En
   if (auto fixed = platform.default_block_size()) {
     c.block_size = *fixed;
     c.source = fmt::format("platform default ({})", platform.spec());
-    // The CPU platform sets 16 for CPU_MLA models (spec §8.3), whose kernel takes only 16:
+    // The CPU platform sets 16 for CPU_MLA models (vllm/platforms/cpu.py), whose kernel takes only 16:
     // an MLA backend that cannot take the platform's size gets its kernel's fixed size.
     for (const PlanGroup& g : groups)
       if (const AttentionBackend* b = attention_class(g)) {
@@ -225,6 +239,36 @@ BlockSizeChoice choose_block_size(const std::vector<PlanGroup>& groups, const En
   c.block_size = kDefaultBlockSize;
   c.source = "vLLM's default (no attention layer)";
   return c;
+}
+
+// vLLM's update_block_size_for_backend, phase 2 (is_hybrid): the first non-SSM backend's
+// attention page must hold one Mamba state page. The CPU platform keeps its own block size
+// (its update_block_size_for_backend does nothing), so this runs only where the base one does.
+void align_hybrid(ModelPlan& plan, const RuntimeEnv& env) {
+  const auto mamba = std::find_if(plan.groups.begin(), plan.groups.end(),
+                                  [](const PlanGroup& g) { return g.mixer == MixerKind::mamba; });
+  const auto attention = std::find_if(plan.groups.begin(), plan.groups.end(),
+                                      [](const PlanGroup& g) { return g.has_kv_cache && attention_class(g); });
+  if (mamba == plan.groups.end() || attention == plan.groups.end() || !mamba->state_bytes_per_sequence) return;
+  if (!attention->kv_bytes_per_token) {
+    plan.logs.push_back({LogLine::Level::info,
+                         fmt::format("vLLM raises the block size of hybrid models until an attention page holds a Mamba "
+                                     "state page; with --kv-cache-dtype {} the attention page is not modelled, so the "
+                                     "block size is not raised here.",
+                                     plan.kv_cache_dtype)});
+    return;
+  }
+  const model::HybridAlignment a = model::align_hybrid_block_size(
+      plan.block_size.block_size, *attention->kv_bytes_per_token, *mamba->state_bytes_per_sequence,
+      *attention_class(*attention), env);
+  BlockSizeChoice& choice = plan.block_size;
+  choice.mamba_page_bytes = a.mamba_page_bytes;
+  choice.mamba_page_padded = a.mamba_page_padded;
+  if (a.block_size != choice.block_size) {
+    choice.raised_from = choice.block_size;
+    choice.block_size = a.block_size;
+  }
+  plan.logs.insert(plan.logs.end(), a.logs.begin(), a.logs.end());
 }
 
 std::string kernel_sizes_text(const AttentionBackend& b, const RuntimeEnv& env) {
@@ -406,14 +450,7 @@ ModelPlan make_plan(const ModelSpec& model, const EngineOptions& given_options, 
   }
 
   plan.block_size = choose_block_size(plan.groups, options, platform);
-  const bool hybrid = std::any_of(plan.groups.begin(), plan.groups.end(),
-                                  [](const PlanGroup& g) { return g.mixer == MixerKind::mamba; }) &&
-                      std::any_of(plan.groups.begin(), plan.groups.end(),
-                                  [](const PlanGroup& g) { return g.has_kv_cache; });
-  if (hybrid && !plan.block_size.user_specified)
-    plan.logs.push_back({LogLine::Level::info,
-                         "vLLM also raises the attention block size of hybrid models until an attention page holds a "
-                         "Mamba state page (HybridAttentionMambaModelConfig); that alignment is not modelled here."});
+  if (!platform.default_block_size()) align_hybrid(plan, platform.env());
   check_block_size(plan, platform.env());
   resolve_layout(plan, model, options, platform);
   return plan;

@@ -1,5 +1,6 @@
 // make_platform (simulated platforms from a spec string) and detect_host_platform.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
 #include <algorithm>
@@ -37,6 +38,12 @@ DeviceCapability capability_from_gfx(std::string_view spec, std::string_view arc
                                        [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) &&
                            is_hex(digits[digits.size() - 2]) && is_hex(digits.back());
   if (!well_formed) bad_spec(spec, "expected a gfx architecture such as gfx942");
+  // A simulated device must be one that exists: vLLM reads the arch from the hardware.
+  constexpr std::string_view kKnownArchs[] = {"gfx906", "gfx908", "gfx90a", "gfx940", "gfx941", "gfx942", "gfx950",
+                                              "gfx1030", "gfx1100", "gfx1101", "gfx1102", "gfx1150", "gfx1151",
+                                              "gfx1200", "gfx1201"};
+  if (std::find(std::begin(kKnownArchs), std::end(kKnownArchs), arch) == std::end(kKnownArchs))
+    bad_spec(spec, fmt::format("unknown ROCm architecture {}; known: {}", arch, fmt::join(kKnownArchs, ", ")));
   int major = 0;
   std::from_chars(digits.data(), digits.data() + digits.size() - 2, major);
   const char minor_digit = digits[digits.size() - 2];

@@ -52,12 +52,16 @@ Platform::Checked Platform::check_backend(const BackendMember& member,
   Checked out;
   try {
     out.cls = member.get_attention_class();
-  } catch (const ImportError& e) {
-    out.reasons.push_back(fmt::format("ImportError: {}", e.what()));
+  } catch (const Error& e) {
+    // vLLM catches (ImportError, OSError): a class that cannot be loaded is an invalid candidate.
+    if (e.kind() != ErrorKind::import && e.kind() != ErrorKind::os) throw;
+    out.reasons.push_back(fmt::format("{}: {}", error_kind_name(e.kind()), e.what()));
+    out.unavailable = true;
     return out;
   }
   if (mode_ == SelectionMode::runnable && !out.cls->has_kernel()) {
     out.reasons.push_back(fmt::format("ImportError: {}", out.cls->missing_kernel_reason()));
+    out.unavailable = true;
     return out;
   }
   out.reasons = out.cls->validate_configuration(config, env_);
@@ -71,6 +75,9 @@ void Platform::choose_by_priority(Selection& s, const std::vector<BackendMember>
   std::vector<std::shared_ptr<const AttentionBackend>> classes;
   for (std::size_t i = 0; i < priorities.size(); ++i) {
     Checked checked = check_backend(priorities[i], config);
+    if (checked.unavailable)
+      platforms::add_log(s, LogLine::Level::debug,
+                         fmt::format("Attention backend {} is unavailable", priorities[i].name()), false);
     if (extra) extra(priorities[i], checked);
     s.candidates.push_back({priorities[i].name(), static_cast<int>(i), checked.reasons.empty(), checked.reasons});
     classes.push_back(std::move(checked.cls));

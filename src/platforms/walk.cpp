@@ -4,15 +4,11 @@
 #include <fmt/ranges.h>
 
 #include "core/log.hpp"
+#include "core/python_repr.hpp"
 
 namespace attnsel::platforms {
 
-std::string python_list_repr(const std::vector<std::string>& items) {
-  std::vector<std::string> quoted;
-  quoted.reserve(items.size());
-  for (const std::string& i : items) quoted.push_back(fmt::format("'{}'", i));
-  return fmt::format("[{}]", fmt::join(quoted, ", "));
-}
+std::string python_list_repr(const std::vector<std::string>& items) { return attnsel::python_list_repr(items); }
 
 std::string reasons_str(const std::vector<Candidate>& candidates) {
   std::vector<std::string> parts;
@@ -45,7 +41,8 @@ void accept_backend(Selection& s, std::string name, std::shared_ptr<const Attent
 void throw_selected_invalid(const BackendMember& selected, const std::vector<std::string>& reasons,
                             std::vector<Candidate> candidates) {
   // An import failure prints without quotes, as vLLM's f"[{type(e).__name__}: {e}]".
-  const bool import_failure = reasons.size() == 1 && reasons.front().starts_with("ImportError: ");
+  const bool import_failure = reasons.size() == 1 && (reasons.front().starts_with("ImportError: ") ||
+                                                      reasons.front().starts_with("OSError: "));
   const std::string reason_text = import_failure ? fmt::format("[{}]", reasons.front()) : python_list_repr(reasons);
   throw SelectionError(ErrorKind::value,
                        fmt::format("Selected backend {} is not valid for this configuration. Reason: {}",

@@ -1,5 +1,5 @@
 // vLLM's XPU platform chooser (vllm/platforms/xpu.py): routing rules in vLLM's order, each
-// route validated (the target's behaviour, spec §8.4).
+// route validated (XPUPlatform.get_attn_backend_cls in vllm/platforms/xpu.py).
 #include <fmt/format.h>
 
 #include <algorithm>

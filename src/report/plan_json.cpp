@@ -77,7 +77,10 @@ nlohmann::json plan_json(const ModelSpec& model, const ModelPlan& plan) {
                              ? nlohmann::json(nullptr)
                              : nlohmann::json{{"value", plan.block_size.block_size},
                                               {"user_specified", plan.block_size.user_specified},
-                                              {"source", plan.block_size.source}}},
+                                              {"source", plan.block_size.source},
+                                              {"raised_from", opt(plan.block_size.raised_from)},
+                                              {"mamba_page_bytes", opt(plan.block_size.mamba_page_bytes)},
+                                              {"mamba_page_padded", opt(plan.block_size.mamba_page_padded)}}},
           {"layout", layout},
           {"kv_bytes_per_token", opt(plan.kv_bytes_per_token)},
           {"cross_kv_bytes_per_encoder_token", opt(plan.cross_kv_bytes_per_encoder_token)},

@@ -1,4 +1,4 @@
-// The standard attention benchmarks (issue 3's targets) as a library, for `attnsel bench`:
+// The standard attention benchmarks (with their targets) as a library, for `attnsel bench`:
 // a forward pass timed repeatedly (median), reported next to the ceiling measured in the
 // same run.
 // Thread-safety: run one at a time (they measure the whole machine).
@@ -41,7 +41,7 @@ struct BenchResult {
   bool check_passed = true;  ///< a sample of the outputs against the reference
 };
 
-/// Issue 3's cases: decode batch 8 × 8192 (bf16 KV, 32/8 heads, d=128, block 16), one
+/// The CPU cases: decode batch 8 × 8192 (bf16 KV, 32/8 heads, d=128, block 16), one
 /// 32k-token sequence, and a causal 4096-token prefill; `scale` < 1 shrinks the contexts
 /// (for a quick look; the targets are defined at scale 1).
 std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
@@ -68,7 +68,7 @@ std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& 
 BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
                            const std::string& isa, int repeats = 5);
 
-/// Issue 6's GPU cases, with its absolute targets on an H200: paged decode batch 64 × 4096
+/// The GPU cases, with absolute targets on an H200: paged decode batch 64 × 4096
 /// (bf16, 32/8 heads, d=128, block 16; 3.6 TB/s), one 32k-token sequence (2.7 TB/s), and a
 /// causal prefill of 2 × 16k tokens (16 heads, d=128; 360 TFLOP/s). `scale` shrinks them.
 std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,

@@ -19,7 +19,6 @@
 #include <vector>
 
 #include "hwy/highway.h"
-#include "kernels/cpu/dynamic_teams.hpp"
 #include "runtime/ceilings.hpp"
 
 #if HWY_TARGET == HWY_AVX3
@@ -109,10 +108,9 @@ using Clock = std::chrono::steady_clock;
 
 int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_threads(); }
 
-// The probes size their teams as the kernels do (kernel::cpu::DynamicTeams), so a probe and
-// the work it is paired with run on the same number of threads; rates count the threads
-// that actually ran.
-using kernel::cpu::DynamicTeams;
+// The probes size their teams as the kernels do (OpenMP's own setting, OMP_DYNAMIC
+// included), so a probe and the work it is paired with run on the same number of threads;
+// rates count the threads that actually ran.
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -142,7 +140,6 @@ double compute_peak(int threads, int repeats, double flops_per_iter, Loop loop) 
     iters *= 2;
   }
   std::vector<double> rates;
-  const DynamicTeams dynamic_teams;
   for (int r = 0; r < repeats; ++r) {
     float sink_all = 0.0f;
     int team = 1;
@@ -186,7 +183,6 @@ double ReadBandwidthProbe::pass() {
   const std::size_t count = count_;
   const int n = threads_;
   const float* buf = buf_;
-  const DynamicTeams dynamic_teams;
   const auto t0 = Clock::now();
 #pragma omp parallel num_threads(n) reduction(+ : sink_all)
   {
@@ -228,7 +224,6 @@ double measure_bf16_peak(int threads, int repeats) {
 Ceilings measure_ceilings(std::size_t read_bytes, int threads) {
   Ceilings c;
   {
-    const DynamicTeams dynamic_teams;
     int team = 1;
 #pragma omp parallel num_threads(resolve_threads(threads))
 #pragma omp single

@@ -1,4 +1,4 @@
-// `attnsel bench` on a GPU: the standard GPU cases, run on device copies of the synthetic
+// `attnsel bench` on a GPU: the GPU cases, run on device copies of the synthetic
 // workload, timed with CUDA events, next to the device read bandwidth measured around
 // each pass.
 #include <fmt/format.h>

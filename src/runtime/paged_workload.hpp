@@ -14,7 +14,7 @@
 
 namespace attnsel::runtime {
 
-/// Physical order of one block of the cache (spec §9: NHD = LBNHC, HND = LBHNC).
+/// Physical order of one block of the cache (vLLM's KVCacheLayout: NHD = LBNHC, HND = LBHNC).
 enum class CacheLayout : std::uint8_t { nhd, hnd };
 
 struct SequenceShape {

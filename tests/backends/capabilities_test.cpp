@@ -1,5 +1,5 @@
-// Capabilities of the other built-in backends, ported from vLLM's backend tests and the spec's
-// capability matrix (§7).
+// Capabilities of the other built-in backends, ported from vLLM's backend tests and its
+// backend classes' declarations.
 #include <gtest/gtest.h>
 
 #include <set>

@@ -1,5 +1,5 @@
 // FLASH_ATTN's capabilities, ported from vLLM's backend tests (tests/v1/attention,
-// tests/kernels/attention/test_attention_selector.py) and the spec's §5.5/§7.1 rules.
+// tests/kernels/attention/test_attention_selector.py) and vllm/v1/attention/backends/flash_attn.py's rules.
 #include <gtest/gtest.h>
 
 #include "backends/runtime_facts.hpp"

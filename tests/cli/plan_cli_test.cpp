@@ -87,10 +87,25 @@ TEST_F(PlanCli, JsonDescribesEveryGroup) {
   EXPECT_EQ(attn["backend"], "FLASH_ATTN");
   EXPECT_EQ(attn["config"]["head_size"], 256);
   EXPECT_EQ(attn["candidates"][0]["backend"], "FLASH_ATTN");
-  EXPECT_EQ(j["block_size"]["value"], 16);
+  // vLLM raises a hybrid's block size until an attention page holds a GDN state page.
+  EXPECT_EQ(j["block_size"]["value"], 544);
+  EXPECT_EQ(j["block_size"]["raised_from"], 16);
+  EXPECT_EQ(j["block_size"]["mamba_page_bytes"], 1097728);
+  EXPECT_EQ(j["block_size"]["mamba_page_padded"], 544 * 2048);
   EXPECT_EQ(j["layout"]["value"], "LBNHC");
   EXPECT_EQ(j["layout"]["mixed_hnc_shapes"], true);
   EXPECT_EQ(j["kv_bytes_per_token"], 24576);
+}
+
+TEST_F(PlanCli, AHybridShowsTheRaisedBlockSizeAndThePaddedMambaPage) {
+  const auto r = plan({"--model", example("jamba"), "--platform", "cuda:9.0"}, 0);
+  EXPECT_THAT(r.out, HasSubstr("Block size: 80 (FLASH_ATTN.get_preferred_block_size(16); raised from 16 to hold a "
+                               "Mamba state page)"));
+  EXPECT_THAT(r.out, HasSubstr("Mamba page: 311,296 bytes per layer, padded to the attention page of 327,680"));
+  const auto e = plan({"--model", example("jamba"), "--platform", "cuda:9.0", "--explain"}, 0);
+  EXPECT_THAT(e.out, AllOf(HasSubstr("Raised from 16 so that one attention page holds a Mamba state page"),
+                           HasSubstr("Note: Setting attention block size to 80 tokens to ensure that attention page "
+                                     "size is >= mamba page size.")));
 }
 
 TEST_F(PlanCli, CompareMatrixAcrossPlatforms) {

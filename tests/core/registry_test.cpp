@@ -140,10 +140,71 @@ TEST_F(RegistryTest, DuplicateMemberNameIsRejectedWithOverrideHint) {
 }
 
 TEST_F(RegistryTest, InvalidMemberNamesAreRejected) {
-  for (const char* bad : {"", "lower_case", "HAS SPACE", "1STARTS_WITH_DIGIT", "DASH-NAME"})
+  // vLLM: `not name.isidentifier() or hasattr(cls, name)`: not identifiers, and the enum
+  // class's own attributes.
+  for (const char* bad : {"", "HAS SPACE", "1STARTS_WITH_DIGIT", "DASH-NAME", "register", "get_path", "clear_override",
+                          "mro", "_missing_", "_value2member_map_", "__name__", "__class__"})
     EXPECT_THAT([&] { register_backend(bad, "x::Y"); },
                 ::testing::ThrowsMessage<ValueError>(::testing::StrEq(std::string("Invalid or reserved backend name: ") + bad)))
         << bad;
+}
+
+// vLLM accepts any Python identifier that is not an attribute of the enum class.
+TEST_F(RegistryTest, AnyIdentifierThatIsNoAttributeIsAValidMemberName) {
+  register_class(std::make_shared<CustomAttentionBackend>());
+  for (const char* name : {"custom_mla", "MyBackend", "_private", "x1", "name", "value", "__custom__"}) {
+    const BackendMember m = register_backend(name, "tests::CustomAttentionBackend");
+    EXPECT_EQ(AttentionBackendEnum[name], m) << name;
+    EXPECT_EQ(m.get_class()->get_name(), "CUSTOM") << name;
+  }
+  EXPECT_EQ(register_backend("lower_mamba", "tests::CustomMambaBackend", true).name(), "lower_mamba");
+}
+
+// vLLM's @register_backend("NAME") creates the member with value "" and puts the class only
+// in the override: clearing the override leaves a member that must be registered again.
+TEST_F(RegistryTest, DecoratorWithANewNameKeepsTheClassOnlyInTheOverride) {
+  auto cls = register_backend_class<CustomAttentionBackend>("CUSTOM_DECORATED");
+  const BackendMember m = AttentionBackendEnum["CUSTOM_DECORATED"];
+  EXPECT_EQ(m.value(), std::optional<std::string>(""));
+  EXPECT_TRUE(m.is_overridden());
+  EXPECT_EQ(m.get_class(), cls);
+  m.clear_override();
+  EXPECT_THAT([&] { (void)m.get_path(); },
+              ::testing::ThrowsMessage<ValueError>(::testing::StrEq(
+                  "Backend CUSTOM_DECORATED must be registered before use. "
+                  "Use register_backend(Backend.CUSTOM_DECORATED, 'your.module.YourClass')")));
+  auto mamba = register_backend_class<CustomMambaBackend>("MAMBA_DECORATED", true);
+  EXPECT_EQ(MambaAttentionBackendEnum["MAMBA_DECORATED"].value(), std::optional<std::string>(""));
+  EXPECT_EQ(MambaAttentionBackendEnum["MAMBA_DECORATED"].get_class(), mamba);
+}
+
+// register_backend("X", "") passes a class_path that is not None: vLLM stores "" as the
+// override, so the member is overridden and unusable.
+TEST_F(RegistryTest, AnEmptyClassPathIsStoredAsTheOverride) {
+  const BackendMember m = register_backend("EMPTY_PATH", "");
+  EXPECT_TRUE(m.is_overridden());
+  EXPECT_THROW((void)m.get_path(), ValueError);
+  register_backend(m, "tests::CustomAttentionBackend");
+  EXPECT_EQ(m.get_path(), "tests::CustomAttentionBackend");
+}
+
+// Python's AttentionBackendEnum(value).
+TEST_F(RegistryTest, LookupByValue) {
+  EXPECT_EQ(AttentionBackendEnum.from_value("attnsel::backends::FlashAttentionBackend").name(), "FLASH_ATTN");
+  EXPECT_EQ(AttentionBackendEnum.from_value(std::nullopt).name(), "CUSTOM");
+  EXPECT_EQ(AttentionBackendEnum.from_value("").name(), "TORCH_SDPA");
+  EXPECT_EQ(MambaAttentionBackendEnum.from_value("attnsel::backends::Mamba2AttentionBackend").name(), "MAMBA2");
+  // An override does not change the value.
+  register_backend(AttentionBackendEnum["FLASH_ATTN"], "tests::CustomAttentionBackend");
+  EXPECT_THROW((void)AttentionBackendEnum.from_value("tests::CustomAttentionBackend"), ValueError);
+  // A dynamic member takes its value over (Python's _value2member_map_[value] = member).
+  const BackendMember m = register_backend("MINE", "tests::Mine");
+  EXPECT_EQ(AttentionBackendEnum.from_value("tests::Mine"), m);
+  EXPECT_THAT([] { (void)AttentionBackendEnum.from_value("it's"); },
+              ::testing::ThrowsMessage<ValueError>(::testing::StrEq("\"it's\" is not a valid AttentionBackendEnum")));
+  EXPECT_THAT([] { (void)MambaAttentionBackendEnum.from_value("no::Such"); },
+              ::testing::ThrowsMessage<ValueError>(::testing::StrEq("'no::Such' is not a valid MambaAttentionBackendEnum")));
+  EXPECT_EQ(MambaAttentionBackendEnum.from_value(std::nullopt).name(), "CUSTOM");
 }
 
 TEST_F(RegistryTest, MambaRegistryIsSeparate) {

@@ -164,7 +164,7 @@ TEST_F(SelectorTest, PerKindOverrideReplacesTheGlobalBackendForMatchingLayersOnl
   sliding.has_sliding_window = true;
   EXPECT_EQ(effective_backend(engine, full)->name(), "FLASH_ATTN");
   EXPECT_EQ(effective_backend(engine, sliding)->name(), "TRITON_ATTN");
-  // Encoder self-attention falls through to the sliding/full rules (spec §2.1).
+  // Encoder self-attention falls through to the sliding/full rules (get_attn_spec_kind).
   sliding.attn_type = AttentionType::encoder;
   EXPECT_EQ(effective_backend(engine, sliding)->name(), "TRITON_ATTN");
   engine.attention.backend.reset();

@@ -1,4 +1,4 @@
-// KV-cache layout resolution (spec §9) and vLLM's select_common_block_size, with backends
+// KV-cache layout resolution (vllm/v1/attention/backends/utils.py) and vLLM's select_common_block_size, with backends
 // that declare what each case needs — as vLLM's own tests do. Cases named "Vllm..." follow
 // vLLM's tests (test_backend_per_kind.py, the layout resolver's tests).
 #include <gmock/gmock.h>
@@ -49,7 +49,7 @@ std::vector<KVCacheLayout> supported(std::vector<const AttentionBackend*> backen
 const std::vector<KVCacheShape> kUniform = {{8, 2, 4096}, {8, 2, 4096}};
 const std::vector<KVCacheShape> kMixed = {{1, 1, 4096}, {8, 2, 4096}};
 
-// --- §9.2 per worker -----------------------------------------------------------------
+// --- get_supported_kv_cache_layouts: per worker -------------------------------------
 
 TEST(KvLayoutSupported, VllmDefaultPreferenceWhenNothingDeclares) {
   const DeclaringBackend none(std::nullopt);
@@ -77,7 +77,7 @@ TEST(KvLayoutSupported, DisjointDeclarationsFail) {
             "No KV cache layout satisfies every supported set: [['LBNHC'], ['BLHNC']].");
 }
 
-// --- §9.3 engine core ----------------------------------------------------------------
+// --- resolve_kv_cache_layout: engine core ------------------------------------------
 
 TEST(KvLayoutResolve, FirstCandidateWithAnInfoLine) {
   const ResolvedLayout r = resolve_kv_cache_layout({}, {{"LBNHC", "LBHNC"}, {"LBNHC", "LBHNC"}}, kUniform);
@@ -100,7 +100,7 @@ TEST(KvLayoutResolve, WorkersMustReportAndAgree) {
             "No worker reported supported KV cache layouts.");
   EXPECT_EQ(value_error([] { resolve_kv_cache_layout({}, {{"LBNHC"}, {}}, kUniform); }),
             "No worker reported supported KV cache layouts.");
-  // The per-backend design (spec §9.2–9.3) asserts agreement; an older revision intersected
+  // The per-backend design (resolve_kv_cache_layout) asserts agreement; an older revision intersected
   // across workers instead and chose BLNHC here (see docs/DECISIONS.md).
   EXPECT_EQ(value_error([] {
               resolve_kv_cache_layout({}, {{"LBNHC", "LBHNC", "BLNHC", "BLHNC"}, {"BLHNC", "BLNHC"}}, kUniform);

@@ -79,7 +79,7 @@ const std::vector<PlanExpect>& hopper_expectations() {
        {{"0-4,6-10,12-16,18-22,24-25", "sliding_window", "FLASH_ATTN"},
         {"5-23 (every 6th)", "full_attention", "FLASH_ATTN"}},
        16, "LBNHC", 26624},
-      // Multimodal prefix-LM on Hopper: the Triton/FA composite (spec §5.1).
+      // Multimodal prefix-LM on Hopper: the Triton/FA composite (vllm/platforms/cuda.py).
       {"gemma3",
        {{"0-4,6-10,12-16,18-22,24-28,30-33", "sliding_window", "TRITON_FLASH_ATTN"},
         {"5-29 (every 6th)", "full_attention", "TRITON_FLASH_ATTN"}},
@@ -97,21 +97,21 @@ const std::vector<PlanExpect>& hopper_expectations() {
       {"qwen3_next",
        {{"0-2,4-6,8-10,12-14,16-18,20-22,24-26,28-30,32-34,36-38,40-42,44-46", "mamba", "GDN_ATTN"},
         {"3-47 (every 4th)", "full_attention", "FLASH_ATTN"}},
-       16, "LBNHC", 24576},
+       544, "LBNHC", 24576},
       {"jamba",
        {{"0-3,5-11,13-19,21-27,29-31", "mamba", "MAMBA1"}, {"4-28 (every 8th)", "full_attention", "FLASH_ATTN"}},
-       16, "LBNHC", 16384},
+       80, "LBNHC", 16384},
       {"granite4",
        {{"0-4,6-14,16-24,26-34,36-39", "mamba", "MAMBA2"}, {"5-35 (every 10th)", "full_attention", "FLASH_ATTN"}},
-       16, "LBNHC", 8192},
+       400, "LBNHC", 8192},
       {"nemotron_h",
        {{"0,2,4,6,9,11,13,15,18,20,22,24,27,29,31,33,36,38,40,42,45,47,49,51,53", "mamba", "MAMBA2"},
         {"7-43 (every 9th)", "full_attention", "FLASH_ATTN"}},
-       16, "LBNHC", 20480},
+       1040, "LBNHC", 20480},
       {"minimax",
        {{"0-6,8-14,16-22,24-30,32-38,40-46,48-54,56-62,64-70,72-78", "mamba", "LINEAR"},
         {"7-79 (every 8th)", "full_attention", "FLASH_ATTN"}},
-       16, "LBNHC", 40960},
+       512, "LBNHC", 40960},
       {"lfm2",
        {{"0-1,3-4,6-7,9,11,13,15", "mamba", "SHORT_CONV"}, {"2,5,8,10,12,14", "full_attention", "FLASH_ATTN"}},
        16, "LBNHC", 12288},
@@ -135,7 +135,7 @@ TEST(PlanExamples, EveryFamilyOnHopper) {
   for (const PlanExpect& e : hopper_expectations()) expect_plan(plan_on(e.model, "cuda:9.0"), e, "cuda:9.0");
 }
 
-// On the CPU the route is fixed (spec §8.3): CPU_ATTN, CPU_MLA for MLA models (block 16);
+// On the CPU the route is fixed (vllm/platforms/cpu.py): CPU_ATTN, CPU_MLA for MLA models (block 16);
 // the block size is the CPU's 128; Mamba-like layers and the indexer are unchanged.
 // CPU_ATTN declares HND (LBHNC) first, as vLLM's CPU cache is [blocks, heads, tokens, dims].
 TEST(PlanExamples, EveryFamilyOnCpu) {
@@ -234,7 +234,7 @@ TEST(PlanBlockSize, CpuKernelBlockDividesTheManagerBlock) {
 }
 
 // vLLM's failure mode for sparse MLA at TP 8 on Blackwell: 16 heads per rank put
-// FLASHINFER_MLA_SPARSE first (spec §5.1), whose preferred block size (32) the indexer's
+// FLASHINFER_MLA_SPARSE first (_get_backend_priorities), whose preferred block size (32) the indexer's
 // kernel (64) cannot use.
 TEST(PlanBlockSize, SparseMlaAtTensorParallel8FailsLikeVllmAndSaysWhatWorks) {
   EngineArgs args;
@@ -366,6 +366,126 @@ TEST(PlanSizes, EncoderDecoderAndMambaState) {
   const ModelPlan nemotron = plan_on("nemotron_h", "cuda:9.0");
   const std::int64_t conv = 3 * (128 * 64 + 2 * 8 * 128), ssm = 128 * 64 * 128;
   EXPECT_EQ(nemotron.groups[0].state_bytes_per_sequence, conv * 2 + ssm * 4);
+}
+
+// vLLM's update_block_size_for_backend, phase 2 (_align_hybrid_block_size): the attention
+// block size grows, in steps of the kernel alignment, until one attention page holds one
+// Mamba state page; then the Mamba page is padded to the attention page.
+struct HybridExpect {
+  const char* model;
+  std::int64_t attn_bytes_per_token;  // one attention layer, bf16
+  std::int64_t mamba_page;            // one Mamba-like layer's state
+  int block_size;
+};
+
+TEST(PlanHybrid, TheAttentionPageHoldsAMambaStatePage) {
+  const std::int64_t qwen3_next_state = (3 * (2 * 16 * 128 + 32 * 128) + 32 * 128 * 128) * 2;
+  const std::int64_t granite_state = (3 * (3072 + 2 * 128) + 48 * 64 * 128) * 2;
+  const HybridExpect cases[] = {
+      {"qwen3_next", 2 * 2 * 256 * 2, qwen3_next_state, 544},  // 16 x ceil(1097728 / 32768)
+      {"jamba", 2 * 8 * 128 * 2, (3 * 8192 + 8192 * 16) * 2, 80},
+      {"granite4", 2 * 4 * 128 * 2, granite_state, 400},
+      {"nemotron_h", 2 * 8 * 128 * 2, 3 * (8192 + 2 * 8 * 128) * 2 + 128 * 64 * 128 * 4, 1040},
+      {"lfm2", 2 * 8 * 64 * 2, 2 * 2048 * 2, 16},  // the state fits a 16-token page: only padded
+  };
+  for (const HybridExpect& c : cases) {
+    SCOPED_TRACE(c.model);
+    const ModelPlan plan = plan_on(c.model, "cuda:9.0");
+    EXPECT_EQ(plan.block_size.block_size, c.block_size);
+    EXPECT_EQ(plan.block_size.block_size % 16, 0);
+    EXPECT_GE(plan.block_size.block_size * c.attn_bytes_per_token, c.mamba_page);
+    EXPECT_LT((plan.block_size.block_size - 16) * c.attn_bytes_per_token, c.mamba_page);
+    EXPECT_EQ(plan.block_size.mamba_page_bytes, c.mamba_page);
+    EXPECT_EQ(plan.block_size.mamba_page_padded, plan.block_size.block_size * c.attn_bytes_per_token);
+    EXPECT_EQ(plan.block_size.raised_from, c.block_size == 16 ? std::nullopt : std::optional<int>(16));
+    for (const PlanGroup& g : plan.groups) {
+      if (g.has_kv_cache) {
+        EXPECT_EQ(g.kernel_block_size, c.block_size);
+      }
+    }
+  }
+  const ModelPlan qwen = plan_on("qwen3_next", "cuda:9.0");
+  std::vector<std::string> info;
+  for (const LogLine& l : qwen.logs)
+    if (l.level == LogLine::Level::info) info.push_back(l.text);
+  EXPECT_THAT(info, ::testing::Contains("Setting attention block size to 544 tokens to ensure that attention page size "
+                                        "is >= mamba page size."));
+  EXPECT_THAT(info, ::testing::Contains("Padding mamba page size by 1.49% to ensure that mamba page size and attention "
+                                        "page size are exactly equal."));
+  EXPECT_EQ(qwen.block_size.source, "FLASH_ATTN.get_preferred_block_size(16)");
+}
+
+TEST(PlanHybrid, AnExactFitIsNotPadded) {
+  // MiniMax-Text-01: a 64 x 128 x 128 bf16 linear-attention state is exactly 512 tokens of
+  // 8 KV heads x 128 x 2 states in bf16.
+  const ModelPlan minimax = plan_on("minimax", "cuda:9.0");
+  EXPECT_EQ(minimax.block_size.block_size, 512);
+  EXPECT_EQ(minimax.block_size.mamba_page_bytes, 64 * 128 * 128 * 2);
+  EXPECT_FALSE(minimax.block_size.mamba_page_padded);
+  EngineArgs fp8;
+  fp8.kv_cache_dtype = "fp8";  // half the attention page: Qwen3-Next's state is 67 x 16 tokens exactly
+  const ModelPlan qwen = plan_on("qwen3_next", "cuda:9.0", fp8);
+  EXPECT_EQ(qwen.block_size.block_size, 1072);
+  EXPECT_FALSE(qwen.block_size.mamba_page_padded);
+}
+
+TEST(PlanHybrid, AUserBlockSizeIsTheAlignmentAndIsRaisedOnlyWhenTooSmall) {
+  EngineArgs args;
+  args.block_size = 48;  // 48 x ceil(1097728 / (48 x 2048)) = 576
+  ModelPlan plan = plan_on("qwen3_next", "cuda:9.0", args);
+  EXPECT_EQ(plan.block_size.block_size, 576);
+  EXPECT_EQ(plan.block_size.raised_from, 48);
+  EXPECT_TRUE(plan.block_size.user_specified);
+  args.block_size = 1024;
+  plan = plan_on("qwen3_next", "cuda:9.0", args);
+  EXPECT_EQ(plan.block_size.block_size, 1024);
+  EXPECT_FALSE(plan.block_size.raised_from);
+  EXPECT_EQ(plan.block_size.mamba_page_padded, 1024 * 2048);
+}
+
+TEST(PlanHybrid, TheCpuKeepsItsBlockSizeAndAnUnmodelledCacheIsNotAligned) {
+  // The CPU platform's update_block_size_for_backend does nothing.
+  const ModelPlan cpu = plan_on("qwen3_next", "cpu");
+  EXPECT_EQ(cpu.block_size.block_size, 128);
+  EXPECT_FALSE(cpu.block_size.raised_from);
+  EXPECT_FALSE(cpu.block_size.mamba_page_bytes);
+  EngineArgs nvfp4;
+  nvfp4.kv_cache_dtype = "nvfp4";
+  const ModelPlan packed = plan_on("qwen3_next", "cuda:10.0", nvfp4);
+  EXPECT_FALSE(packed.block_size.raised_from);
+  bool noted = false;
+  for (const LogLine& l : packed.logs) noted = noted || l.text.find("attention page is not modelled") != std::string::npos;
+  EXPECT_TRUE(noted);
+}
+
+// vLLM's Attention(attn_backend=...): a layer that brings its own backend is never selected.
+TEST(PlanLayerBackend, ALayerThatBringsItsOwnBackendSkipsSelection) {
+  ModelSpec model = load_example("llama");
+  model.layers[0].attention->backend_class = "attnsel::backends::FlexAttentionBackend";
+  EngineArgs args;
+  args.attention_backend = "FLASHINFER";  // applies to selected layers only
+  const ModelPlan plan = plan_on(model, parse_engine_args(args), "cuda:9.0");
+  ASSERT_EQ(plan.groups.size(), 2u);
+  const PlanGroup& own = plan.groups[0];
+  EXPECT_EQ(own.layers_text, "0");
+  EXPECT_EQ(own.backend, "FLEX_ATTENTION");
+  EXPECT_EQ(own.class_path, "attnsel::backends::FlexAttentionBackend");
+  EXPECT_EQ(own.request_source, "the layer's own backend (no selection)");
+  EXPECT_FALSE(own.selection);
+  EXPECT_FALSE(own.config);
+  EXPECT_FALSE(own.error);
+  EXPECT_TRUE(own.has_kv_cache);
+  EXPECT_EQ(own.kernel_block_size, 16);
+  EXPECT_EQ(plan.groups[1].layers_text, "1-31");
+  EXPECT_EQ(plan.groups[1].backend, "FLASHINFER");
+  EXPECT_EQ(plan.distinct_selections, 1u);
+}
+
+TEST(PlanLayerBackend, AnUnknownOwnBackendIsAnImportError) {
+  ModelSpec model = load_example("llama");
+  model.layers[3].attention->backend_class = "no::SuchBackend";
+  const std::string message = plan_error([&] { (void)plan_on(model, parse_engine_args({}), "cuda:9.0"); });
+  EXPECT_THAT(message, HasSubstr("No backend class named 'no::SuchBackend'"));
 }
 
 TEST(PlanMamba, BatchInvarianceGoesThroughTheMambaSelector) {

@@ -93,7 +93,7 @@ TEST_F(SelectionTest, NonCausalSelection) {
     auto cls = selector.get_attn_backend(automatic, layer(128, DType::float16));
     EXPECT_TRUE(cls->capabilities(platform_ptr->env()).non_causal) << platform;
   }
-  // SM100 prefers FlashAttention for non-causal layers (spec §5.1).
+  // SM100 prefers FlashAttention for non-causal layers (_get_backend_priorities).
   EXPECT_EQ(pick("cuda:10.0", automatic, layer(128)), "FLASH_ATTN");
 }
 

@@ -221,7 +221,7 @@ TEST_F(SelectionTest, CpuRunnableModeValidatesTheRoute) {
   EXPECT_THAT(s, HasSubstr("CPU_ATTN: ["));
 }
 
-// XPU routing (spec §8.4 with the target's validation).
+// XPU routing (XPUPlatform.get_attn_backend_cls, with validation of the chosen backend).
 TEST_F(SelectionTest, XpuRouting) {
   EXPECT_EQ(pick("xpu", EngineConfig{}, layer(128)), "FLASH_ATTN");
   EXPECT_EQ(pick("xpu", EngineConfig{}, layer(60)), "TRITON_ATTN");  // FA rejects head 60

@@ -1,9 +1,9 @@
 // `attnsel bench`: the attention benchmarks on the backend chosen for this host, each next
 // to the ceiling measured in the same run, with its target and the distance to it. On the
-// CPU: issue 3's cases (decode batch 8 × 8192, one 32k-token sequence, a causal 4096-token
-// prefill) against read bandwidth and compute peaks. For attnsel's CUDA kernels: issue 6's
+// CPU: the CPU cases (decode batch 8 × 8192, one 32k-token sequence, a causal 4096-token
+// prefill) against read bandwidth and compute peaks. For attnsel's CUDA kernels: the GPU
 // cases on device memory (decode 64 × 4096, one 32k sequence, causal prefill 2 × 16k)
-// against the device read bandwidth and issue 6's absolute targets.
+// against the device read bandwidth and their absolute targets on an H200.
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -82,9 +82,9 @@ int run_bench(const BenchOptions& o) {
       fmt::print("Ceilings:  device read {:.0f} GB/s on {}  (measured now, and again around each decode pass)\n",
                  gpu_ceil.read_gbps, gpu_ceil.device);
     else
-      fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} threads, measured now)\n", ceil.read_gbps,
+      fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} thread{}, measured now)\n", ceil.read_gbps,
                  ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
-                 ceil.threads);
+                 ceil.threads, ceil.threads == 1 ? "" : "s");
     fmt::print("{:<13} {:>10} {:>14} {:>7} {:>7} {:>9}  {}\n", "case", "median", "achieved", "of", "target", "to go",
                "shape");
     std::fflush(stdout);
@@ -172,7 +172,7 @@ int run_bench(const BenchOptions& o) {
 void add_bench_command(CLI::App& app, CommandContext& context) {
   auto o = std::make_shared<BenchOptions>();
   CLI::App* sub = app.add_subcommand(
-      "bench", "benchmark the host's attention kernel against the machine's measured ceilings (issue 3's targets)");
+      "bench", "benchmark the host's attention kernel against the machine's measured ceilings and its targets");
   o->platform.add_to(*sub);
   o->backend.add_to(*sub);
   sub->add_option("--dtype", o->model.dtype, "model dtype: bfloat16, float16 or float32")
@@ -182,7 +182,7 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
   sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
   sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   sub->add_option("--case", o->cases, "run only these cases")
       ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill"}));
   sub->add_option("--batch", o->batch, "with --context: one decode case of this many sequences instead of the "
@@ -192,7 +192,7 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--repeats", o->repeats, "timed passes per case (the median is reported)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   sub->add_option("--scale", o->scale, "shrink the contexts by this factor (targets are defined at 1)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1.0));

@@ -196,9 +196,9 @@ int run_run(RunOptions o) {
                "fraction)\n",
                gpu_ceil.read_gbps, gpu_ceil.device);
   else if (o.ceilings)
-    fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} threads, measured now)\n", ceil.read_gbps,
+    fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} thread{}, measured now)\n", ceil.read_gbps,
                ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
-               ceil.threads);
+               ceil.threads, ceil.threads == 1 ? "" : "s");
   fmt::print("Check:     {}\n", check_line(r));
   if (r.prefill.steps > 0)
     fmt::print("Prefill:   {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GFLOP/s ({:.3f} TFLOP/s){}\n",
@@ -233,13 +233,13 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   o->backend.add_to(*sub);
   o->model.add_to(*sub, true);
   o->output.add_to(*sub);
-  sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->check(PositiveInteger);
   sub->add_option("--context", o->context, "prompt tokens per sequence (prefilled)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--new-tokens", o->new_tokens, "query tokens per sequence in each decode step")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   sub->add_option("--decode-steps", o->decode_steps, "decode steps after the prefill")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);

@@ -101,10 +101,18 @@ void BackendChoiceOptions::apply(AttentionConfig& config) const {
   });
 }
 
+const CLI::Validator PositiveInteger(
+    [](std::string& input) -> std::string {
+      long long value = 0;
+      if (CLI::detail::lexical_cast(input, value) && value >= 1) return {};
+      return fmt::format("must be a positive integer, got {}", input);
+    },
+    "POSITIVE");
+
 // --- LayerOptions ---------------------------------------------------------------------
 
 void LayerOptions::add_to(CLI::App& app) {
-  app.add_option("--head-size", head_size, "attention head size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--head-size", head_size, "attention head size")->check(PositiveInteger)->capture_default_str();
   app.add_option("--dtype", dtype, "model (activation) dtype")
       ->check(one_of("dtype", strings(dtype_names()), [](const std::string& s) { return parse_dtype(s).has_value(); }))
       ->capture_default_str();
@@ -112,13 +120,13 @@ void LayerOptions::add_to(CLI::App& app) {
                  fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtype_names(), ", ")));
   block_size_opt_ = app.add_option("--block-size", block_size,
                                    "KV-cache block size; giving it makes it user-specified, so the selector sees it")
-                        ->check(CLI::PositiveNumber);
+                        ->check(PositiveInteger);
   app.add_option("--attn-type", attn_type, "attention type")
       ->check(one_of("attention type", strings(attn_type_names()),
                      [](const std::string& s) { return parse_attn_type(s).has_value(); }))
       ->capture_default_str();
   num_heads_opt_ = app.add_option("--num-heads", num_heads, "number of query heads (orders CUDA's sparse MLA list)")
-                       ->check(CLI::PositiveNumber);
+                       ->check(PositiveInteger);
   app.add_option("--run-cache-dtype", run_cache_dtype,
                  "CacheConfig.cache_dtype of the whole run, when it differs from this layer's (ROCm's TurboQuant "
                  "boundary rule); default: --kv-cache-dtype, else auto");

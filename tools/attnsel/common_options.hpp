@@ -55,6 +55,10 @@ decltype(auto) as_usage(F&& parse) {
   }
 }
 
+/// The check of a count or size option: an integer of at least 1, else "must be a positive
+/// integer" (CLI11's PositiveNumber would print its floating-point range).
+extern const CLI::Validator PositiveInteger;
+
 /// Splits "NAME=VALUE"; UsageError naming `flag` and the expected form otherwise.
 std::pair<std::string, std::string> split_assignment(const std::string& text, std::string_view flag,
                                                      std::string_view form);

@@ -92,7 +92,10 @@ std::string summary(const ModelPlan& plan) {
   if (plan.block_size.source.empty())
     out += "Block size: not chosen (a group of layers has no backend)\n";
   else
-    out += fmt::format("Block size: {} ({})\n", plan.block_size.block_size, plan.block_size.source);
+    out += fmt::format("Block size: {} ({}{})\n", plan.block_size.block_size, plan.block_size.source,
+                       plan.block_size.raised_from
+                           ? fmt::format("; raised from {} to hold a Mamba state page", *plan.block_size.raised_from)
+                           : "");
   if (plan.layout)
     out += fmt::format("KV layout:  {} ({}{})\n", layout_name(plan.layout->layout),
                        plan.layout->decided_by == "first candidate"
@@ -108,6 +111,10 @@ std::string summary(const ModelPlan& plan) {
                        with_thousands(*plan.cross_kv_bytes_per_encoder_token));
   if (plan.state_bytes_per_sequence)
     out += fmt::format("Mamba state: {} bytes per sequence per rank\n", with_thousands(*plan.state_bytes_per_sequence));
+  if (plan.block_size.mamba_page_padded)
+    out += fmt::format("Mamba page: {} bytes per layer, padded to the attention page of {}\n",
+                       with_thousands(*plan.block_size.mamba_page_bytes),
+                       with_thousands(*plan.block_size.mamba_page_padded));
   for (const LogLine& l : plan.logs)
     if (l.level == LogLine::Level::warning) out += fmt::format("Warning:    {}\n", l.text);
   return out;
@@ -160,6 +167,8 @@ std::string render_plan_explanation(const ModelPlan& plan) {
       out += "    Mamba-like layer: vLLM's get_mamba_attn_backend (no platform list, no validation)\n";
     } else if (g.mixer == MixerKind::indexer) {
       out += "    indexer cache: the model fixes its backend (no selection)\n";
+    } else if (!g.request) {
+      out += "    the layer brings its own backend: vLLM's Attention(attn_backend=...) skips selection\n";
     } else {
       out += fmt::format("    config:     {}\n", g.config->repr());
       if (g.request->num_heads) out += fmt::format("    num_heads:  {}\n", *g.request->num_heads);
@@ -199,6 +208,12 @@ std::string render_plan_explanation(const ModelPlan& plan) {
     out += " (the platform sets it when the user gives none)\n";
   else
     out += " (vLLM's update_block_size_for_backend: the first non-SSM backend's preference)\n";
+  if (plan.block_size.raised_from)
+    out += fmt::format("  Raised from {} so that one attention page holds a Mamba state page ({} bytes per layer).\n",
+                       *plan.block_size.raised_from, with_thousands(*plan.block_size.mamba_page_bytes));
+  if (plan.block_size.mamba_page_padded)
+    out += fmt::format("  The Mamba state page is padded to the attention page: {} bytes.\n",
+                       with_thousands(*plan.block_size.mamba_page_padded));
   out += "  Every KV-cache group's kernel accepts it (vLLM's select_common_block_size).\n";
   if (plan.layout) {
     const ResolvedLayout& l = *plan.layout;

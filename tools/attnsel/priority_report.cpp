@@ -30,7 +30,7 @@ AttentionSelectorConfig mla(bool sparse, std::optional<std::string> kv = std::nu
   return c;
 }
 
-// The configurations whose lists differ somewhere (spec §5.1, §8): dense causal and
+// The configurations whose lists differ somewhere (the platforms' priority lists in vllm/platforms/): dense causal and
 // non-causal, multimodal prefix, fp32, a TurboQuant cache, dense MLA, and sparse MLA with
 // few heads, many heads and an fp8 cache.
 std::vector<MainConfiguration> main_configurations() {

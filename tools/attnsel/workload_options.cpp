@@ -41,22 +41,22 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
                  "a Hugging Face config.json (or a folder holding one): the shape of its decoder attention layers");
   shape_opts_.push_back(app.add_option("--num-heads", num_heads, "query heads of the model")
                             ->capture_default_str()
-                            ->check(CLI::PositiveNumber));
+                            ->check(PositiveInteger));
   shape_opts_.push_back(app.add_option("--num-kv-heads", num_kv_heads, "KV heads of the model")
                             ->capture_default_str()
-                            ->check(CLI::PositiveNumber));
-  shape_opts_.push_back(app.add_option("--head-size", head_size, "head size")->capture_default_str()->check(CLI::PositiveNumber));
+                            ->check(PositiveInteger));
+  shape_opts_.push_back(app.add_option("--head-size", head_size, "head size")->capture_default_str()->check(PositiveInteger));
   if (with_layers)
     shape_opts_.push_back(app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
                               ->capture_default_str()
-                              ->check(CLI::PositiveNumber));
+                              ->check(PositiveInteger));
   dtype_opt_ = app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
                    ->capture_default_str()
                    ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
   app.add_option("--kv-cache-dtype", kv_cache_dtype, "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
       ->capture_default_str();
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
-      ->check(CLI::PositiveNumber);
+      ->check(PositiveInteger);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
 }
 

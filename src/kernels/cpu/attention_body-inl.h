@@ -98,7 +98,7 @@ struct Kv<KvType::e4m3> {
 // sequence (K and V alike), in address order: whole blocks, or one head's rows of each
 // block (HND). Each step's lines are spread evenly over all the issue points of the step
 // before (counted as they happen: every step of an item has the same shape); small, even
-// issues measured 5-10 points of read bandwidth better than bursts of 4-6 lines (v13).
+// issues measured 5-10 points of read bandwidth better than bursts of 4-6 lines.
 struct PrefetchCursor {
   const std::uint8_t* key_cache = nullptr;
   const std::uint8_t* value_cache = nullptr;
@@ -1056,7 +1056,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   const bool whole_blocks = c.block_bytes > 0 && H == c.num_kv_heads;
   // Such a decode item with blocks shorter than a tile steps one block at a time: each step
   // then streams one run of K and one of V (HND) instead of interleaving two blocks, which
-  // measured ~3 points of read bandwidth better (KERNELS.md v12).
+  // measured ~3 points of read bandwidth better (docs/KERNELS.md, CPU changes).
   const int tile_keys = FR > 0 && whole_blocks && c.block_size < kTileKeys ? c.block_size : kTileKeys;
   const std::int64_t num_tiles = (it.key_end - it.key_begin + tile_keys - 1) / tile_keys;
   const std::int64_t num_steps = num_tiles * H;
@@ -1071,7 +1071,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     for (int j = 0; j < H; ++j) hs[j].pf = &cursor;
   // HND caches keep each head's rows of a block contiguous: a step then prefetches exactly
   // the rows of the next step (a run per block, K and V in step), one step ahead: 10 %
-  // faster than whole blocks a tile ahead, and two steps ahead overflows L1 (KERNELS.md v11).
+  // faster than whole blocks a tile ahead, and two steps ahead overflows L1 (docs/KERNELS.md).
   const std::int64_t head_bytes =
       static_cast<std::int64_t>(c.block_size) * D * static_cast<std::int64_t>(Kv<K>::kBytes);
   const bool head_runs = whole_blocks && c.k_stride[1] == D && c.v_stride[1] == D &&

@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cpu/dynamic_teams.hpp"
 #include "kernels/cpu/work.hpp"
 #include "kernels/cpu/work_plan.hpp"
 #include "kernels/fp8.hpp"
@@ -334,7 +333,6 @@ void CpuAttentionImpl::execute_plan(const StepPlan& base, const TensorView& quer
   const WorkItem* items = plan.work.items.data();
   const auto n_items = static_cast<std::int64_t>(plan.work.items.size());
 
-  const DynamicTeams dynamic_teams;
 #pragma omp parallel num_threads(plan.threads) if (plan.parallel)
   {
     void* buffer = scratch + static_cast<std::size_t>(omp_get_thread_num()) * stride;
@@ -435,7 +433,6 @@ void CpuAttentionImpl::write_rows(const TensorView& key, const TensorView& value
   };
   // Writing is a copy: a team only pays off for large batches (~1 MB of cache).
   const bool parallel = static_cast<std::int64_t>(tokens) * p.num_kv_heads * D >= (std::int64_t{1} << 18);
-  const DynamicTeams dynamic_teams;
 #pragma omp parallel for schedule(static) num_threads(threads()) if (parallel)
   for (int i = 0; i < tokens; ++i) {
     const std::int64_t slot = slots[static_cast<std::size_t>(i)];

@@ -65,7 +65,7 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
 /// loop above, ptxas allocates a warp-specialised kernel's consumers within the kernel's
 /// launch-bound registers (168 at 384 threads) instead of their setmaxnreg budget; with this
 /// one it honours the budget. The Hopper prefill needs that at d=256 (O alone is 128
-/// registers per thread); at d≤128 it runs faster with the C++ loop (docs/KERNELS.md, v7).
+/// registers per thread); at d≤128 it runs faster with the C++ loop (docs/KERNELS.md, CUDA changes).
 __device__ __forceinline__ void mbar_wait_in_asm(std::uint32_t bar, std::uint32_t parity) {
 #ifdef ATTNSEL_SM90_COPY
   asm volatile(

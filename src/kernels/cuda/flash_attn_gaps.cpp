@@ -1,4 +1,4 @@
-// What FLASH_ATTN declares (spec §7.1) that attnsel's CUDA kernels do not compute yet.
+// What FLASH_ATTN declares (FlashAttentionBackend, vllm/v1/attention/backends/flash_attn.py) that attnsel's CUDA kernels do not compute yet.
 // Each entry is a rejection reason in runnable mode, never a silent fallback.
 #include <fmt/format.h>
 
