@@ -18,12 +18,13 @@
  * when a declaration changes incompatibly; ATTNSEL_C_API_MINOR grows when functions are
  * added or fields are appended to a struct. Every struct passed in starts with struct_size
  * (set it with the struct's *_init function, which also sets the defaults); the library
- * reads only the fields that lie inside it, so a program built against an older minor
- * version keeps working. attnsel_c_api_version() tells which version the library has.
+ * reads (or, for a struct it fills, writes) only the fields that lie inside it, so a program
+ * built against an older minor version keeps working. attnsel_c_api_version() tells which version the library has.
  *
  * Thread-safety: every function may be called from any thread. The registry functions
- * take the registry's lock; a kernel and a step plan are immutable after creation, and
- * their execute/write functions may run concurrently on distinct outputs.
+ * take the registry's lock. A kernel is immutable after creation. A step plan is read by
+ * execute/write functions, which may run concurrently on distinct outputs;
+ * attnsel_kernel_update_plan changes it and must not overlap them.
  */
 #ifndef ATTNSEL_ATTNSEL_H
 #define ATTNSEL_ATTNSEL_H
@@ -37,7 +38,7 @@
 extern "C" {
 #endif
 
-#define ATTNSEL_C_API_MAJOR 1u
+#define ATTNSEL_C_API_MAJOR 2u
 #define ATTNSEL_C_API_MINOR 0u
 
 /** Marks the functions libattnsel.so exports. */
@@ -237,22 +238,36 @@ ATTNSEL_C_API attnsel_status attnsel_load_plugin(const char* spec, char** out_js
 /** Every plugin loaded so far, a JSON array of the objects attnsel_load_plugin returns. */
 ATTNSEL_C_API attnsel_status attnsel_loaded_plugins(char** out_json);
 
-/* ---- kernels: create, plan a step, execute a layer ----------------------------------------
+/* ---- kernels: create, ask, plan a step, execute a layer ------------------------------------
  *
  * The shape of an inference engine's step (vLLM's AttentionMetadataBuilder, FlashInfer's
- * plan/run): a step plan is built once per step from the batch description, then every
- * layer writes its new keys and values into its paged cache and executes against the plan.
+ * plan/run; docs/STEP_PLAN.md). A step plan is built once per step and KV-cache group (the
+ * layers that share a backend, their heads, head size, window and causality, and their cache
+ * geometry): every check of the batch, the work split, the workspace and the upload of the
+ * batch description happen there. Then every layer of the group writes its new keys and
+ * values and executes against the plan: these check only the layer's tensors against the
+ * plan and launch on the caller's stream, with no allocation, synchronisation, pageable copy
+ * or logging. The next step updates the plan in place (attnsel_kernel_update_plan).
  *
- * Tensors are DLPack DLTensors (from any framework's __dlpack__ / to_dlpack): host memory
- * for CPU kernels, device memory for CUDA ones. Shapes:
- *   query, output:        [num_tokens, num_heads, head_size]
- *   key, value:           [num_tokens, num_kv_heads, head_size]
+ *   attnsel_kernel_plan(layer[0], &batch, key_cache[0], value_cache[0], dtype, &opts, s, &plan);
+ *   for each layer l:
+ *     attnsel_kernel_write_kv_cache(layer[l], plan, key[l], value[l], key_cache[l], value_cache[l], s);
+ *     attnsel_kernel_execute(layer[l], plan, query[l], key_cache[l], value_cache[l], output[l], NULL, s);
+ *   attnsel_kernel_update_plan(layer[0], plan, &next_batch, s);   (next step: same buffers)
+ *
+ * Tensors are DLPack DLTensors (from any framework's __dlpack__ / to_dlpack) where the kernel
+ * wants them (attnsel_kernel_info: host memory for CPU kernels, device memory for CUDA ones).
+ * Shapes:
+ *   query, output:          [num_tokens, num_heads, head_size]
+ *   key, value:             [num_tokens, num_kv_heads, head_size]
  *   key_cache, value_cache: [num_blocks, block_size, num_kv_heads, head_size] in logical
- *                         order; strides give the physical layout (NHD, HND, ...).
+ *                           order; strides give the physical layout (NHD, HND, ...).
+ *   lse:                    [num_tokens, num_heads] float32
  * The batch description (attnsel_batch) is always in host memory; the plan copies it. */
 
-/** Where a CUDA kernel runs: a cudaStream_t. NULL = the legacy default stream. Ignored by
- *  CPU kernels. */
+/** Where device work runs: a cudaStream_t. NULL = CUDA's legacy default stream, used only
+ *  when passed. Ignored by CPU kernels, which run on the calling thread (and its OpenMP team)
+ *  and return when done. */
 typedef void* attnsel_stream;
 
 /** One layer's parameters (the kernel interface's LayerParams). */
@@ -290,10 +305,54 @@ typedef struct attnsel_batch {
   const int32_t* seq_lens;         /**< [num_seqs]: context lengths, new tokens included */
   const int32_t* block_table;      /**< [num_seqs * max_blocks_per_seq], row-major */
   int32_t max_blocks_per_seq;
-  const int64_t* slot_mapping;     /**< [query_start_loc[num_seqs]]: each new token's cache slot (-1 = skip) */
+  const int64_t* slot_mapping;     /**< [query_start_loc[num_seqs]]: each new token's cache slot
+                                        (-1 = skip); NULL = none (the plan cannot write the cache) */
 } attnsel_batch;
 
 ATTNSEL_C_API void attnsel_batch_init(attnsel_batch* batch);
+
+/** How a step plan is built (the kernel interface's PlanOptions). */
+typedef struct attnsel_plan_options {
+  uint32_t struct_size;
+  /** Build into persistent buffers for CUDA-graph capture (kernels whose graph support is
+   *  UNIFORM_BATCH or better): the plan's device pointers and launch shapes never change and
+   *  attnsel_kernel_update_plan rewrites only their contents, so a step captured once replays
+   *  for every later batch of the same shape (number of sequences, query lengths). Refused
+   *  (VALUE_ERROR) by kernels whose graph support is NEVER. */
+  uint8_t graph_capturable;
+  /** Capturable plans: the block-table rows the buffers hold (0 = the first batch's
+   *  max_blocks_per_seq); later batches may use up to this many blocks per sequence. */
+  int32_t max_blocks_per_seq;
+  /** Let attnsel_kernel_execute write each row's log-sum-exp (attnsel_kernel_info.lse_output);
+   *  NOT_IMPLEMENTED_ERROR from kernels that cannot. */
+  uint8_t lse;
+} attnsel_plan_options;
+
+/** Zeroes the options and sets struct_size (defaults: not capturable, no log-sum-exp). */
+ATTNSEL_C_API void attnsel_plan_options_init(attnsel_plan_options* options);
+
+/** How far a kernel's launches can be captured in a CUDA graph and replayed with new batch
+ *  contents (vLLM's AttentionCGSupport; weakest first). */
+#define ATTNSEL_GRAPH_SUPPORT_NEVER 0                       /**< no capture (host kernels) */
+#define ATTNSEL_GRAPH_SUPPORT_UNIFORM_SINGLE_TOKEN_DECODE 1 /**< batches of one query token per sequence */
+#define ATTNSEL_GRAPH_SUPPORT_UNIFORM_BATCH 2               /**< batches of one fixed shape */
+#define ATTNSEL_GRAPH_SUPPORT_ALWAYS 3                      /**< any batch */
+
+/** What a kernel needs and offers: callers ask this rather than match backend names. */
+typedef struct attnsel_kernel_info {
+  uint32_t struct_size;          /**< set by attnsel_kernel_info_init; the library fills only the fields inside it */
+  uint8_t available;             /**< a kernel exists in this build and can run on this host */
+  int32_t device_type;           /**< where its tensors live: kDLCPU or kDLCUDA */
+  const char* isa;               /**< the instruction set or device it runs, e.g. "AVX3+BF16", "CUDA sm_90a" */
+  int32_t graph_support;         /**< ATTNSEL_GRAPH_SUPPORT_* */
+  const char* graph_support_name; /**< "never", "uniform_single_token_decode", "uniform_batch", "always" */
+  const char* preferred_layout;  /**< the cache layout its loads are tuned for (vLLM's KVCacheLayout
+                                      name, e.g. "LBNHC" = NHD); NULL = no preference */
+  uint8_t lse_output;            /**< attnsel_kernel_execute can write the log-sum-exp */
+} attnsel_kernel_info;
+
+/** Zeroes the struct and sets struct_size. */
+ATTNSEL_C_API void attnsel_kernel_info_init(attnsel_kernel_info* info);
 
 typedef struct attnsel_kernel attnsel_kernel;
 typedef struct attnsel_step_plan attnsel_step_plan;
@@ -304,29 +363,59 @@ typedef struct attnsel_step_plan attnsel_step_plan;
 ATTNSEL_C_API attnsel_status attnsel_kernel_create(const char* backend, const attnsel_layer_params* params,
                                                    attnsel_kernel** out);
 ATTNSEL_C_API void attnsel_kernel_destroy(attnsel_kernel* kernel);
-/** The device the kernel runs on: kDLCPU or kDLCUDA. */
-ATTNSEL_C_API int32_t attnsel_kernel_device_type(const attnsel_kernel* kernel);
 
-/** Checks a step's batch and copies it into a plan that every layer of the step with the
- *  same head counts and head size may use. */
+/** The kernel's device, ISA, graph support, preferred cache layout and log-sum-exp support.
+ *  The strings live as long as the kernel. */
+ATTNSEL_C_API attnsel_status attnsel_kernel_get_info(const attnsel_kernel* kernel, attnsel_kernel_info* out);
+
+/** The same, asked of a backend before any kernel is made: `backend` as in
+ *  attnsel_kernel_create, `dtype` the activations' ("bfloat16", "float16", "float32"; NULL =
+ *  "bfloat16"), `kv_cache_dtype` as in attnsel_layer_params (NULL = "auto"). A backend
+ *  without a kernel here reports available = 0. The strings live until the process ends. */
+ATTNSEL_C_API attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* dtype,
+                                                             const char* kv_cache_dtype, attnsel_kernel_info* out);
+
+/** Builds a step's plan for the KV-cache group of `kernel`'s layer: checks the batch against
+ *  the group's cache geometry (key_cache/value_cache: any layer's cache of the group; their
+ *  data is not read and their pointers are not kept) and the activation dtype (of query and
+ *  output), splits the work, sizes the workspace and uploads the batch description on
+ *  `stream`. options NULL = the defaults. The plan owns its workspace; it serves every layer
+ *  of the group (VALUE_ERROR for a layer, tensor or cache of another shape) and must outlive
+ *  the device work it was used for. Executes of one plan run in the order of one stream. */
 ATTNSEL_C_API attnsel_status attnsel_kernel_plan(const attnsel_kernel* kernel, const attnsel_batch* batch,
-                                                 attnsel_step_plan** out);
+                                                 const DLTensor* key_cache, const DLTensor* value_cache,
+                                                 DLDataType dtype, const attnsel_plan_options* options,
+                                                 attnsel_stream stream, attnsel_step_plan** out);
+
+/** Rebuilds `plan` for the next step's batch in place, reusing its buffers (for graph replays:
+ *  no allocation while they fit). A graph-capturable plan keeps every pointer and launch shape
+ *  and so needs the batch shape it was built for (same num_seqs and query lengths, at most its
+ *  max_blocks_per_seq); anything else is a VALUE_ERROR and leaves the plan as it was. Issue it
+ *  on the stream that executes the plan. `kernel` is any layer of the plan's group. */
+ATTNSEL_C_API attnsel_status attnsel_kernel_update_plan(const attnsel_kernel* kernel, attnsel_step_plan* plan,
+                                                        const attnsel_batch* batch, attnsel_stream stream);
+
 ATTNSEL_C_API void attnsel_step_plan_destroy(attnsel_step_plan* plan);
+/** Bytes of memory the plan owns (batch description and workspace, host and device). */
+ATTNSEL_C_API uint64_t attnsel_step_plan_workspace_bytes(const attnsel_step_plan* plan);
 
 /** Writes the step's new keys and values into the layer's paged cache at the plan's slot
- *  mapping (vLLM's reshape_and_cache). */
+ *  mapping (vLLM's reshape_and_cache), on `stream`. */
 ATTNSEL_C_API attnsel_status attnsel_kernel_write_kv_cache(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
                                                            const DLTensor* key, const DLTensor* value,
                                                            const DLTensor* key_cache, const DLTensor* value_cache,
                                                            attnsel_stream stream);
 
-/** Attention of the step's queries against the layer's paged cache; the first
+/** Attention of the step's queries against the layer's paged cache, on `stream`; the first
  *  query_start_loc[num_seqs] rows of `output` are written (the rest are left untouched).
- *  Every tensor is checked (dtype, shape, strides, device) before any is read. */
+ *  `lse` (NULL = none) receives each row's natural-log softmax denominator (sinks included,
+ *  -inf for a row that sees no key) and needs a plan built with attnsel_plan_options.lse.
+ *  The layer's tensors are checked against the plan (dtype, shape, strides, device) before
+ *  any is read. */
 ATTNSEL_C_API attnsel_status attnsel_kernel_execute(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
                                                     const DLTensor* query, const DLTensor* key_cache,
                                                     const DLTensor* value_cache, const DLTensor* output,
-                                                    attnsel_stream stream);
+                                                    const DLTensor* lse, attnsel_stream stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -7,7 +7,7 @@ import pathlib
 
 from ._errors import error_for_status
 
-C_API_MAJOR = 1
+C_API_MAJOR = 2
 
 c_char_p = ctypes.c_char_p
 c_int32 = ctypes.c_int32
@@ -113,6 +113,49 @@ class Batch(ctypes.Structure):
     ]
 
 
+class PlanOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("graph_capturable", c_uint8),
+        ("max_blocks_per_seq", c_int32),
+        ("lse", c_uint8),
+    ]
+
+
+class KernelInfo(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("available", c_uint8),
+        ("device_type", c_int32),
+        ("isa", c_char_p),
+        ("graph_support", c_int32),
+        ("graph_support_name", c_char_p),
+        ("preferred_layout", c_char_p),
+        ("lse_output", c_uint8),
+    ]
+
+
+class DLDevice(ctypes.Structure):
+    _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
+
+
+class DLDataType(ctypes.Structure):
+    _fields_ = [("code", c_uint8), ("bits", c_uint8), ("lanes", ctypes.c_uint16)]
+
+
+class DLTensor(ctypes.Structure):
+    """dlpack.h's DLTensor (the same layout in every DLPack version)."""
+    _fields_ = [
+        ("data", c_void_p),
+        ("device", DLDevice),
+        ("ndim", c_int32),
+        ("dtype", DLDataType),
+        ("shape", ctypes.POINTER(ctypes.c_int64)),
+        ("strides", ctypes.POINTER(ctypes.c_int64)),
+        ("byte_offset", ctypes.c_uint64),
+    ]
+
+
 # name: (restype, argtypes). Every function of include/attnsel/attnsel.h.
 _P = ctypes.POINTER
 _SIGNATURES = {
@@ -149,19 +192,26 @@ _SIGNATURES = {
     "attnsel_loaded_plugins": (status_t, [_P(c_void_p)]),
     "attnsel_layer_params_init": (None, [_P(LayerParams)]),
     "attnsel_batch_init": (None, [_P(Batch)]),
+    "attnsel_plan_options_init": (None, [_P(PlanOptions)]),
+    "attnsel_kernel_info_init": (None, [_P(KernelInfo)]),
     "attnsel_kernel_create": (status_t, [c_char_p, _P(LayerParams), _P(c_void_p)]),
     "attnsel_kernel_destroy": (None, [c_void_p]),
-    "attnsel_kernel_device_type": (c_int32, [c_void_p]),
-    "attnsel_kernel_plan": (status_t, [c_void_p, _P(Batch), _P(c_void_p)]),
+    "attnsel_kernel_get_info": (status_t, [c_void_p, _P(KernelInfo)]),
+    "attnsel_backend_get_kernel_info": (status_t, [c_char_p, c_char_p, c_char_p, _P(KernelInfo)]),
+    "attnsel_kernel_plan": (status_t, [c_void_p, _P(Batch), c_void_p, c_void_p, DLDataType, _P(PlanOptions), c_void_p,
+                                       _P(c_void_p)]),
+    "attnsel_kernel_update_plan": (status_t, [c_void_p, c_void_p, _P(Batch), c_void_p]),
     "attnsel_step_plan_destroy": (None, [c_void_p]),
-    "attnsel_kernel_write_kv_cache": (status_t, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
-    "attnsel_kernel_execute": (status_t, [c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p, c_void_p]),
+    "attnsel_step_plan_workspace_bytes": (ctypes.c_uint64, [c_void_p]),
+    "attnsel_kernel_write_kv_cache": (status_t, [c_void_p] * 7),
+    "attnsel_kernel_execute": (status_t, [c_void_p] * 8),
 }
 
 ENUM_ATTENTION = 0
 ENUM_MAMBA = 1
 DL_CPU = 1
 DL_CUDA = 2
+GRAPH_SUPPORT_NAMES = ("never", "uniform_single_token_decode", "uniform_batch", "always")
 
 
 def _candidates():

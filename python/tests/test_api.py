@@ -84,7 +84,7 @@ def test_selection_struct_accessors():
 
 
 def test_versions():
-    assert attnsel.c_api_version[0] == 1
+    assert attnsel.c_api_version[0] == L.C_API_MAJOR == 2
     assert attnsel.__version__.count(".") == 2
 
 

@@ -1,17 +1,16 @@
-// Kernels through the C API: create a layer's implementation, plan a step, write the KV
-// cache and execute a layer, on DLPack tensors and a caller's stream.
-//
-// The C functions are shaped as plan (once per step) + execute (per layer, with a stream).
-// Today's kernel interface offers one call per layer (AttentionImpl::forward, which plans
-// and launches on the default stream), so a step plan here holds the checked, copied batch
-// description, and execute calls forward; on CUDA a caller's stream is ordered around the
-// default-stream launch with events. This file is the only one that knows that mapping.
+// Kernels through the C API: create a layer's implementation, ask what its kernel needs,
+// plan a step, update the plan, write the KV cache and execute a layer, on DLPack tensors
+// and the caller's stream. Each function maps onto one AttentionImpl method of the
+// step-level kernel interface (include/attnsel/kernel.hpp).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cmath>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -20,25 +19,15 @@
 #include "attnsel/kernel.hpp"
 #include "attnsel/registry.hpp"
 #include "capi/status.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
-
-#if defined(ATTNSEL_HAVE_CUDA)
-#include <cuda_runtime_api.h>
-#endif
 
 struct attnsel_kernel {
-  std::string backend;
   std::unique_ptr<attnsel::kernel::AttentionImpl> impl;
-  std::int32_t device_type = kDLCPU;
+  attnsel::kernel::KernelInfo info;  // asked once: the C strings below point into it
+  std::string layout;                // info.preferred_layout's name, or ""
 };
 
 struct attnsel_step_plan {
-  std::string backend;
-  int num_heads = 0, num_kv_heads = 0, head_size = 0;  // the layer shape it was built for
-  std::vector<std::int32_t> query_start_loc, seq_lens, block_table;
-  std::vector<std::int64_t> slot_mapping;
-  bool has_slot_mapping = false;
-  attnsel::kernel::AttentionMetadata md;
+  std::unique_ptr<attnsel::kernel::StepPlan> plan;
 };
 
 namespace attnsel::capi {
@@ -46,13 +35,13 @@ namespace {
 
 using kernel::KVCacheView;
 using kernel::LayerParams;
+using kernel::ScalarType;
 using kernel::TensorView;
 
-template <class T>
-std::vector<T> copy_array(const T* data, std::uint32_t count, std::string_view what) {
+std::vector<float> copy_floats(const float* data, std::uint32_t count, std::string_view what) {
   if (count == 0) return {};
   require(data, what);
-  return std::vector<T>(data, data + count);
+  return std::vector<float>(data, data + count);
 }
 
 LayerParams layer_params(const attnsel_layer_params& c) {
@@ -65,8 +54,8 @@ LayerParams layer_params(const attnsel_layer_params& c) {
   if (c.sliding_window < 0) throw ValueError(fmt::format("sliding_window = {} is negative", c.sliding_window));
   if (c.sliding_window > 0) p.sliding_window = c.sliding_window;
   p.logits_soft_cap = c.logits_soft_cap;
-  p.alibi_slopes = copy_array(c.alibi_slopes, c.num_alibi_slopes, "alibi_slopes");
-  p.sinks = copy_array(c.sinks, c.num_sinks, "sinks");
+  p.alibi_slopes = copy_floats(c.alibi_slopes, c.num_alibi_slopes, "alibi_slopes");
+  p.sinks = copy_floats(c.sinks, c.num_sinks, "sinks");
   if (c.attn_type != nullptr) {
     const std::optional<AttentionType> t = parse_attn_type(c.attn_type);
     if (!t) throw ValueError(fmt::format("unknown attention type '{}'; valid values are: {}", c.attn_type,
@@ -77,8 +66,8 @@ LayerParams layer_params(const attnsel_layer_params& c) {
   if (c.kv_cache_dtype != nullptr) p.kv_cache_dtype = c.kv_cache_dtype;
   p.k_scale = c.k_scale;
   p.v_scale = c.v_scale;
-  p.k_scales = copy_array(c.k_scales, c.num_k_scales, "k_scales");
-  p.v_scales = copy_array(c.v_scales, c.num_v_scales, "v_scales");
+  p.k_scales = copy_floats(c.k_scales, c.num_k_scales, "k_scales");
+  p.v_scales = copy_floats(c.v_scales, c.num_v_scales, "v_scales");
   p.batch_invariant = c.batch_invariant != 0;
   return p;
 }
@@ -92,67 +81,102 @@ TensorView view(const DLTensor* t, std::string_view what) {
   }
 }
 
-// A plan serves every layer whose head counts and head size match the one it was built for.
-void check_plan(const attnsel_kernel& k, const attnsel_step_plan& plan) {
-  const LayerParams& p = k.impl->params();
-  if (plan.num_heads != p.num_heads || plan.num_kv_heads != p.num_kv_heads || plan.head_size != p.head_size)
-    throw ValueError(fmt::format(
-        "this step plan was built for layers with num_heads={}, num_kv_heads={}, head_size={}; this {} kernel has "
-        "num_heads={}, num_kv_heads={}, head_size={}",
-        plan.num_heads, plan.num_kv_heads, plan.head_size, k.backend, p.num_heads, p.num_kv_heads, p.head_size));
+KVCacheView cache_view(const DLTensor* key_cache, const DLTensor* value_cache) {
+  return KVCacheView{view(key_cache, "key_cache"), view(value_cache, "value_cache")};
 }
 
-#if defined(ATTNSEL_HAVE_CUDA)
-// Orders a default-stream launch inside a caller's stream: the launch waits for the work
-// queued on `stream` so far, and `stream`'s later work waits for the launch.
-class StreamOrder {
- public:
-  explicit StreamOrder(attnsel_stream stream) : stream_(static_cast<cudaStream_t>(stream)) {
-    if (!active()) return;
-    check(cudaEventCreateWithFlags(&before_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check(cudaEventCreateWithFlags(&after_, cudaEventDisableTiming), "cudaEventCreateWithFlags");
-    check(cudaEventRecord(before_, stream_), "cudaEventRecord on the caller's stream");
-    check(cudaStreamWaitEvent(nullptr, before_, 0), "cudaStreamWaitEvent");
+/// The activation dtype of a plan: DLPack's code/bits/lanes, read by the one DLPack mapping.
+ScalarType activation_dtype(DLDataType dtype) {
+  DLTensor probe{};
+  probe.device = DLDevice{kDLCPU, 0};
+  probe.dtype = dtype;
+  try {
+    return kernel::from_dlpack(probe).dtype;
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("dtype: {}", e.what()));
   }
-  ~StreamOrder() {
-    if (before_) cudaEventDestroy(before_);
-    if (after_) cudaEventDestroy(after_);
-  }
-  StreamOrder(const StreamOrder&) = delete;
-  StreamOrder& operator=(const StreamOrder&) = delete;
-  /// After the launch.
-  void done() {
-    if (!active()) return;
-    check(cudaEventRecord(after_, nullptr), "cudaEventRecord");
-    check(cudaStreamWaitEvent(stream_, after_, 0), "cudaStreamWaitEvent on the caller's stream");
-  }
+}
 
- private:
-  bool active() const { return stream_ != nullptr && stream_ != cudaStreamLegacy; }
-  static void check(cudaError_t e, const char* what) {
-    if (e != cudaSuccess) throw RuntimeError(fmt::format("{} failed: {}", what, cudaGetErrorString(e)));
+/// A host-memory batch as the kernel interface's view of it. Spans point into the caller's
+/// arrays; plan() and update() copy what they keep. Only the sizes that locate the arrays
+/// are checked here: the kernel interface checks the contents.
+kernel::AttentionMetadata metadata(const attnsel_batch* batch) {
+  require(batch, "batch");
+  require_struct(batch->struct_size, sizeof(attnsel_batch), "attnsel_batch");
+  const attnsel_batch& b = *batch;
+  if (b.num_seqs < 0) throw ValueError(fmt::format("num_seqs = {} is negative", b.num_seqs));
+  if (b.max_blocks_per_seq < 0)
+    throw ValueError(fmt::format("max_blocks_per_seq = {} is negative", b.max_blocks_per_seq));
+  const auto n = static_cast<std::size_t>(b.num_seqs);
+  require(b.query_start_loc, "query_start_loc");
+  if (n > 0) require(b.seq_lens, "seq_lens");
+  const std::size_t table_size = n * static_cast<std::size_t>(b.max_blocks_per_seq);
+  if (table_size > 0) require(b.block_table, "block_table");
+  kernel::AttentionMetadata md;
+  md.num_seqs = b.num_seqs;
+  md.num_actual_tokens = b.query_start_loc[n];
+  if (md.num_actual_tokens < 0)
+    throw ValueError(fmt::format("query_start_loc[num_seqs] = {} is negative", md.num_actual_tokens));
+  md.query_start_loc = {b.query_start_loc, n + 1};
+  md.seq_lens = {b.seq_lens, n};
+  md.block_table = {b.block_table, table_size};
+  md.max_blocks_per_seq = b.max_blocks_per_seq;
+  if (b.slot_mapping != nullptr) md.slot_mapping = {b.slot_mapping, static_cast<std::size_t>(md.num_actual_tokens)};
+  for (std::size_t s = 0; s < n; ++s) {
+    md.max_query_len = std::max(md.max_query_len, b.query_start_loc[s + 1] - b.query_start_loc[s]);
+    md.max_seq_len = std::max(md.max_seq_len, b.seq_lens[s]);
   }
-  cudaStream_t stream_;
-  cudaEvent_t before_ = nullptr;
-  cudaEvent_t after_ = nullptr;
-};
-#else
-class StreamOrder {
- public:
-  explicit StreamOrder(attnsel_stream) {}
-  void done() {}
-};
-#endif
+  return md;
+}
 
-template <class F>
-void on_stream(const attnsel_kernel& k, attnsel_stream stream, F&& launch) {
-  if (k.device_type != kDLCUDA) {
-    launch();  // CPU kernels return when the work is done; there is no stream
-    return;
+kernel::PlanOptions plan_options(const attnsel_plan_options* options) {
+  kernel::PlanOptions o;
+  if (options == nullptr) return o;
+  require_struct(options->struct_size, sizeof(attnsel_plan_options), "attnsel_plan_options");
+  o.graph_capturable = options->graph_capturable != 0;
+  o.max_blocks_per_seq = options->max_blocks_per_seq;
+  o.lse = options->lse != 0;
+  return o;
+}
+
+kernel::Stream stream_of(attnsel_stream stream) { return kernel::Stream::from_native(stream); }
+
+std::int32_t graph_support_code(kernel::GraphSupport g) {
+  switch (g) {
+    case kernel::GraphSupport::never: return ATTNSEL_GRAPH_SUPPORT_NEVER;
+    case kernel::GraphSupport::uniform_single_token_decode: return ATTNSEL_GRAPH_SUPPORT_UNIFORM_SINGLE_TOKEN_DECODE;
+    case kernel::GraphSupport::uniform_batch: return ATTNSEL_GRAPH_SUPPORT_UNIFORM_BATCH;
+    case kernel::GraphSupport::always: return ATTNSEL_GRAPH_SUPPORT_ALWAYS;
   }
-  StreamOrder order(stream);
-  launch();
-  order.done();
+  return ATTNSEL_GRAPH_SUPPORT_NEVER;
+}
+
+/// Fills the fields of `out` that lie inside its struct_size. `isa` and `layout` must
+/// outlive the caller's use of the struct.
+void fill_info(const kernel::KernelInfo& k, const char* isa, const char* layout, attnsel_kernel_info* out) {
+  require(out, "out");
+  require_struct(out->struct_size, sizeof(attnsel_kernel_info), "attnsel_kernel_info");
+  out->available = k.available ? 1 : 0;
+  out->device_type = k.device == kernel::DeviceKind::cuda ? kDLCUDA : kDLCPU;
+  out->isa = isa;
+  out->graph_support = graph_support_code(k.graph_support);
+  out->graph_support_name = to_string(k.graph_support).data();  // a string literal's view
+  out->preferred_layout = layout;
+  out->lse_output = k.lse_output ? 1 : 0;
+}
+
+/// Strings handed out by attnsel_backend_get_kernel_info: a few ISA and layout names, kept
+/// for the life of the process so that callers need not release them.
+const char* interned(const std::string& text) {
+  static std::mutex mutex;
+  static std::set<std::string> strings;
+  const std::lock_guard lock(mutex);
+  return strings.insert(text).first->c_str();
+}
+
+const kernel::StepPlan& step_plan(const attnsel_step_plan* plan) {
+  require(plan, "plan");
+  return *plan->plan;
 }
 
 }  // namespace
@@ -178,6 +202,18 @@ void attnsel_batch_init(attnsel_batch* batch) {
   batch->struct_size = sizeof(attnsel_batch);
 }
 
+void attnsel_plan_options_init(attnsel_plan_options* options) {
+  if (options == nullptr) return;
+  *options = attnsel_plan_options{};
+  options->struct_size = sizeof(attnsel_plan_options);
+}
+
+void attnsel_kernel_info_init(attnsel_kernel_info* info) {
+  if (info == nullptr) return;
+  *info = attnsel_kernel_info{};
+  info->struct_size = sizeof(attnsel_kernel_info);
+}
+
 attnsel_status attnsel_kernel_create(const char* backend, const attnsel_layer_params* params, attnsel_kernel** out) {
   if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
   *out = nullptr;
@@ -189,89 +225,94 @@ attnsel_status attnsel_kernel_create(const char* backend, const attnsel_layer_pa
     const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
     if (!cls->has_kernel()) throw NotImplementedError(cls->missing_kernel_reason());
     auto k = std::make_unique<attnsel_kernel>();
-    k->backend = member.name();
     k->impl = cls->make_impl(layer_params(*params));
-    if (dynamic_cast<const kernel::cuda::FlashAttnCuda*>(k->impl.get()) != nullptr) k->device_type = kDLCUDA;
+    k->info = k->impl->kernel_info();
+    if (k->info.preferred_layout) k->layout = layout_name(*k->info.preferred_layout);
     *out = k.release();
   });
 }
 
 void attnsel_kernel_destroy(attnsel_kernel* kernel) { delete kernel; }
 
-int32_t attnsel_kernel_device_type(const attnsel_kernel* kernel) { return kernel ? kernel->device_type : kDLCPU; }
+attnsel_status attnsel_kernel_get_info(const attnsel_kernel* kernel, attnsel_kernel_info* out) {
+  return guarded([&] {
+    require(kernel, "kernel");
+    fill_info(kernel->info, kernel->info.isa.c_str(), kernel->layout.empty() ? nullptr : kernel->layout.c_str(), out);
+  });
+}
 
-attnsel_status attnsel_kernel_plan(const attnsel_kernel* kernel, const attnsel_batch* batch, attnsel_step_plan** out) {
+attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* dtype, const char* kv_cache_dtype,
+                                               attnsel_kernel_info* out) {
+  return guarded([&] {
+    require(backend, "backend");
+    register_builtin_backends();
+    const BackendMember member = AttentionBackendEnum.from_user_text(backend);
+    const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
+    ScalarType activation = ScalarType::bf16;
+    if (dtype != nullptr) {
+      const std::optional<DType> d = parse_dtype(dtype);
+      if (!d) throw ValueError(fmt::format("unknown dtype '{}'; valid values are: {}", dtype, fmt::join(dtype_names(), ", ")));
+      activation = *d == DType::float16 ? ScalarType::f16 : *d == DType::float32 ? ScalarType::f32 : ScalarType::bf16;
+    }
+    const kernel::KernelInfo k = cls->kernel_info(activation, kv_cache_dtype != nullptr ? kv_cache_dtype : "auto");
+    fill_info(k, interned(k.isa),
+              k.preferred_layout ? interned(std::string(layout_name(*k.preferred_layout))) : nullptr, out);
+  });
+}
+
+attnsel_status attnsel_kernel_plan(const attnsel_kernel* kernel, const attnsel_batch* batch, const DLTensor* key_cache,
+                                   const DLTensor* value_cache, DLDataType dtype, const attnsel_plan_options* options,
+                                   attnsel_stream stream, attnsel_step_plan** out) {
   if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
   *out = nullptr;
   return guarded([&] {
     require(kernel, "kernel");
-    require(batch, "batch");
-    require_struct(batch->struct_size, sizeof(attnsel_batch), "attnsel_batch");
-    const attnsel_batch& b = *batch;
-    if (b.num_seqs < 0) throw ValueError(fmt::format("num_seqs = {} is negative", b.num_seqs));
-    if (b.max_blocks_per_seq < 0)
-      throw ValueError(fmt::format("max_blocks_per_seq = {} is negative", b.max_blocks_per_seq));
+    const kernel::AttentionMetadata md = metadata(batch);
+    const KVCacheView cache = cache_view(key_cache, value_cache);
     auto plan = std::make_unique<attnsel_step_plan>();
-    const kernel::LayerParams& p = kernel->impl->params();
-    plan->backend = kernel->backend;
-    plan->num_heads = p.num_heads;
-    plan->num_kv_heads = p.num_kv_heads;
-    plan->head_size = p.head_size;
-    const auto n = static_cast<std::uint32_t>(b.num_seqs);
-    plan->query_start_loc = copy_array(b.query_start_loc, n + 1, "query_start_loc");
-    plan->seq_lens = copy_array(b.seq_lens, n, "seq_lens");
-    plan->block_table = copy_array(b.block_table, n * static_cast<std::uint32_t>(b.max_blocks_per_seq), "block_table");
-    const std::int32_t num_tokens = plan->query_start_loc.back();
-    if (num_tokens < 0) throw ValueError(fmt::format("query_start_loc[num_seqs] = {} is negative", num_tokens));
-    plan->has_slot_mapping = b.slot_mapping != nullptr;
-    if (plan->has_slot_mapping)
-      plan->slot_mapping.assign(b.slot_mapping, b.slot_mapping + num_tokens);
-    int max_q = 0, max_s = 0;
-    for (std::uint32_t s = 0; s < n; ++s) {
-      max_q = std::max(max_q, plan->query_start_loc[s + 1] - plan->query_start_loc[s]);
-      max_s = std::max(max_s, plan->seq_lens[s]);
-    }
-    kernel::AttentionMetadata& md = plan->md;
-    md.num_seqs = b.num_seqs;
-    md.num_actual_tokens = num_tokens;
-    md.query_start_loc = plan->query_start_loc;
-    md.seq_lens = plan->seq_lens;
-    md.block_table = plan->block_table;
-    md.max_blocks_per_seq = b.max_blocks_per_seq;
-    md.slot_mapping = plan->slot_mapping;
-    md.max_query_len = max_q;
-    md.max_seq_len = max_s;
+    plan->plan = kernel->impl->plan(md, cache, activation_dtype(dtype), stream_of(stream), plan_options(options));
     *out = plan.release();
   });
 }
 
+attnsel_status attnsel_kernel_update_plan(const attnsel_kernel* kernel, attnsel_step_plan* plan,
+                                          const attnsel_batch* batch, attnsel_stream stream) {
+  return guarded([&] {
+    require(kernel, "kernel");
+    require(plan, "plan");
+    kernel->impl->update(*plan->plan, metadata(batch), stream_of(stream));
+  });
+}
+
 void attnsel_step_plan_destroy(attnsel_step_plan* plan) { delete plan; }
+
+uint64_t attnsel_step_plan_workspace_bytes(const attnsel_step_plan* plan) {
+  return plan != nullptr ? plan->plan->workspace_bytes() : 0;
+}
 
 attnsel_status attnsel_kernel_write_kv_cache(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
                                              const DLTensor* key, const DLTensor* value, const DLTensor* key_cache,
                                              const DLTensor* value_cache, attnsel_stream stream) {
   return guarded([&] {
     require(kernel, "kernel");
-    require(plan, "plan");
-    check_plan(*kernel, *plan);
-    if (!plan->has_slot_mapping)
-      throw ValueError("this step plan has no slot_mapping: give attnsel_batch.slot_mapping to write the KV cache");
-    const TensorView k = view(key, "key"), v = view(value, "value");
-    const KVCacheView cache{view(key_cache, "key_cache"), view(value_cache, "value_cache")};
-    on_stream(*kernel, stream, [&] { kernel->impl->write_kv_cache(k, v, cache, plan->md); });
+    const kernel::StepPlan& p = step_plan(plan);
+    if (!p.shape().slot_mapping)
+      throw ValueError("this step plan's batch has no slot_mapping: give attnsel_batch.slot_mapping to write the KV cache");
+    kernel->impl->write_kv_cache(p, view(key, "key"), view(value, "value"), cache_view(key_cache, value_cache),
+                                 stream_of(stream));
   });
 }
 
 attnsel_status attnsel_kernel_execute(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
                                       const DLTensor* query, const DLTensor* key_cache, const DLTensor* value_cache,
-                                      const DLTensor* output, attnsel_stream stream) {
+                                      const DLTensor* output, const DLTensor* lse, attnsel_stream stream) {
   return guarded([&] {
     require(kernel, "kernel");
-    require(plan, "plan");
-    check_plan(*kernel, *plan);
-    const TensorView q = view(query, "query"), o = view(output, "output");
-    const KVCacheView cache{view(key_cache, "key_cache"), view(value_cache, "value_cache")};
-    on_stream(*kernel, stream, [&] { kernel->impl->forward(q, cache, plan->md, o); });
+    const kernel::StepPlan& p = step_plan(plan);
+    std::optional<TensorView> lse_view;
+    if (lse != nullptr) lse_view = view(lse, "lse");
+    kernel->impl->execute(p, view(query, "query"), cache_view(key_cache, value_cache), view(output, "output"),
+                          stream_of(stream), lse_view ? &*lse_view : nullptr);
   });
 }
 

@@ -46,7 +46,7 @@ char* copy_string(std::string_view text) {
 
 void require_struct(std::uint32_t struct_size, std::size_t minimum, std::string_view name) {
   if (struct_size < minimum)
-    throw ValueError(fmt::format("{}.struct_size is {}, smaller than the {} bytes of C API 1.0; initialise it with "
+    throw ValueError(fmt::format("{}.struct_size is {}, smaller than the {} bytes of its first version; initialise it with "
                                  "{}_init()",
                                  name, struct_size, minimum, name));
 }

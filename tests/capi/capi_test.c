@@ -1,5 +1,6 @@
-/* The C API from C99: selection, its failures, plans, the registry, plugins and a CPU kernel
- * checked against a direct computation. Usage: capi_test [PLUGIN_LIBRARY]
+/* The C API from C99: selection, its failures, plans, the registry, plugins, kernel info, and a
+ * CPU kernel's step plans (plan, update, write, execute with log-sum-exp) checked against a
+ * direct computation. Usage: capi_test [PLUGIN_LIBRARY]
  * Built with -std=c99 -Wall -Werror against the installed header (scripts/check-install.sh)
  * and in the build tree (ctest). Exits non-zero with a message on the first failure. */
 #include <attnsel/attnsel.h>
@@ -188,7 +189,7 @@ static void test_registry(const char* plugin) {
   }
 }
 
-/* One sequence of 20 tokens over two blocks (the last token new) on CPU_ATTN in float32,
+/* One sequence of up to 20 tokens over two blocks (the last token new) on CPU_ATTN in float32,
  * against a direct computation; GQA 4 query heads over 2 KV heads, head size 32, block size 16. */
 #define H 4
 #define KVH 2
@@ -196,25 +197,91 @@ static void test_registry(const char* plugin) {
 #define BS 16
 #define NB 3
 #define CTX 20
+static float q[1 * H * D], out[1 * H * D], lse[1 * H], kc[NB * BS * KVH * D], vc[NB * BS * KVH * D];
+static float knew[CTX * KVH * D], vnew[CTX * KVH * D];
+
+/* The largest difference of out (and lse, when given) from softmax(q·k / sqrt(D))·v over the
+ * first `ctx` keys; NaN anywhere (an unwritten output) counts as an infinite error. */
+static double direct_error(int ctx, const float* lse_out) {
+  double max_error = 0.0;
+  int h, d, t;
+  for (h = 0; h < H; ++h) {
+    const int kvh = h / (H / KVH);
+    double logits[CTX], max_logit = -1e30, sum = 0.0;
+    for (t = 0; t < ctx; ++t) {
+      double dot = 0.0;
+      for (d = 0; d < D; ++d) dot += (double)q[h * D + d] * knew[(t * KVH + kvh) * D + d];
+      logits[t] = dot / sqrt((double)D);
+      if (logits[t] > max_logit) max_logit = logits[t];
+    }
+    for (t = 0; t < ctx; ++t) sum += exp(logits[t] - max_logit);
+    for (d = 0; d < D; ++d) {
+      double expected = 0.0, error;
+      for (t = 0; t < ctx; ++t) expected += exp(logits[t] - max_logit) / sum * vnew[(t * KVH + kvh) * D + d];
+      error = fabs(out[h * D + d] - expected);
+      if (!(error <= max_error)) max_error = error == error ? error : INFINITY;
+    }
+    if (lse_out != NULL) {
+      const double error = fabs(lse_out[h] - (max_logit + log(sum)));
+      if (!(error <= max_error)) max_error = error == error ? error : INFINITY;
+    }
+  }
+  return max_error;
+}
+
+static void poison(void) {
+  int i;
+  for (i = 0; i < H * D; ++i) out[i] = NAN;
+  for (i = 0; i < H; ++i) lse[i] = NAN;
+}
+
+static void test_kernel_info(void) {
+  attnsel_kernel_info info;
+  attnsel_kernel_info_init(&info);
+  CHECK(attnsel_backend_get_kernel_info("cpu_attn", "bfloat16", NULL, &info) == ATTNSEL_STATUS_OK);
+  CHECK(info.available == 1 && info.device_type == kDLCPU && info.lse_output == 1);
+  CHECK(info.graph_support == ATTNSEL_GRAPH_SUPPORT_NEVER && strcmp(info.graph_support_name, "never") == 0);
+  CHECK(info.isa != NULL && strlen(info.isa) > 0 && info.preferred_layout == NULL);
+  /* FLASH_ATTN's kernel lives on CUDA devices and is captured in graphs, available here or not. */
+  attnsel_kernel_info_init(&info);
+  CHECK(attnsel_backend_get_kernel_info("FLASH_ATTN", NULL, "auto", &info) == ATTNSEL_STATUS_OK);
+  CHECK(info.device_type == kDLCUDA && info.graph_support == ATTNSEL_GRAPH_SUPPORT_UNIFORM_BATCH);
+  CHECK(strcmp(info.graph_support_name, "uniform_batch") == 0 && info.lse_output == 0);
+  CHECK(info.preferred_layout != NULL && strcmp(info.preferred_layout, "LBNHC") == 0);
+  /* A backend without a kernel, a bad dtype, a struct from nowhere. */
+  CHECK(attnsel_backend_get_kernel_info("FLASHINFER", NULL, NULL, &info) == ATTNSEL_STATUS_OK && info.available == 0);
+  CHECK(attnsel_backend_get_kernel_info("CPU_ATTN", "float64", NULL, &info) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "unknown dtype 'float64'"));
+  CHECK(attnsel_backend_get_kernel_info("NO_SUCH", NULL, NULL, &info) == ATTNSEL_STATUS_VALUE_ERROR);
+  info.struct_size = 2;
+  CHECK(attnsel_backend_get_kernel_info("CPU_ATTN", NULL, NULL, &info) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "attnsel_kernel_info.struct_size"));
+}
+
 static void test_kernel(void) {
-  static float q[1 * H * D], out[1 * H * D], kc[NB * BS * KVH * D], vc[NB * BS * KVH * D];
-  static float knew[CTX * KVH * D], vnew[CTX * KVH * D];
-  int64_t q_shape[3] = {1, H, D}, kv_shape[3] = {CTX, KVH, D}, cache_shape[4] = {NB, BS, KVH, D};
+  int64_t q_shape[3] = {1, H, D}, lse_shape[2] = {1, H}, kv_shape[3] = {CTX, KVH, D};
+  int64_t cache_shape[4] = {NB, BS, KVH, D}, small_cache_shape[4] = {NB - 1, BS, KVH, D};
+  const DLDataType f32 = {kDLFloat, 32, 1}, f64 = {kDLFloat, 64, 1};
   DLTensor tq = {q, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, q_shape, NULL, 0};
   DLTensor tout = {out, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, q_shape, NULL, 0};
+  DLTensor tlse = {lse, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, lse_shape, NULL, 0};
   DLTensor tk = {knew, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, kv_shape, NULL, 0};
   DLTensor tv = {vnew, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, kv_shape, NULL, 0};
   DLTensor tkc = {kc, {kDLCPU, 0}, 4, {kDLFloat, 32, 1}, cache_shape, NULL, 0};
   DLTensor tvc = {vc, {kDLCPU, 0}, 4, {kDLFloat, 32, 1}, cache_shape, NULL, 0};
-  int32_t qsl_prefill[2] = {0, CTX}, qsl_decode[2] = {0, 1}, lens[1] = {CTX}, table[2] = {2, 0};
+  DLTensor tkc_small = {kc, {kDLCPU, 0}, 4, {kDLFloat, 32, 1}, small_cache_shape, NULL, 0};
+  DLTensor tvc_small = {vc, {kDLCPU, 0}, 4, {kDLFloat, 32, 1}, small_cache_shape, NULL, 0};
+  int32_t qsl_prefill[2] = {0, CTX}, qsl_decode[2] = {0, 1}, lens[1] = {CTX}, shorter[1] = {CTX - 3};
+  int32_t table[2] = {2, 0}, qsl_two[3] = {0, 1, 2}, lens_two[2] = {CTX, CTX}, table_two[4] = {2, 0, 2, 0};
   int64_t slots[CTX];
   attnsel_layer_params p;
-  attnsel_batch b;
+  attnsel_batch b, two;
+  attnsel_plan_options o;
+  attnsel_kernel_info info;
   attnsel_kernel* k = NULL;
   attnsel_step_plan* plan = NULL;
   unsigned seed = 12345u;
-  int i, h, d, t;
-  double max_error = 0.0;
+  int i, t;
   for (i = 0; i < CTX * KVH * D; ++i) {
     seed = seed * 1103515245u + 12345u;
     knew[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
@@ -222,18 +289,18 @@ static void test_kernel(void) {
     vnew[i] = (float)((seed >> 8) % 2001) / 1000.0f - 1.0f;
   }
   for (t = 0; t < CTX; ++t) slots[t] = (int64_t)table[t / BS] * BS + t % BS;
-  for (i = 0; i < H * D; ++i) {
-    q[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
-    out[i] = NAN;
-  }
+  for (i = 0; i < H * D; ++i) q[i] = (float)((i * 37) % 23) / 11.0f - 1.0f;
+  for (i = 0; i < NB * BS * KVH * D; ++i) kc[i] = vc[i] = NAN; /* every read slot must be written */
   attnsel_layer_params_init(&p);
   p.num_heads = H;
   p.num_kv_heads = KVH;
   p.head_size = D;
   CHECK(attnsel_kernel_create("cpu_attn", &p, &k) == ATTNSEL_STATUS_OK);
   if (k == NULL) return;
-  CHECK(attnsel_kernel_device_type(k) == kDLCPU);
-  /* Write all five tokens (a prefill step's slot mapping), then decode the last one. */
+  attnsel_kernel_info_init(&info);
+  CHECK(attnsel_kernel_get_info(k, &info) == ATTNSEL_STATUS_OK);
+  CHECK(info.available && info.device_type == kDLCPU && info.lse_output && info.graph_support == ATTNSEL_GRAPH_SUPPORT_NEVER);
+  /* Write all twenty tokens (a prefill step's slot mapping), then decode the last one. */
   attnsel_batch_init(&b);
   b.num_seqs = 1;
   b.query_start_loc = qsl_prefill;
@@ -241,46 +308,81 @@ static void test_kernel(void) {
   b.block_table = table;
   b.max_blocks_per_seq = 2;
   b.slot_mapping = slots;
-  CHECK(attnsel_kernel_plan(k, &b, &plan) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_step_plan_workspace_bytes(plan) > 0);
   CHECK(attnsel_kernel_write_kv_cache(k, plan, &tk, &tv, &tkc, &tvc, NULL) == ATTNSEL_STATUS_OK);
   attnsel_step_plan_destroy(plan);
   b.query_start_loc = qsl_decode;
   b.slot_mapping = NULL;
-  CHECK(attnsel_kernel_plan(k, &b, &plan) == ATTNSEL_STATUS_OK);
+  attnsel_plan_options_init(&o);
+  o.lse = 1;
+  CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, &o, NULL, &plan) == ATTNSEL_STATUS_OK);
   CHECK(attnsel_kernel_write_kv_cache(k, plan, &tk, &tv, &tkc, &tvc, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "no slot_mapping"));
-  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL) == ATTNSEL_STATUS_OK);
-  for (h = 0; h < H; ++h) {
-    const int kvh = h / (H / KVH);
-    double logits[CTX], max_logit = -1e30, sum = 0.0;
-    for (t = 0; t < CTX; ++t) {
-      double dot = 0.0;
-      for (d = 0; d < D; ++d) dot += (double)q[h * D + d] * knew[(t * KVH + kvh) * D + d];
-      logits[t] = dot / sqrt((double)D);
-      if (logits[t] > max_logit) max_logit = logits[t];
-    }
-    for (t = 0; t < CTX; ++t) sum += exp(logits[t] - max_logit);
-    for (d = 0; d < D; ++d) {
-      double expected = 0.0;
-      for (t = 0; t < CTX; ++t) expected += exp(logits[t] - max_logit) / sum * vnew[(t * KVH + kvh) * D + d];
-      if (!(fabs(out[h * D + d] - expected) <= max_error)) max_error = fabs(out[h * D + d] - expected);
-    }
-  }
-  CHECK(max_error < 1e-4); /* NaN (an unwritten output) fails too */
-  /* Bad input: a wrong dtype, a mismatched plan, NULL tensors. */
+  poison();
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, &tlse, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(direct_error(CTX, lse) < 1e-4);
+  /* Without lse the output is the same; lse stays untouched. */
+  poison();
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(direct_error(CTX, NULL) < 1e-4 && lse[0] != lse[0]);
+  /* The next step: the same plan, updated to a shorter context. */
+  b.seq_lens = shorter;
+  CHECK(attnsel_kernel_update_plan(k, plan, &b, NULL) == ATTNSEL_STATUS_OK);
+  poison();
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, &tlse, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(direct_error(CTX - 3, lse) < 1e-4);
+  b.seq_lens = lens;
+  /* Bad input: a wrong dtype, tensors of another geometry than the plan's, NULL tensors. */
   tq.dtype.bits = 64;
-  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "query: unsupported DLPack dtype"));
   tq.dtype.bits = 32;
-  CHECK(attnsel_kernel_execute(k, plan, NULL, &tkc, &tvc, &tout, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc_small, &tvc_small, &tout, NULL, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "differs from the plan's cache geometry"));
+  CHECK(attnsel_kernel_execute(k, plan, NULL, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(attnsel_kernel_execute(k, NULL, &tq, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  /* A two-sequence batch in the one-sequence plan: the query has too few rows for it. */
+  attnsel_batch_init(&two);
+  two.num_seqs = 2;
+  two.query_start_loc = qsl_two;
+  two.seq_lens = lens_two;
+  two.block_table = table_two;
+  two.max_blocks_per_seq = 2;
+  CHECK(attnsel_kernel_update_plan(k, plan, &two, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "the plan's batch needs at least [2, 4, 32]"));
   attnsel_step_plan_destroy(plan);
+  plan = NULL;
+  /* Plans refused: a block beyond a smaller cache, a float64 activation dtype, graph capture
+   * on a host kernel, a bad options struct, NULL caches. */
+  CHECK(attnsel_kernel_plan(k, &b, &tkc_small, &tvc_small, f32, NULL, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR &&
+        plan == NULL);
+  CHECK(contains(attnsel_last_error(), "block"));
+  CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f64, NULL, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "dtype"));
+  attnsel_plan_options_init(&o);
+  o.graph_capturable = 1;
+  CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, &o, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "cannot be captured in a CUDA graph"));
+  o.struct_size = 1;
+  CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, &o, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "attnsel_plan_options.struct_size"));
+  CHECK(attnsel_kernel_plan(k, &b, NULL, &tvc, f32, NULL, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "key_cache must not be NULL"));
+  /* An lse output on a plan built without it. */
+  CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, &tlse, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "PlanOptions::lse"));
+  attnsel_step_plan_destroy(plan);
+  /* A plan serves only its KV-cache group: a layer with other head counts is refused. */
   {
     attnsel_kernel* other = NULL;
     p.num_heads = 2;
     CHECK(attnsel_kernel_create("CPU_ATTN", &p, &other) == ATTNSEL_STATUS_OK);
-    CHECK(attnsel_kernel_plan(other, &b, &plan) == ATTNSEL_STATUS_OK);
-    CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
-    CHECK(contains(attnsel_last_error(), "this step plan was built for layers with num_heads=2"));
+    CHECK(attnsel_kernel_plan(other, &b, &tkc, &tvc, f32, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
+    CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+    CHECK(contains(attnsel_last_error(), "is not in the plan's group (heads 2/2"));
     attnsel_step_plan_destroy(plan);
     attnsel_kernel_destroy(other);
   }
@@ -296,6 +398,7 @@ int main(int argc, char** argv) {
   test_check_and_facts();
   test_plan();
   test_registry(argc > 1 ? argv[1] : NULL);
+  test_kernel_info();
   test_kernel();
   if (failures != 0) {
     fprintf(stderr, "capi_test: %d check(s) failed\n", failures);
