@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <memory>
 
+#include "attnsel/backend.hpp"
 #include "attnsel/errors.hpp"
 #include "distributed/dcp_job.hpp"
 #include "distributed/mpi_communicator.hpp"
@@ -34,25 +35,23 @@ std::string dcp_capability(const ChosenBackend& chosen, int size) {
 }
 
 distributed::DcpJobSpec job_spec(const DcpOptions& dcp, const DcpRunRequest& r, const ChosenBackend& chosen) {
-  return as_usage([&] {
-    distributed::DcpJobSpec s;
-    s.backend = chosen.selection.backend;
-    s.world_size = dcp.size;
-    s.interleave = dcp.interleave;
-    s.num_heads = r.model.num_heads;
-    s.num_kv_heads = r.model.num_kv_heads;
-    s.head_size = r.model.head_size;
-    s.num_layers = r.model.num_layers;
-    s.dtype = chosen.dtype;
-    s.kv_cache_dtype = r.model.kv_cache_dtype;
-    s.block_size = chosen.block_size;
-    s.layout = chosen.layout;
-    s.batch = r.batch;
-    s.context = r.context;
-    s.decode_steps = r.decode_steps;
-    s.check = r.check;
-    return s;
-  });
+  distributed::DcpJobSpec s;
+  s.backend = chosen.selection.backend;
+  s.world_size = dcp.size;
+  s.interleave = dcp.interleave;
+  s.num_heads = r.model.num_heads;
+  s.num_kv_heads = r.model.num_kv_heads;
+  s.head_size = r.model.head_size;
+  s.num_layers = r.model.num_layers;
+  s.dtype = chosen.dtype;
+  s.kv_cache_dtype = r.model.kv_cache_dtype;
+  s.block_size = chosen.block_size;
+  s.layout = chosen.layout;
+  s.batch = r.batch;
+  s.context = r.context;
+  s.decode_steps = r.decode_steps;
+  s.check = r.check;
+  return s;
 }
 
 void print_text(const distributed::DcpReport& r, const ChosenBackend& chosen, const std::string& capability) {
