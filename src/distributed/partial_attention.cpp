@@ -51,15 +51,15 @@ void validate_dcp_layer(const kernel::LayerParams& p) {
 }
 
 void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend) {
-  if (!k.available)
-    throw NotImplementedError(fmt::format("{}'s kernel is not available in this build on this host, so decode context "
-                                          "parallelism has nothing to run",
-                                          backend));
   if (!k.lse_output)
     throw NotImplementedError(fmt::format("decode context parallelism merges the ranks' partial outputs with their "
                                           "log-sum-exps, and {}'s kernel ({}) does not write one (its KernelInfo "
                                           "declares lse_output = false)",
                                           backend, k.isa));
+  if (!k.available)
+    throw NotImplementedError(fmt::format("{}'s kernel is not available in this build on this host, so decode context "
+                                          "parallelism has nothing to run",
+                                          backend));
   if (k.device != kernel::DeviceKind::cpu)
     throw NotImplementedError(fmt::format("{}'s kernel ({}) runs on the GPU, and the DCP job keeps its queries, "
                                           "partial outputs and log-sum-exps in host memory",

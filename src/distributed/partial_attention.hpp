@@ -29,9 +29,9 @@ namespace attnsel::distributed {
 void validate_dcp_layer(const kernel::LayerParams& p);
 
 /// Checks that a backend's kernel can give DCP what it needs, from what the kernel declares
-/// (NotImplementedError naming the backend otherwise): it exists here, writes the LSE of
-/// its rows (KernelInfo::lse_output) and runs on the host, where the DCP job keeps its
-/// buffers.
+/// (NotImplementedError naming the backend otherwise): it writes the LSE of its rows
+/// (KernelInfo::lse_output), exists in this build on this host, and runs on the host,
+/// where the DCP job keeps its buffers.
 void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend);
 
 class PartialAttention {

@@ -31,9 +31,9 @@ struct Case {
 
 runtime::WorkloadSpec decode_batch(const Case& c) {
   runtime::WorkloadSpec w;
-  w.num_heads = 12;  // GQA 12/4 (3 per KV head) and a prime head size
+  w.num_heads = 12;  // GQA 12/4 (3 per KV head), a head size that is no power of two
   w.num_kv_heads = 4;
-  w.head_size = 67;
+  w.head_size = 80;
   w.dtype = kernel::ScalarType::bf16;
   w.kv_cache_dtype = c.kv_cache_dtype;
   w.block_size = c.block_size;
@@ -76,13 +76,17 @@ void expect_merged_equals_reference(const Case& c) {
   std::vector<float> out(thd), lse(th);
   merge_partials(outs, lses, c.world, T, H, D, out, lse);
 
-  // The single-rank result: the reference over the whole, unsharded cache, with its LSE.
-  std::vector<float> want(thd, std::numeric_limits<float>::quiet_NaN()), want_lse(th, kInf);
+  // The single-rank result: the reference over the whole, unsharded cache (exact outputs),
+  // and its LSE.
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(T));
+  for (int t = 0; t < T; ++t) tokens[static_cast<std::size_t>(t)] = t;
+  const std::vector<double> want = kernel::reference::attend(p, full.query(), full.cache(), full.metadata(), tokens);
+  std::vector<std::uint16_t> ref_out(thd);
+  std::vector<float> want_lse(th, kInf);
   const kernel::TensorView want_lse_view =
       kernel::TensorView::contiguous(want_lse.data(), kernel::ScalarType::f32, {T, H});
   kernel::reference::forward(p, full.query(), full.cache(), full.metadata(),
-                             kernel::TensorView::contiguous(want.data(), kernel::ScalarType::f32, {T, H, D}),
-                             &want_lse_view);
+                             kernel::TensorView::contiguous(ref_out.data(), ws.dtype, {T, H, D}), &want_lse_view);
   // The kernel's tolerance for its output dtype (each partial output is rounded to it once).
   const runtime::Tolerance tol = runtime::tolerance_for(ws.dtype);
   for (std::size_t i = 0; i < thd; ++i)
@@ -98,7 +102,7 @@ TEST(DcpMerge, ShardedAttentionEqualsTheWholeCache) {
 }
 
 TEST(DcpMerge, HndLayoutAndFp8Caches) {
-  expect_merged_equals_reference({2, 2, 8, runtime::CacheLayout::hnd, "auto"});
+  expect_merged_equals_reference({2, 2, 32, runtime::CacheLayout::hnd, "auto"});
   expect_merged_equals_reference({3, 1, 16, runtime::CacheLayout::nhd, "fp8_e4m3"});
   expect_merged_equals_reference({4, 16, 16, runtime::CacheLayout::hnd, "fp8_e5m2"});
 }
@@ -223,12 +227,14 @@ TEST(DcpMerge, RefusesAQueryOtherThanThePlannedOne) {
   runtime::PagedWorkload full(w);
   PartialAttention attention(kernel::cpu::make_cpu_attention_impl(runtime::layer_params_for(w)));
   KVShard s(full.cache(), full.metadata(), make_dcp_layout(2, 1, 16), 1);
-  attention.plan(s.metadata(), s.cache(), kernel::ScalarType::f32);  // planned for fp32 queries
+  attention.plan(s.metadata(), s.cache(), full.query().dtype);  // planned for bf16 queries
   const std::size_t th = static_cast<std::size_t>(full.num_tokens()) * w.num_heads;
   std::vector<float> out(th * w.head_size), lse(th), small(1);
-  EXPECT_THROW(attention.execute(full.query(), s.cache(), out, lse), ValueError);  // a bf16 query
-  attention.plan(s.metadata(), s.cache(), full.query().dtype);
+  kernel::TensorView f16 = full.query();
+  f16.dtype = kernel::ScalarType::f16;
+  EXPECT_THROW(attention.execute(f16, s.cache(), out, lse), ValueError);
   EXPECT_THROW(attention.execute(full.query(), s.cache(), out, small), ValueError);  // an LSE buffer too small
+  EXPECT_NO_THROW(attention.execute(full.query(), s.cache(), out, lse));
 }
 
 // What the kernel declares decides: no LSE output, or a GPU kernel (the job's buffers are on
