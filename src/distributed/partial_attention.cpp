@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "attnsel/errors.hpp"
 #include "kernels/half.hpp"
@@ -51,19 +52,20 @@ void validate_dcp_layer(const kernel::LayerParams& p) {
 }
 
 void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend) {
+  const std::string isa = k.isa.empty() || k.isa == "-" ? std::string() : fmt::format(" ({})", k.isa);
   if (!k.lse_output)
     throw NotImplementedError(fmt::format("decode context parallelism merges the ranks' partial outputs with their "
-                                          "log-sum-exps, and {}'s kernel ({}) does not write one (its KernelInfo "
+                                          "log-sum-exps, and {}'s kernel{} does not write one (its KernelInfo "
                                           "declares lse_output = false)",
-                                          backend, k.isa));
+                                          backend, isa));
   if (!k.available)
     throw NotImplementedError(fmt::format("{}'s kernel is not available in this build on this host, so decode context "
                                           "parallelism has nothing to run",
                                           backend));
   if (k.device != kernel::DeviceKind::cpu)
-    throw NotImplementedError(fmt::format("{}'s kernel ({}) runs on the GPU, and the DCP job keeps its queries, "
+    throw NotImplementedError(fmt::format("{}'s kernel{} runs on the GPU, and the DCP job keeps its queries, "
                                           "partial outputs and log-sum-exps in host memory",
-                                          backend, k.isa));
+                                          backend, isa));
 }
 
 PartialAttention::PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl) : impl_(std::move(impl)) {
