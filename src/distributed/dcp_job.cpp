@@ -53,9 +53,10 @@ std::vector<T> gather_values(Communicator& comm, const T& value) {
 }  // namespace
 
 std::string DcpJobSpec::describe() const {
-  return fmt::format("dcp {} interleave {}; heads {}/{} d{} layers {}; {} cache {} block {} {}; batch {} context {} "
-                     "steps {}; check {} x {}; seed {}",
-                     world_size, interleave, num_heads, num_kv_heads, head_size, num_layers, kernel::to_string(dtype),
+  return fmt::format("{} kernel; dcp {} interleave {}; heads {}/{} d{} layers {}; {} cache {} block {} {}; batch {} "
+                     "context {} steps {}; check {} x {}; seed {}",
+                     backend, world_size, interleave, num_heads, num_kv_heads, head_size, num_layers,
+                     kernel::to_string(dtype),
                      kv_cache_dtype, block_size, layout == runtime::CacheLayout::nhd ? "NHD" : "HND", batch, context,
                      decode_steps, check, check_tokens, seed);
 }
@@ -67,7 +68,7 @@ double DcpReport::merge_share() const {
   return share;
 }
 
-DcpReport run_dcp_job(const DcpJobSpec& spec, Communicator& comm) {
+DcpReport run_dcp_job(const DcpJobSpec& spec, const runtime::ImplFactory& make_impl, Communicator& comm) {
   // Checks every rank makes alike, before any collective: a refusal never leaves a rank waiting.
   if (comm.device() != kernel::DeviceKind::cpu)
     throw NotImplementedError(fmt::format("the DCP job runs its partial attention on the host; {} moves device "
@@ -94,6 +95,8 @@ DcpReport run_dcp_job(const DcpJobSpec& spec, Communicator& comm) {
   kernel::LayerParams params = runtime::layer_params_for(ws);
   validate_dcp_layer(params);
   kernel::validate_layer_params(params);
+  PartialAttention attention(make_impl(params));
+  require_dcp_kernel(attention.impl().kernel_info(), spec.backend);
   agree_on_job(spec, comm);
 
   const int R = spec.world_size, rank = comm.rank(), H = spec.num_heads, D = spec.head_size;
@@ -122,6 +125,8 @@ DcpReport run_dcp_job(const DcpJobSpec& spec, Communicator& comm) {
   RankTimes times;
   auto step = [&](bool timed) {
     const auto t0 = Clock::now();
+    attention.plan(shard_md, shard.cache(), spec.dtype);  // once per step, for every layer
+    if (timed) times.plan += since(t0);
     for (int layer = 0; layer < spec.num_layers; ++layer) {
       auto ta = Clock::now();
       comm.all_gather(q_local.data(), q_gathered.data(), q_local.size());
@@ -132,7 +137,7 @@ DcpReport run_dcp_job(const DcpJobSpec& spec, Communicator& comm) {
                       slice * qe);
       const double tq = since(ta);
       ta = Clock::now();
-      attend_shard(params, q_view, shard.cache(), shard_md, out, lse);
+      attention.execute(q_view, shard.cache(), out, lse);
       const double tattn = since(ta);
       ta = Clock::now();
       comm.all_gather(lse.data(), lses.data(), lse.size() * sizeof(float));
@@ -155,6 +160,7 @@ DcpReport run_dcp_job(const DcpJobSpec& spec, Communicator& comm) {
   DcpReport report;
   report.spec = spec;
   report.transport = std::string(comm.name());
+  report.plan = attention.describe();
   if (spec.check) {
     // The output of the warm-up step, checked head slice by head slice on every rank.
     std::vector<std::int32_t> tokens;

@@ -5,7 +5,9 @@
 // (vllm/v1/attention/backends/flash_attn.py, _forward_with_dcp; the collectives of
 // vllm/v1/attention/ops/common.py, cp_lse_ag_out_rs):
 //   1. all-gather the query over the heads (each rank starts with its H / R heads);
-//   2. attend every head over the rank's shard: partial output + LSE (partial_attention.hpp);
+//   2. attend every head over the rank's shard with the backend's kernel: partial output +
+//      LSE (partial_attention.hpp; the kernel's step plan is built once per step, before
+//      the first layer, and every layer executes on it);
 //   3. all-gather the LSEs, scale the own partial output by exp(L_r - L);
 //   4. reduce-scatter the scaled outputs over the heads: each rank ends with the merged
 //      output of its H / R heads.
@@ -22,10 +24,12 @@
 #include "distributed/communicator.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
+#include "runtime/run_job.hpp"
 
 namespace attnsel::distributed {
 
 struct DcpJobSpec {
+  std::string backend;  ///< the backend whose kernel runs the partial attention (for reports)
   int world_size = 2;   ///< --dcp R
   int interleave = 1;   ///< --cp-kv-cache-interleave-size
   int num_heads = 32;
@@ -49,7 +53,8 @@ struct DcpJobSpec {
 
 /// One rank's view of a phase's time, seconds summed over the timed steps.
 struct RankTimes {
-  double step = 0.0;          ///< the whole step (query gather + attention + merge), every layer
+  double step = 0.0;          ///< the whole step (plan + query gather + attention + merge), every layer
+  double plan = 0.0;          ///< the kernel's step plan of the shard's batch (once per step)
   double query_gather = 0.0;  ///< all-gather of the query heads
   double attention = 0.0;     ///< the partial attention over the shard
   double merge = 0.0;         ///< LSE all-gather + correction + reduce-scatter
@@ -58,6 +63,7 @@ struct RankTimes {
 struct DcpReport {
   DcpJobSpec spec;
   std::string transport;                 ///< "MPI", "NCCL"
+  std::string plan;                      ///< rank 0's step plan, as the kernel describes it
   std::vector<std::int64_t> rank_tokens;  ///< cached tokens per rank (all sequences)
   std::vector<std::int64_t> rank_cache_bytes;
   std::vector<RankTimes> rank_times;     ///< per rank
@@ -72,9 +78,11 @@ struct DcpReport {
   bool passed() const { return !checked || comparison.passed(); }
 };
 
-/// Throws ValueError (on every rank alike) for a configuration the group cannot run:
-/// a group size other than R, ranks given different jobs, heads that R does not divide as
-/// vLLM requires, an interleave size the block size does not allow.
-DcpReport run_dcp_job(const DcpJobSpec& spec, Communicator& comm);
+/// `make_impl` builds the backend's kernel for the layer; its kernel_info() must pass
+/// require_dcp_kernel (NotImplementedError otherwise, on every rank alike, before any
+/// collective). Throws ValueError (on every rank alike) for a configuration the group
+/// cannot run: a group size other than R, ranks given different jobs, heads that R does
+/// not divide as vLLM requires, an interleave size the block size does not allow.
+DcpReport run_dcp_job(const DcpJobSpec& spec, const runtime::ImplFactory& make_impl, Communicator& comm);
 
 }  // namespace attnsel::distributed

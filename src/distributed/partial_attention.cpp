@@ -2,15 +2,13 @@
 
 #include <fmt/format.h>
 
-#include <cmath>
+#include <algorithm>
 #include <cstring>
 #include <limits>
-#include <vector>
+#include <string>
 
 #include "attnsel/errors.hpp"
-#include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
-#include "kernels/semantics.hpp"
 
 namespace attnsel::distributed {
 
@@ -18,36 +16,26 @@ namespace {
 
 using kernel::ScalarType;
 
-// Decodes `n` elements of type `t` at `p` into `dst`, times `scale`.
-void load_row(const std::uint8_t* p, ScalarType t, int n, float scale, float* dst) {
+// Widens `n` activations of type `t` to fp32 (the merge's arithmetic).
+void widen(const std::uint8_t* src, ScalarType t, std::size_t n, float* dst) {
   switch (t) {
-    case ScalarType::f32:
-      std::memcpy(dst, p, static_cast<std::size_t>(n) * 4);
-      break;
+    case ScalarType::f32: std::memcpy(dst, src, n * sizeof(float)); return;
     case ScalarType::bf16:
-      for (int i = 0; i < n; ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         std::uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
+        std::memcpy(&h, src + 2 * i, 2);
         dst[i] = kernel::bf16_to_float(h);
       }
-      break;
+      return;
     case ScalarType::f16:
-      for (int i = 0; i < n; ++i) {
+      for (std::size_t i = 0; i < n; ++i) {
         std::uint16_t h;
-        std::memcpy(&h, p + 2 * i, 2);
+        std::memcpy(&h, src + 2 * i, 2);
         dst[i] = kernel::half_to_float(h);
       }
-      break;
-    case ScalarType::fp8_e4m3:
-      for (int i = 0; i < n; ++i) dst[i] = kernel::fp8_to_float(p[i], kernel::Fp8Format::e4m3);
-      break;
-    case ScalarType::fp8_e5m2:
-      for (int i = 0; i < n; ++i) dst[i] = kernel::fp8_to_float(p[i], kernel::Fp8Format::e5m2);
-      break;
-    default: throw ValueError(fmt::format("DCP attention cannot read {} elements", kernel::to_string(t)));
+      return;
+    default: throw ValueError(fmt::format("DCP partial outputs of type {} cannot be merged", kernel::to_string(t)));
   }
-  if (scale != 1.0f)
-    for (int i = 0; i < n; ++i) dst[i] *= scale;
 }
 
 }  // namespace
@@ -63,90 +51,142 @@ void validate_dcp_layer(const kernel::LayerParams& p) {
                      "softmax once, not once per rank)");
 }
 
-void attend_shard(const kernel::LayerParams& p, const kernel::TensorView& query, const kernel::KVCacheView& cache,
-                  const kernel::AttentionMetadata& md, std::span<float> out, std::span<float> lse) {
-  validate_dcp_layer(p);
-  const int H = p.num_heads, KVH = p.num_kv_heads, D = p.head_size;
-  if (query.ndim != 3 || query.shape[1] != H || query.shape[2] != D || query.stride[2] != 1 ||
-      !kernel::is_float_activation(query.dtype))
-    throw ValueError(fmt::format("DCP attention expects a float query [tokens, {}, {}] with contiguous rows, got {}", H,
-                                 D, query.describe()));
-  if (cache.num_kv_heads() != KVH || cache.head_size() != D || cache.key.stride[3] != 1 || cache.value.stride[3] != 1)
-    throw ValueError(fmt::format("DCP attention: the shard's cache {} does not match the layer ({} KV heads, head "
-                                 "size {})",
-                                 cache.key.describe(), KVH, D));
-  const int T = md.num_actual_tokens;
-  if (query.shape[0] < T || out.size() < static_cast<std::size_t>(T) * H * D ||
-      lse.size() < static_cast<std::size_t>(T) * H)
-    throw ValueError("DCP attention: the query, output or LSE buffer is smaller than the batch");
+void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend) {
+  const std::string isa = k.isa.empty() || k.isa == "-" ? std::string() : fmt::format(" ({})", k.isa);
+  if (!k.lse_output)
+    throw NotImplementedError(fmt::format("decode context parallelism merges the ranks' partial outputs with their "
+                                          "log-sum-exps, and {}'s kernel{} does not write one (its KernelInfo "
+                                          "declares lse_output = false)",
+                                          backend, isa));
+  if (!k.available)
+    throw NotImplementedError(fmt::format("{}'s kernel is not available in this build on this host, so decode context "
+                                          "parallelism has nothing to run",
+                                          backend));
+  if (k.device != kernel::DeviceKind::cpu)
+    throw NotImplementedError(fmt::format("{}'s kernel{} runs on the GPU, and the DCP job keeps its queries, "
+                                          "partial outputs and log-sum-exps in host memory",
+                                          backend, isa));
+}
+
+PartialAttention::PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl) : impl_(std::move(impl)) {
+  if (!impl_) throw ValueError("PartialAttention needs a kernel implementation");
+  validate_dcp_layer(impl_->params());
+}
+
+void PartialAttention::plan(const kernel::AttentionMetadata& md, const kernel::KVCacheView& cache,
+                            kernel::ScalarType dtype) {
   for (int s = 0; s < md.num_seqs; ++s)
     if (md.query_start_loc[static_cast<std::size_t>(s) + 1] - md.query_start_loc[static_cast<std::size_t>(s)] != 1)
       throw ValueError("decode context parallelism runs decode steps: every sequence needs exactly one query token");
-  const kernel::ScalarType ct = cache.key.dtype;
-  const bool quantized = ct == ScalarType::fp8_e4m3 || ct == ScalarType::fp8_e5m2;
-  const int group = H / KVH, bs = cache.block_size();
-  const std::size_t ce = kernel::element_size(ct), qe = kernel::element_size(query.dtype);
-  const auto* kbase = static_cast<const std::uint8_t*>(cache.key.data);
-  const auto* vbase = static_cast<const std::uint8_t*>(cache.value.data);
-  const auto* qbase = static_cast<const std::uint8_t*>(query.data);
-  const float cap = p.logits_soft_cap;
-
-#pragma omp parallel
-  {
-    std::vector<float> q(static_cast<std::size_t>(group) * D), acc(q.size()), k(static_cast<std::size_t>(D)),
-        v(static_cast<std::size_t>(D)), m(static_cast<std::size_t>(group)), l(static_cast<std::size_t>(group)),
-        s(static_cast<std::size_t>(group));
-#pragma omp for collapse(2) schedule(dynamic, 1)
-    for (int seq = 0; seq < md.num_seqs; ++seq) {
-      for (int g = 0; g < KVH; ++g) {
-        const int t = md.query_start_loc[static_cast<std::size_t>(seq)];
-        for (int i = 0; i < group; ++i) {
-          const int h = g * group + i;
-          load_row(qbase + static_cast<std::size_t>(t * query.stride[0] + h * query.stride[1]) * qe, query.dtype, D,
-                   1.0f, q.data() + static_cast<std::size_t>(i) * D);
-        }
-        std::fill(acc.begin(), acc.end(), 0.0f);
-        std::fill(m.begin(), m.end(), -std::numeric_limits<float>::infinity());
-        std::fill(l.begin(), l.end(), 0.0f);
-        const float ks = quantized ? kernel::key_scale(p, g) : 1.0f;
-        const float vs = quantized ? kernel::value_scale(p, g) : 1.0f;
-        const int len = md.seq_lens[static_cast<std::size_t>(seq)];
-        for (int j = 0; j < len; ++j) {
-          const std::int64_t block =
-              md.block_table[static_cast<std::size_t>(seq) * md.max_blocks_per_seq + static_cast<std::size_t>(j / bs)];
-          const std::int64_t ko = block * cache.key.stride[0] + j % bs * cache.key.stride[1] + g * cache.key.stride[2];
-          const std::int64_t vo =
-              block * cache.value.stride[0] + j % bs * cache.value.stride[1] + g * cache.value.stride[2];
-          load_row(kbase + static_cast<std::size_t>(ko) * ce, ct, D, ks, k.data());
-          load_row(vbase + static_cast<std::size_t>(vo) * ce, ct, D, vs, v.data());
-          for (int i = 0; i < group; ++i) {
-            const float* qi = q.data() + static_cast<std::size_t>(i) * D;
-            float dot = 0.0f;
-            for (int d = 0; d < D; ++d) dot += qi[d] * k[static_cast<std::size_t>(d)];
-            float logit = dot * p.scale;
-            if (cap > 0.0f) logit = cap * std::tanh(logit / cap);
-            // Online softmax: rescale what was accumulated when the maximum moves.
-            const float m_new = std::max(m[static_cast<std::size_t>(i)], logit);
-            const float correction = std::exp(m[static_cast<std::size_t>(i)] - m_new);
-            const float w = std::exp(logit - m_new);
-            l[static_cast<std::size_t>(i)] = l[static_cast<std::size_t>(i)] * correction + w;
-            float* ai = acc.data() + static_cast<std::size_t>(i) * D;
-            for (int d = 0; d < D; ++d) ai[d] = ai[d] * correction + w * v[static_cast<std::size_t>(d)];
-            m[static_cast<std::size_t>(i)] = m_new;
-          }
-        }
-        for (int i = 0; i < group; ++i) {
-          const int h = g * group + i;
-          float* o = out.data() + (static_cast<std::size_t>(t) * H + static_cast<std::size_t>(h)) * D;
-          const float li = l[static_cast<std::size_t>(i)];
-          const float inv = li > 0.0f ? 1.0f / li : 0.0f;
-          for (int d = 0; d < D; ++d) o[d] = acc[static_cast<std::size_t>(i) * D + static_cast<std::size_t>(d)] * inv;
-          lse[static_cast<std::size_t>(t) * H + static_cast<std::size_t>(h)] =
-              li > 0.0f ? m[static_cast<std::size_t>(i)] + std::log(li) : -std::numeric_limits<float>::infinity();
-        }
-      }
+  dtype_ = dtype;
+  tokens_ = md.num_actual_tokens;
+  // The sequences this rank holds a token of; the others stay out of the kernel's batch.
+  rows_.clear();
+  bool all = true;
+  for (int s = 0; s < md.num_seqs; ++s) {
+    if (md.seq_lens[static_cast<std::size_t>(s)] > 0)
+      rows_.push_back(md.query_start_loc[static_cast<std::size_t>(s)]);
+    else
+      all = false;
+  }
+  kernel::AttentionMetadata batch = md;
+  if (all) {
+    rows_.clear();
+  } else {
+    const auto n = static_cast<int>(rows_.size());
+    const auto mb = static_cast<std::size_t>(md.max_blocks_per_seq);
+    qsl_.assign(1, 0);
+    seq_lens_.clear();
+    block_table_.clear();
+    slots_.clear();
+    for (int s = 0; s < md.num_seqs; ++s) {
+      const auto i = static_cast<std::size_t>(s);
+      if (md.seq_lens[i] == 0) continue;
+      qsl_.push_back(static_cast<std::int32_t>(qsl_.size()));
+      seq_lens_.push_back(md.seq_lens[i]);
+      block_table_.insert(block_table_.end(), md.block_table.begin() + static_cast<std::ptrdiff_t>(i * mb),
+                          md.block_table.begin() + static_cast<std::ptrdiff_t>((i + 1) * mb));
+      if (!md.slot_mapping.empty())
+        slots_.push_back(md.slot_mapping[static_cast<std::size_t>(md.query_start_loc[i])]);
+    }
+    batch.num_seqs = n;
+    batch.num_actual_tokens = n;
+    batch.query_start_loc = qsl_;
+    batch.seq_lens = seq_lens_;
+    batch.block_table = block_table_;
+    batch.slot_mapping = slots_;
+    batch.max_query_len = n > 0 ? 1 : 0;
+    if (n == 0) {  // nothing of this batch on this rank
+      plan_.reset();
+      return;
     }
   }
+  const std::size_t rows = all ? static_cast<std::size_t>(tokens_) : rows_.size();
+  const std::size_t row_bytes =
+      static_cast<std::size_t>(impl_->params().num_heads) * impl_->params().head_size * kernel::element_size(dtype);
+  output_.resize(rows * row_bytes);
+  if (!all) {
+    query_rows_.resize(rows * row_bytes);
+    lse_rows_.resize(rows * static_cast<std::size_t>(impl_->params().num_heads));
+  }
+  // A plan of this group is rebuilt in place from the second step on (its buffers reused).
+  if (plan_ && plan_->shape().dtype == dtype) {
+    impl_->update(*plan_, batch, kernel::Stream{});
+  } else {
+    kernel::PlanOptions options;
+    options.lse = true;
+    plan_ = impl_->plan(batch, cache, dtype, kernel::Stream{}, options);
+  }
 }
+
+void PartialAttention::execute(const kernel::TensorView& query, const kernel::KVCacheView& cache, std::span<float> out,
+                               std::span<float> lse) {
+  const int H = impl_->params().num_heads, D = impl_->params().head_size;
+  const auto T = static_cast<std::size_t>(tokens_);
+  const std::size_t hd = static_cast<std::size_t>(H) * D;
+  if (out.size() < T * hd || lse.size() < T * H)
+    throw ValueError(fmt::format("DCP attention: the output ({} floats) or LSE ({} floats) buffer is smaller than the "
+                                 "batch ({} tokens x {} heads x {} dims)",
+                                 out.size(), lse.size(), T, H, D));
+  if (query.dtype != dtype_ || query.ndim != 3 || static_cast<std::size_t>(query.shape[0]) < T ||
+      query.shape[1] != H || query.shape[2] != D || !query.is_contiguous())
+    throw ValueError(fmt::format("DCP attention expects a contiguous {} query [{}, {}, {}], got {}",
+                                 kernel::to_string(dtype_), T, H, D, query.describe()));
+  if (!plan_) {  // no sequence has a token here: every row is empty
+    std::fill_n(out.begin(), T * hd, 0.0f);
+    std::fill_n(lse.begin(), T * H, -std::numeric_limits<float>::infinity());
+    return;
+  }
+  const std::size_t esize = kernel::element_size(dtype_);
+  const std::size_t row_bytes = hd * esize;
+  const auto n = static_cast<std::int64_t>(rows_.empty() ? T : rows_.size());
+  kernel::TensorView q = query;
+  if (!rows_.empty()) {
+    const auto* src = static_cast<const std::uint8_t*>(query.data);
+    for (std::size_t i = 0; i < rows_.size(); ++i)
+      std::memcpy(query_rows_.data() + i * row_bytes, src + static_cast<std::size_t>(rows_[i]) * row_bytes, row_bytes);
+    q = kernel::TensorView::contiguous(query_rows_.data(), dtype_, {n, H, D});
+  }
+  const kernel::TensorView o = kernel::TensorView::contiguous(output_.data(), dtype_, {n, H, D});
+  if (rows_.empty()) {
+    // The whole batch: the kernel writes the LSEs in place.
+    const kernel::TensorView l = kernel::TensorView::contiguous(lse.data(), ScalarType::f32, {n, H});
+    impl_->execute(*plan_, q, cache, o, kernel::Stream{}, &l);
+    widen(output_.data(), dtype_, T * hd, out.data());
+    return;
+  }
+  const kernel::TensorView l = kernel::TensorView::contiguous(lse_rows_.data(), ScalarType::f32, {n, H});
+  impl_->execute(*plan_, q, cache, o, kernel::Stream{}, &l);
+  std::fill_n(out.begin(), T * hd, 0.0f);
+  std::fill_n(lse.begin(), T * H, -std::numeric_limits<float>::infinity());
+  for (std::size_t i = 0; i < rows_.size(); ++i) {
+    const auto t = static_cast<std::size_t>(rows_[i]);
+    widen(output_.data() + i * row_bytes, dtype_, hd, out.data() + t * hd);
+    std::copy_n(lse_rows_.begin() + static_cast<std::ptrdiff_t>(i * H), H,
+                lse.begin() + static_cast<std::ptrdiff_t>(t * H));
+  }
+}
+
+std::string PartialAttention::describe() const { return plan_ ? plan_->describe() : std::string(); }
 
 }  // namespace attnsel::distributed

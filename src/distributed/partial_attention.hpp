@@ -1,17 +1,24 @@
-// One DCP rank's attention over its shard: each query token's output over the keys the rank
-// holds, with the log-sum-exp (natural log) of its logits — what the merge needs. This file
-// is the single point where DCP meets a kernel: it is meant to call the backend kernel's
-// execution with an LSE output once the kernel interface returns one; until then it runs
-// the decode computation itself (fp32 arithmetic, every cache dtype the kernels read).
+// One DCP rank's attention over its shard, through the backend's own kernel: each query
+// token's output over the keys the rank holds, with the log-sum-exp (natural log) of its
+// logits — what the merge needs. The kernel's step plan is built once per step with
+// PlanOptions::lse and every layer executes on it (kernel.hpp, docs/STEP_PLAN.md). This
+// file is the one place where DCP meets a kernel; it adds no arithmetic of its own.
 //
 // Decode only (one query token per sequence): the query then sees every key of the
-// sequence, so a shard needs no causal mask (vLLM's FlashAttention DCP path likewise
-// attends the gathered queries over the local context without one:
-// vllm/v1/attention/backends/flash_attn.py, _forward_with_dcp).
-// Thread-safety: reentrant; parallel inside with OpenMP.
+// sequence, so the kernel's causal rule masks nothing in a shard (vLLM's FlashAttention DCP
+// path likewise attends the gathered queries over the local context without a mask:
+// vllm/v1/attention/backends/flash_attn.py, _forward_with_dcp). A sequence with no token
+// on this rank is left out of the kernel's batch (a decoder kernel refuses a query with
+// no key of its own) and gets output 0 and LSE -inf, as FlashAttention gives an empty
+// split; the merge then gives it no weight.
+// Thread-safety: one PartialAttention per thread; the kernel may parallelise inside.
 #pragma once
 
+#include <cstdint>
+#include <memory>
 #include <span>
+#include <string_view>
+#include <vector>
 
 #include "attnsel/kernel.hpp"
 
@@ -21,11 +28,41 @@ namespace attnsel::distributed {
 /// position-dependent terms (sliding window, ALiBi) and sinks are refused.
 void validate_dcp_layer(const kernel::LayerParams& p);
 
-/// query: [num_tokens, num_heads, head_size] (host, any float type); `cache`/`md` a rank's
-/// shard (KVShard). Writes out [num_tokens, num_heads, head_size] and lse
-/// [num_tokens, num_heads], both fp32; a sequence with no local keys gets out = 0 and
-/// lse = -inf. ValueError for bad shapes or a query length other than 1.
-void attend_shard(const kernel::LayerParams& p, const kernel::TensorView& query, const kernel::KVCacheView& cache,
-                  const kernel::AttentionMetadata& md, std::span<float> out, std::span<float> lse);
+/// Checks that a backend's kernel can give DCP what it needs, from what the kernel declares
+/// (NotImplementedError naming the backend otherwise): it writes the LSE of its rows
+/// (KernelInfo::lse_output), exists in this build on this host, and runs on the host,
+/// where the DCP job keeps its buffers.
+void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend);
+
+class PartialAttention {
+ public:
+  /// `impl`: the backend's kernel for the layer (its parameters pass validate_dcp_layer).
+  explicit PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl);
+
+  /// Once per step: plans the shard's batch (`md`, `cache`: KVShard's) for queries and
+  /// outputs of `dtype`. ValueError for a query length other than 1.
+  void plan(const kernel::AttentionMetadata& md, const kernel::KVCacheView& cache, kernel::ScalarType dtype);
+
+  /// Once per layer: query [num_tokens, num_heads, head_size] (host, the planned dtype),
+  /// the layer's shard cache; writes out [num_tokens, num_heads, head_size] and lse
+  /// [num_tokens, num_heads], both fp32.
+  void execute(const kernel::TensorView& query, const kernel::KVCacheView& cache, std::span<float> out,
+               std::span<float> lse);
+
+  const kernel::AttentionImpl& impl() const { return *impl_; }
+  /// The plan's one-line description ("" before the first plan or with no local token).
+  std::string describe() const;
+
+ private:
+  std::unique_ptr<kernel::AttentionImpl> impl_;
+  std::unique_ptr<kernel::StepPlan> plan_;
+  kernel::ScalarType dtype_ = kernel::ScalarType::bf16;
+  int tokens_ = 0;                    // query tokens of the whole batch
+  std::vector<std::int32_t> rows_;    // the batch's token of each planned row (empty: all, in order)
+  std::vector<std::int32_t> qsl_, seq_lens_, block_table_;  // the planned batch when it is a subset
+  std::vector<std::int64_t> slots_;
+  std::vector<std::uint8_t> query_rows_, output_;  // planned rows of the query and the kernel's output
+  std::vector<float> lse_rows_;                     // the kernel's LSEs of the planned rows (a subset)
+};
 
 }  // namespace attnsel::distributed

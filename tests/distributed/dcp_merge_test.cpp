@@ -1,8 +1,10 @@
-// Partial attention over DCP shards merged with the LSEs equals attention over the whole
-// cache: every rank count, interleave, cache dtype and layout, sequences whose shards are
-// empty on some ranks, and vLLM's rules for -inf/NaN LSEs.
+// Partial attention over DCP shards, through CPU_ATTN's kernel with its LSE output, merged
+// with the LSEs equals the reference over the whole cache: every rank count, interleave,
+// cache dtype and layout, sequences whose shards are empty on some ranks, and vLLM's rules
+// for -inf/NaN LSEs. Kernels that declare no LSE output are refused from their KernelInfo.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -11,7 +13,9 @@
 #include "distributed/kv_shard.hpp"
 #include "distributed/merge_states.hpp"
 #include "distributed/partial_attention.hpp"
+#include "kernels/cpu/cpu_attention.hpp"
 #include "kernels/reference.hpp"
+#include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::distributed {
@@ -27,9 +31,9 @@ struct Case {
 
 runtime::WorkloadSpec decode_batch(const Case& c) {
   runtime::WorkloadSpec w;
-  w.num_heads = 12;  // GQA 12/4 (3 per KV head) and a prime head size
+  w.num_heads = 12;  // GQA 12/4 (3 per KV head), a head size that is no power of two
   w.num_kv_heads = 4;
-  w.head_size = 67;
+  w.head_size = 80;
   w.dtype = kernel::ScalarType::bf16;
   w.kv_cache_dtype = c.kv_cache_dtype;
   w.block_size = c.block_size;
@@ -40,6 +44,21 @@ runtime::WorkloadSpec decode_batch(const Case& c) {
   return w;
 }
 
+// Rank r's partial output and LSE through the kernel, as the DCP job computes them: one
+// plan for the step, then two layers executed on it (they must agree: the plan is reused).
+void attend_through_kernel(const kernel::LayerParams& p, runtime::PagedWorkload& full, KVShard& shard,
+                           std::span<float> out, std::span<float> lse) {
+  PartialAttention attention(kernel::cpu::make_cpu_attention_impl(p));
+  attention.plan(shard.metadata(), shard.cache(), full.query().dtype);
+  std::vector<float> first(out.size()), first_lse(lse.size());
+  attention.execute(full.query(), shard.cache(), first, first_lse);
+  attention.execute(full.query(), shard.cache(), out, lse);
+  for (std::size_t i = 0; i < out.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(first[i]), std::bit_cast<std::uint32_t>(out[i])) << i;
+  for (std::size_t i = 0; i < lse.size(); ++i)
+    ASSERT_EQ(std::bit_cast<std::uint32_t>(first_lse[i]), std::bit_cast<std::uint32_t>(lse[i])) << i;
+}
+
 void expect_merged_equals_reference(const Case& c) {
   const runtime::WorkloadSpec ws = decode_batch(c);
   runtime::PagedWorkload full(ws);
@@ -47,26 +66,33 @@ void expect_merged_equals_reference(const Case& c) {
   const DcpLayout layout = make_dcp_layout(c.world, c.interleave, c.block_size);
   const int T = full.num_tokens(), H = ws.num_heads, D = ws.head_size;
   const std::size_t thd = static_cast<std::size_t>(T) * H * D, th = static_cast<std::size_t>(T) * H;
+  // Poisoned: every element must be written (NaN outputs, +inf LSEs would show).
   std::vector<float> outs(thd * c.world, std::numeric_limits<float>::quiet_NaN()), lses(th * c.world, kInf);
   for (int r = 0; r < c.world; ++r) {
     KVShard shard(full.cache(), full.metadata(), layout, r);
-    attend_shard(p, full.query(), shard.cache(), shard.metadata(), std::span(outs).subspan(thd * r, thd),
-                 std::span(lses).subspan(th * r, th));
+    attend_through_kernel(p, full, shard, std::span(outs).subspan(thd * r, thd), std::span(lses).subspan(th * r, th));
   }
+  for (float v : outs) ASSERT_FALSE(std::isnan(v));
   std::vector<float> out(thd), lse(th);
   merge_partials(outs, lses, c.world, T, H, D, out, lse);
 
+  // The single-rank result: the reference over the whole, unsharded cache (exact outputs),
+  // and its LSE.
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(T));
   for (int t = 0; t < T; ++t) tokens[static_cast<std::size_t>(t)] = t;
   const std::vector<double> want = kernel::reference::attend(p, full.query(), full.cache(), full.metadata(), tokens);
+  std::vector<std::uint16_t> ref_out(thd);
+  std::vector<float> want_lse(th, kInf);
+  const kernel::TensorView want_lse_view =
+      kernel::TensorView::contiguous(want_lse.data(), kernel::ScalarType::f32, {T, H});
+  kernel::reference::forward(p, full.query(), full.cache(), full.metadata(),
+                             kernel::TensorView::contiguous(ref_out.data(), ws.dtype, {T, H, D}), &want_lse_view);
+  // The kernel's tolerance for its output dtype (each partial output is rounded to it once).
+  const runtime::Tolerance tol = runtime::tolerance_for(ws.dtype);
   for (std::size_t i = 0; i < thd; ++i)
-    ASSERT_NEAR(out[i], want[i], 2e-5 + 2e-4 * std::abs(want[i])) << "element " << i << " world " << c.world;
-
-  // The merged LSE equals one rank's LSE over the whole cache.
-  KVShard whole(full.cache(), full.metadata(), make_dcp_layout(1, 1, c.block_size), 0);
-  std::vector<float> out1(thd), lse1(th);
-  attend_shard(p, full.query(), whole.cache(), whole.metadata(), out1, lse1);
-  for (std::size_t i = 0; i < th; ++i) ASSERT_NEAR(lse[i], lse1[i], 1e-4 * (1 + std::abs(lse1[i]))) << i;
+    ASSERT_NEAR(out[i], want[i], tol.atol + tol.rtol * std::abs(want[i])) << "element " << i << " world " << c.world;
+  // The merged LSE equals the LSE over the whole cache.
+  for (std::size_t i = 0; i < th; ++i) ASSERT_NEAR(lse[i], want_lse[i], 2e-3 * (1 + std::abs(want_lse[i]))) << i;
 }
 
 TEST(DcpMerge, ShardedAttentionEqualsTheWholeCache) {
@@ -76,7 +102,7 @@ TEST(DcpMerge, ShardedAttentionEqualsTheWholeCache) {
 }
 
 TEST(DcpMerge, HndLayoutAndFp8Caches) {
-  expect_merged_equals_reference({2, 2, 8, runtime::CacheLayout::hnd, "auto"});
+  expect_merged_equals_reference({2, 2, 32, runtime::CacheLayout::hnd, "auto"});
   expect_merged_equals_reference({3, 1, 16, runtime::CacheLayout::nhd, "fp8_e4m3"});
   expect_merged_equals_reference({4, 16, 16, runtime::CacheLayout::hnd, "fp8_e5m2"});
 }
@@ -166,20 +192,77 @@ TEST(DcpMerge, ReduceScatterOverHeadsGivesEachRankItsHeads) {
   EXPECT_THROW(pack_heads_by_rank(outs, 3, T, H, D, odd), ValueError);
 }
 
+TEST(DcpMerge, ARankWithNoTokenOfAnySequenceGivesZeroAndMinusInfinity) {
+  // Four ranks, interleave 16: a 3-token sequence lives on rank 0 only.
+  runtime::WorkloadSpec w = decode_batch({4, 16, 16, runtime::CacheLayout::nhd, "auto"});
+  w.sequences = {{3, 1}, {1, 1}};
+  runtime::PagedWorkload full(w);
+  const kernel::LayerParams p = runtime::layer_params_for(w);
+  KVShard s(full.cache(), full.metadata(), make_dcp_layout(4, 16, 16), 3);
+  const std::size_t th = static_cast<std::size_t>(full.num_tokens()) * w.num_heads;
+  std::vector<float> out(th * w.head_size, std::numeric_limits<float>::quiet_NaN()), lse(th, kInf);
+  attend_through_kernel(p, full, s, out, lse);
+  for (float v : out) EXPECT_EQ(v, 0.0f);
+  for (float v : lse) EXPECT_EQ(v, -kInf);
+}
+
 TEST(DcpMerge, RefusesPrefillAndPositionDependentLayers) {
   runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, "auto"});
   w.sequences = {{40, 4}};
   runtime::PagedWorkload full(w);
   kernel::LayerParams p = runtime::layer_params_for(w);
   KVShard s(full.cache(), full.metadata(), make_dcp_layout(2, 1, 16), 0);
-  std::vector<float> out(static_cast<std::size_t>(full.num_tokens()) * w.num_heads * w.head_size),
-      lse(static_cast<std::size_t>(full.num_tokens()) * w.num_heads);
-  EXPECT_THROW(attend_shard(p, full.query(), s.cache(), s.metadata(), out, lse), ValueError);
+  PartialAttention attention(kernel::cpu::make_cpu_attention_impl(p));
+  EXPECT_THROW(attention.plan(s.metadata(), s.cache(), full.query().dtype), ValueError);
   p.sliding_window = 64;
   EXPECT_THROW(validate_dcp_layer(p), ValueError);
+  EXPECT_THROW(PartialAttention(kernel::cpu::make_cpu_attention_impl(p)), ValueError);
   p.sliding_window.reset();
   p.sinks.assign(static_cast<std::size_t>(w.num_heads), 0.5f);
   EXPECT_THROW(validate_dcp_layer(p), ValueError);
+}
+
+TEST(DcpMerge, RefusesAQueryOtherThanThePlannedOne) {
+  const runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, "auto"});
+  runtime::PagedWorkload full(w);
+  PartialAttention attention(kernel::cpu::make_cpu_attention_impl(runtime::layer_params_for(w)));
+  KVShard s(full.cache(), full.metadata(), make_dcp_layout(2, 1, 16), 1);
+  attention.plan(s.metadata(), s.cache(), full.query().dtype);  // planned for bf16 queries
+  const std::size_t th = static_cast<std::size_t>(full.num_tokens()) * w.num_heads;
+  std::vector<float> out(th * w.head_size), lse(th), small(1);
+  kernel::TensorView f16 = full.query();
+  f16.dtype = kernel::ScalarType::f16;
+  EXPECT_THROW(attention.execute(f16, s.cache(), out, lse), ValueError);
+  EXPECT_THROW(attention.execute(full.query(), s.cache(), out, small), ValueError);  // an LSE buffer too small
+  EXPECT_NO_THROW(attention.execute(full.query(), s.cache(), out, lse));
+}
+
+// What the kernel declares decides: no LSE output, or a GPU kernel (the job's buffers are on
+// the host), is refused with the backend's name and the reason.
+TEST(DcpMerge, RefusesKernelsWithoutLseOutputFromTheirKernelInfo) {
+  kernel::KernelInfo k;
+  k.available = true;
+  k.device = kernel::DeviceKind::cuda;
+  k.isa = "CUDA sm_90a";
+  k.lse_output = false;
+  try {
+    require_dcp_kernel(k, "FLASH_ATTN");
+    FAIL() << "a kernel without LSE output was accepted";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("FLASH_ATTN's kernel (CUDA sm_90a) does not write one"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("lse_output = false"), std::string::npos) << e.what();
+  }
+  k.lse_output = true;
+  EXPECT_THROW(require_dcp_kernel(k, "FLASH_ATTN"), NotImplementedError);  // on the GPU
+  k.device = kernel::DeviceKind::cpu;
+  EXPECT_NO_THROW(require_dcp_kernel(k, "CPU_ATTN"));
+  k.available = false;
+  EXPECT_THROW(require_dcp_kernel(k, "CPU_ATTN"), NotImplementedError);
+  // CPU_ATTN's kernel itself declares its LSE output.
+  const runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, "auto"});
+  EXPECT_NO_THROW(require_dcp_kernel(kernel::cpu::make_cpu_attention_impl(runtime::layer_params_for(w))->kernel_info(),
+                                     "CPU_ATTN"));
 }
 
 }  // namespace

@@ -36,3 +36,10 @@ add_test(NAME dcp_mpi_refuses_ranks_with_different_jobs
 set_tests_properties(dcp_mpi_refuses_ranks_with_different_jobs PROPERTIES
                      TIMEOUT 120 LABELS mpi ENVIRONMENT "${_mpi_env}"
                      PASS_REGULAR_EXPRESSION "the DCP ranks were given different jobs: rank\\(s\\) 1 differ")
+# A backend whose kernel declares no LSE output (FLASH_ATTN's CUDA kernel, selected for a
+# simulated Hopper) is refused from its KernelInfo before any rank starts talking.
+add_test(NAME dcp_refuses_kernel_without_lse_output
+         COMMAND $<TARGET_FILE:attnsel_cli> run --dcp 2 --platform cuda:9.0 ${_rest})
+set_tests_properties(dcp_refuses_kernel_without_lse_output PROPERTIES
+                     TIMEOUT 60 LABELS mpi ENVIRONMENT "${_mpi_env}"
+                     PASS_REGULAR_EXPRESSION "FLASH_ATTN's kernel( \\([^)]*\\))? does not write one \\(its KernelInfo declares lse_output = false\\)")

@@ -89,7 +89,9 @@ nlohmann::json check_json(const runtime::CheckResult& c) {
 }
 
 int run_run(RunOptions o) {
-  if (o.dcp.enabled()) return run_dcp(o.dcp, {o.model, o.output, o.batch, o.context, o.new_tokens, o.decode_steps, o.check});
+  if (o.dcp.enabled())
+    return run_dcp(o.dcp, {o.platform, o.backend, o.model, o.output, o.batch, o.context, o.new_tokens, o.decode_steps,
+                           o.check});
   const std::string model_line = o.model.apply_model();
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, o.model); });
   runtime::RunSpec spec;

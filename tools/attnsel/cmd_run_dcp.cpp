@@ -6,30 +6,16 @@
 #include <cstdio>
 #include <memory>
 
+#include "attnsel/backend.hpp"
 #include "attnsel/errors.hpp"
 #include "distributed/dcp_job.hpp"
 #include "distributed/mpi_communicator.hpp"
+#include "distributed/partial_attention.hpp"
 #include "json_output.hpp"
 
 namespace attnsel::cli {
 
 namespace {
-
-kernel::ScalarType scalar_of(const std::string& name) {
-  const auto d = parse_dtype(name);
-  if (!d) throw UsageError(fmt::format("unknown --dtype '{}'; valid values are: bfloat16, float16, float32", name));
-  switch (*d) {
-    case DType::float16: return kernel::ScalarType::f16;
-    case DType::float32: return kernel::ScalarType::f32;
-    default: return kernel::ScalarType::bf16;
-  }
-}
-
-runtime::CacheLayout layout_of(const std::string& name) {
-  if (name.empty() || name == "NHD" || name == "nhd") return runtime::CacheLayout::nhd;
-  if (name == "HND" || name == "hnd") return runtime::CacheLayout::hnd;
-  throw UsageError(fmt::format("--dcp runs take --layout NHD or HND, got '{}'", name));
-}
 
 std::string bytes_label(double b) {
   if (b >= double(1 << 30)) return fmt::format("{:.2f} GiB", b / (1 << 30));
@@ -37,40 +23,50 @@ std::string bytes_label(double b) {
   return fmt::format("{:.1f} KiB", b / 1024);
 }
 
-distributed::DcpJobSpec job_spec(const DcpOptions& dcp, DcpRunRequest& r) {
-  return as_usage([&] {
-    if (r.new_tokens != 1)
-      throw UsageError("--dcp runs decode steps of one new token per sequence: leave --new-tokens at 1");
-    (void)r.model.apply_model();
-    distributed::DcpJobSpec s;
-    s.world_size = dcp.size;
-    s.interleave = dcp.interleave;
-    s.num_heads = r.model.num_heads;
-    s.num_kv_heads = r.model.num_kv_heads;
-    s.head_size = r.model.head_size;
-    s.num_layers = r.model.num_layers;
-    s.dtype = scalar_of(r.model.dtype);
-    s.kv_cache_dtype = r.model.kv_cache_dtype;
-    s.block_size = r.model.block_size > 0 ? r.model.block_size : 16;
-    s.layout = layout_of(r.model.layout);
-    s.batch = r.batch;
-    s.context = r.context;
-    s.decode_steps = r.decode_steps;
-    s.check = r.check;
-    return s;
-  });
+// What vLLM's selection says of this backend under DCP: its declared capability, reported
+// next to the kernel's (the LSE output the merge needs), which is what decides the run.
+std::string dcp_capability(const ChosenBackend& chosen, int size) {
+  const Selection& s = chosen.selection;
+  if (s.backend_class && s.backend_class->supports_dcp())
+    return fmt::format("{} declares DCP support; its kernel writes the log-sum-exp the merge needs", s.backend);
+  return fmt::format("{} declares no DCP support (vLLM's selection with --decode-context-parallel-size {} refuses it: "
+                     "DCP not supported); its kernel writes the log-sum-exp the merge needs, so it runs here",
+                     s.backend, size);
 }
 
-void print_text(const distributed::DcpReport& r) {
+distributed::DcpJobSpec job_spec(const DcpOptions& dcp, const DcpRunRequest& r, const ChosenBackend& chosen) {
+  distributed::DcpJobSpec s;
+  s.backend = chosen.selection.backend;
+  s.world_size = dcp.size;
+  s.interleave = dcp.interleave;
+  s.num_heads = r.model.num_heads;
+  s.num_kv_heads = r.model.num_kv_heads;
+  s.head_size = r.model.head_size;
+  s.num_layers = r.model.num_layers;
+  s.dtype = chosen.dtype;
+  s.kv_cache_dtype = r.model.kv_cache_dtype;
+  s.block_size = chosen.block_size;
+  s.layout = chosen.layout;
+  s.batch = r.batch;
+  s.context = r.context;
+  s.decode_steps = r.decode_steps;
+  s.check = r.check;
+  return s;
+}
+
+void print_text(const distributed::DcpReport& r, const ChosenBackend& chosen, const std::string& capability) {
   const auto& s = r.spec;
+  fmt::print("Platform:  {}\n", chosen.platform->describe());
+  fmt::print("Backend:   {} ({})  kernel: {}\n", chosen.selection.backend, chosen.selection.class_path, chosen.isa);
+  fmt::print("DCP check: {}\n", capability);
   fmt::print("DCP:       {} ranks over {}, interleave {} (token i on rank (i / {}) % {}), block {}\n", s.world_size,
              r.transport, s.interleave, s.interleave, s.world_size, s.block_size);
   fmt::print("Model:     {} query / {} KV heads, head size {}, {} layer{}; {}, kv-cache {}, {} layout\n", s.num_heads,
              s.num_kv_heads, s.head_size, s.num_layers, s.num_layers == 1 ? "" : "s", kernel::to_string(s.dtype),
              s.kv_cache_dtype, s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND");
-  fmt::print("Workload:  batch {} × {}-token context, {} decode steps; attention over each shard with its LSE on the "
-             "host\n",
-             s.batch, s.context + 1, s.decode_steps);
+  fmt::print("Workload:  batch {} × {}-token context, {} decode steps; each shard through the kernel's step plan "
+             "with LSE output{}\n",
+             s.batch, s.context + 1, s.decode_steps, r.plan.empty() ? std::string() : " (" + r.plan + ")");
   for (std::size_t i = 0; i < r.rank_tokens.size(); ++i)
     fmt::print("Rank {}:    {} cached tokens, {} of K/V\n", i, r.rank_tokens[i],
                bytes_label(static_cast<double>(r.rank_cache_bytes[i])));
@@ -93,8 +89,10 @@ void print_text(const distributed::DcpReport& r) {
     for (std::size_t i = 0; i < r.rank_times.size(); ++i) {
       const auto& t = r.rank_times[i];
       const double step = t.step > 0 ? t.step : 1.0;
-      fmt::print("Rank {}:    step {:.3f} s = query gather {:.1f} %, attention {:.1f} %, merge {:.1f} %\n", i, t.step,
-                 100 * t.query_gather / step, 100 * t.attention / step, 100 * t.merge / step);
+      fmt::print("Rank {}:    step {:.3f} s = plan {:.1f} %, query gather {:.1f} %, attention {:.1f} %, merge "
+                 "{:.1f} %\n",
+                 i, t.step, 100 * t.plan / step, 100 * t.query_gather / step, 100 * t.attention / step,
+                 100 * t.merge / step);
     }
     fmt::print("Merge:     {:.1f} % of the step (largest over the ranks; LSE all-gather + correction + "
                "reduce-scatter)\n",
@@ -102,7 +100,8 @@ void print_text(const distributed::DcpReport& r) {
   }
 }
 
-nlohmann::json report_json(const distributed::DcpReport& r) {
+nlohmann::json report_json(const distributed::DcpReport& r, const ChosenBackend& chosen,
+                           const std::string& capability) {
   nlohmann::json ranks = nlohmann::json::array();
   for (std::size_t i = 0; i < r.rank_times.size(); ++i) {
     const auto& t = r.rank_times[i];
@@ -110,12 +109,20 @@ nlohmann::json report_json(const distributed::DcpReport& r) {
                      {"cached_tokens", r.rank_tokens[i]},
                      {"cache_bytes", r.rank_cache_bytes[i]},
                      {"step_seconds", t.step},
+                     {"plan_seconds", t.plan},
                      {"query_gather_seconds", t.query_gather},
                      {"attention_seconds", t.attention},
                      {"merge_seconds", t.merge}});
   }
   const auto& s = r.spec;
-  return {{"dcp", {{"size", s.world_size}, {"interleave", s.interleave}, {"transport", r.transport}}},
+  return {{"backend",
+           {{"name", chosen.selection.backend},
+            {"kernel", chosen.isa},
+            {"declares_dcp", chosen.selection.backend_class && chosen.selection.backend_class->supports_dcp()},
+            {"lse_output", chosen.kernel.lse_output},
+            {"dcp_check", capability},
+            {"plan", r.plan}}},
+          {"dcp", {{"size", s.world_size}, {"interleave", s.interleave}, {"transport", r.transport}}},
           {"model",
            {{"num_heads", s.num_heads},
             {"num_kv_heads", s.num_kv_heads},
@@ -123,7 +130,8 @@ nlohmann::json report_json(const distributed::DcpReport& r) {
             {"num_layers", s.num_layers},
             {"dtype", kernel::to_string(s.dtype)},
             {"kv_cache_dtype", s.kv_cache_dtype},
-            {"block_size", s.block_size}}},
+            {"block_size", s.block_size},
+            {"layout", s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND"}}},
           {"workload", {{"batch", s.batch}, {"seq_len", s.context + 1}, {"decode_steps", s.decode_steps}}},
           {"check",
            r.checked ? nlohmann::json{{"passed", r.comparison.passed()},
@@ -155,7 +163,17 @@ int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
   std::unique_ptr<distributed::MpiSession> session;
   int rank = 0;
   return run_command(request.output.json, [&] {
-    distributed::DcpJobSpec spec = job_spec(dcp, request);
+    if (request.new_tokens != 1)
+      throw UsageError("--dcp runs decode steps of one new token per sequence: leave --new-tokens at 1");
+    (void)request.model.apply_model();
+    // The backend is selected for the host as `attnsel run` selects it (without DCP in the
+    // selector's config: vLLM's CPU_ATTN would refuse it only for not declaring DCP); what
+    // the run needs of it is its kernel's LSE output, which KernelInfo declares.
+    const ChosenBackend chosen =
+        as_usage([&] { return choose_backend(request.platform, request.backend, request.model); });
+    distributed::require_dcp_kernel(chosen.kernel, chosen.selection.backend);
+    const std::string capability = dcp_capability(chosen, dcp.size);
+    const distributed::DcpJobSpec spec = job_spec(dcp, request, chosen);
     session = std::make_unique<distributed::MpiSession>();
     rank = session->world_rank();
     if (rank != 0) {
@@ -166,18 +184,20 @@ int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
     const auto comm = distributed::make_mpi_communicator(*session);
     distributed::DcpReport report;
     try {
-      report = distributed::run_dcp_job(spec, *comm);
+      report = distributed::run_dcp_job(spec, chosen.make_impl, *comm);
     } catch (const ValueError&) {
       throw;  // a refusal: every rank refuses alike, before any collective could wait on it
+    } catch (const NotImplementedError&) {
+      throw;  // likewise (what the kernel or the transport cannot do)
     } catch (const std::exception& e) {
       // Failed on this rank alone: the others may be waiting in a collective, so end them all.
       std::fprintf(stderr, "attnsel: error on DCP rank %d: %s\n", rank, e.what());
       session->abort(kExitInternal);
     }
     if (request.output.json)
-      print_json(report_json(report));
+      print_json(report_json(report, chosen, capability));
     else
-      print_text(report);
+      print_text(report, chosen, capability);
     std::fflush(stdout);
     return report.passed() ? kExitChosen : kExitCheckFailed;
   });

@@ -1,8 +1,10 @@
 // `attnsel run --dcp R`: decode with the KV cache sharded across R ranks (decode context
-// parallelism), launched as `mpirun -np R attnsel run --dcp R ...`. Each rank holds its
-// share of every sequence's tokens; the partial outputs are merged with their LSEs over
-// MPI; rank 0 prints the check against the single-rank reference, tokens/s, and the
-// merge's share of the step.
+// parallelism), launched as `mpirun -np R attnsel run --dcp R ...`. The backend is selected
+// for the host as `attnsel run` selects it, and its kernel computes each rank's partial
+// output and log-sum-exp over the rank's share of every sequence's tokens (a kernel that
+// declares no LSE output is refused); the partial outputs are merged with their LSEs over
+// MPI; rank 0 prints what vLLM's selection says of DCP for that backend, the check against
+// the single-rank reference, tokens/s, and the merge's share of the step.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -22,6 +24,8 @@ struct DcpOptions {
 
 /// What `attnsel run` parsed that a DCP run uses.
 struct DcpRunRequest {
+  PlatformOptions platform;
+  BackendChoiceOptions backend;
   ModelOptions model;
   OutputOptions output;
   int batch = 4;
