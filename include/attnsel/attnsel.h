@@ -57,6 +57,7 @@ typedef int32_t attnsel_status;
 #define ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR 3 /**< not available on this platform or build */
 #define ATTNSEL_STATUS_RUNTIME_ERROR 4         /**< a run-time condition failed */
 #define ATTNSEL_STATUS_INTERNAL_ERROR 5        /**< anything unexpected (out of memory, a bug) */
+#define ATTNSEL_STATUS_OS_ERROR 6              /**< a library could not be opened (vLLM catches OSError beside ImportError) */
 
 /** The message of this thread's last failure ("" when none). Valid until the thread's next
  *  failing call. */

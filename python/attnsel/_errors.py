@@ -21,9 +21,9 @@ class SelectionNotImplemented(NotImplementedError):
         self.candidates = list(candidates)
 
 
-_BY_STATUS = {1: ValueError, 2: ImportError, 3: NotImplementedError, 4: RuntimeError, 5: InternalError}
+_BY_STATUS = {1: ValueError, 2: ImportError, 3: NotImplementedError, 4: RuntimeError, 5: InternalError, 6: OSError}
 _BY_NAME = {"ValueError": ValueError, "ImportError": ImportError, "NotImplementedError": NotImplementedError,
-            "RuntimeError": RuntimeError}
+            "RuntimeError": RuntimeError, "OSError": OSError}
 
 
 def error_for_status(status, message):

@@ -28,6 +28,7 @@ attnsel_status status_of(ErrorKind kind) {
     case ErrorKind::import: return ATTNSEL_STATUS_IMPORT_ERROR;
     case ErrorKind::not_implemented: return ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR;
     case ErrorKind::runtime: return ATTNSEL_STATUS_RUNTIME_ERROR;
+    case ErrorKind::os: return ATTNSEL_STATUS_OS_ERROR;
   }
   return ATTNSEL_STATUS_INTERNAL_ERROR;
 }

@@ -25,9 +25,14 @@ std::string bytes_label(double b) {
 
 // What vLLM's selection says of this backend under DCP: its declared capability, reported
 // next to the kernel's (the LSE output the merge needs), which is what decides the run.
+bool declares_dcp(const ChosenBackend& chosen) {
+  const Selection& s = chosen.selection;
+  return s.backend_class && s.backend_class->capabilities(chosen.platform->env()).dcp;
+}
+
 std::string dcp_capability(const ChosenBackend& chosen, int size) {
   const Selection& s = chosen.selection;
-  if (s.backend_class && s.backend_class->supports_dcp())
+  if (declares_dcp(chosen))
     return fmt::format("{} declares DCP support; its kernel writes the log-sum-exp the merge needs", s.backend);
   return fmt::format("{} declares no DCP support (vLLM's selection with --decode-context-parallel-size {} refuses it: "
                      "DCP not supported); its kernel writes the log-sum-exp the merge needs, so it runs here",
@@ -118,7 +123,7 @@ nlohmann::json report_json(const distributed::DcpReport& r, const ChosenBackend&
   return {{"backend",
            {{"name", chosen.selection.backend},
             {"kernel", chosen.isa},
-            {"declares_dcp", chosen.selection.backend_class && chosen.selection.backend_class->supports_dcp()},
+            {"declares_dcp", declares_dcp(chosen)},
             {"lse_output", chosen.kernel.lse_output},
             {"dcp_check", capability},
             {"plan", r.plan}}},
