@@ -142,6 +142,20 @@ void check_sequences(const LayerParams& p, const KVCacheView& cache, const Atten
     fail(fmt::format("max_seq_len = {} is smaller than the longest sequence ({} tokens)", md.max_seq_len, max_s));
 }
 
+void check_slots(const KVCacheView& cache, const AttentionMetadata& md) {
+  const auto tokens = static_cast<std::size_t>(md.num_actual_tokens);
+  if (md.slot_mapping.size() < tokens)
+    fail(fmt::format("slot_mapping has {} entries but num_actual_tokens = {}", md.slot_mapping.size(), tokens));
+  const std::int64_t num_slots = cache.key.shape[0] * cache.key.shape[1];
+  for (std::size_t i = 0; i < tokens; ++i) {
+    const std::int64_t slot = md.slot_mapping[i];
+    if (slot != -1 && (slot < 0 || slot >= num_slots))
+      fail(fmt::format("slot_mapping[{}] = {} is outside the KV cache: valid slots are [0, {}) (num_blocks x "
+                       "block_size = {} x {}), or -1 to skip",
+                       i, slot, num_slots, cache.key.shape[0], cache.key.shape[1]));
+  }
+}
+
 }  // namespace
 
 CacheEncoding cache_encoding(std::string_view kv_cache_dtype, ScalarType model_dtype) {
@@ -230,34 +244,11 @@ void validate_cache_write_args(const LayerParams& p, const TensorView& key, cons
   if (key.device != cache.key.device || value.device != cache.key.device)
     fail("key, value and the KV cache must be on the same device");
   check_cache(p, cache, key.dtype);
-  const auto tokens = static_cast<std::size_t>(md.num_actual_tokens);
-  if (md.slot_mapping.size() < tokens)
-    fail(fmt::format("slot_mapping has {} entries but num_actual_tokens = {}", md.slot_mapping.size(), tokens));
-  const std::int64_t num_slots = cache.key.shape[0] * cache.key.shape[1];
-  for (std::size_t i = 0; i < tokens; ++i) {
-    const std::int64_t slot = md.slot_mapping[i];
-    if (slot != -1 && (slot < 0 || slot >= num_slots))
-      fail(fmt::format("slot_mapping[{}] = {} is outside the KV cache: valid slots are [0, {}) (num_blocks x "
-                       "block_size = {} x {}), or -1 to skip",
-                       i, slot, num_slots, cache.key.shape[0], cache.key.shape[1]));
-  }
+  check_slots(cache, md);
 }
 
 namespace {
 
-void check_slots(const KVCacheView& cache, const AttentionMetadata& md) {
-  const auto tokens = static_cast<std::size_t>(md.num_actual_tokens);
-  if (md.slot_mapping.size() < tokens)
-    fail(fmt::format("slot_mapping has {} entries but num_actual_tokens = {}", md.slot_mapping.size(), tokens));
-  const std::int64_t num_slots = cache.key.shape[0] * cache.key.shape[1];
-  for (std::size_t i = 0; i < tokens; ++i) {
-    const std::int64_t slot = md.slot_mapping[i];
-    if (slot != -1 && (slot < 0 || slot >= num_slots))
-      fail(fmt::format("slot_mapping[{}] = {} is outside the KV cache: valid slots are [0, {}) (num_blocks x "
-                       "block_size = {} x {}), or -1 to skip",
-                       i, slot, num_slots, cache.key.shape[0], cache.key.shape[1]));
-  }
-}
 
 // A layer's tensor against what the plan was built for: rank, sizes, dtype, device.
 void check_planned_activation(const TensorView& t, std::string_view name, const StepShape& s, int heads) {
