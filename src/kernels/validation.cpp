@@ -249,7 +249,6 @@ void validate_cache_write_args(const LayerParams& p, const TensorView& key, cons
 
 namespace {
 
-
 // A layer's tensor against what the plan was built for: rank, sizes, dtype, device.
 void check_planned_activation(const TensorView& t, std::string_view name, const StepShape& s, int heads) {
   if (t.ndim != 3)
