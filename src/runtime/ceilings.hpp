@@ -19,6 +19,10 @@ struct Ceilings {
   std::string isa;            ///< the SIMD target the probes ran on
 };
 
+/// "read 48.1 GB/s, fp32 FMA 430 GFLOP/s, bf16 dot 800 GFLOP/s  (2 threads, measured now)":
+/// what `attnsel run` and `attnsel bench` print as the host's ceilings.
+std::string describe(const Ceilings& c);
+
 /// A read-only pass over a buffer far larger than the last-level cache, kept allocated so
 /// that passes can be interleaved with the work they measure.
 class ReadBandwidthProbe {

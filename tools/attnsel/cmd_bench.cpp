@@ -82,9 +82,7 @@ int run_bench(const BenchOptions& o) {
       fmt::print("Ceilings:  device read {:.0f} GB/s on {}  (measured now, and again around each decode pass)\n",
                  gpu_ceil.read_gbps, gpu_ceil.device);
     else
-      fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} thread{}, measured now)\n", ceil.read_gbps,
-                 ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
-                 ceil.threads, ceil.threads == 1 ? "" : "s");
+      fmt::print("Ceilings:  {}\n", runtime::describe(ceil));
     fmt::print("{:<13} {:>10} {:>14} {:>7} {:>7} {:>9}  {}\n", "case", "median", "achieved", "of", "target", "to go",
                "shape");
     std::fflush(stdout);

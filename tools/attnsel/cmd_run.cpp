@@ -198,9 +198,7 @@ int run_run(RunOptions o) {
                "fraction)\n",
                gpu_ceil.read_gbps, gpu_ceil.device);
   else if (o.ceilings)
-    fmt::print("Ceilings:  read {:.1f} GB/s, fp32 FMA {:.0f} GFLOP/s{}  ({} thread{}, measured now)\n", ceil.read_gbps,
-               ceil.fp32_gflops, ceil.bf16_gflops > 0 ? fmt::format(", bf16 dot {:.0f} GFLOP/s", ceil.bf16_gflops) : "",
-               ceil.threads, ceil.threads == 1 ? "" : "s");
+    fmt::print("Ceilings:  {}\n", runtime::describe(ceil));
   fmt::print("Check:     {}\n", check_line(r));
   if (r.prefill.steps > 0)
     fmt::print("Prefill:   {:.0f} tokens in {:.2f} s: {:.0f} tokens/s, {:.1f} GFLOP/s ({:.3f} TFLOP/s){}\n",
