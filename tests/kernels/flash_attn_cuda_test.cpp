@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/gpu_test_util.hpp"
 #include "attnsel/errors.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
@@ -25,14 +26,6 @@ using runtime::CacheLayout;
 using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
-
-bool gpu_available() { return cuda_kernels_built() && cuda_kernels_unavailable_reason().empty(); }
-
-#define REQUIRE_GPU()                                                                       \
-  do {                                                                                      \
-    if (!gpu_available())                                                                   \
-      GTEST_SKIP() << "no GPU for the CUDA kernels: " << cuda_kernels_unavailable_reason(); \
-  } while (0)
 
 struct GpuCase {
   int heads = 8, kv_heads = 2, head_size = 128;
@@ -175,7 +168,7 @@ std::vector<SequenceShape> prefill_batch() { return {{131, 131}, {200, 67}, {37,
 // ---- everywhere ---------------------------------------------------------------------------
 
 TEST(FlashAttnCudaHost, ReportsWhyItCannotRun) {
-  if (gpu_available()) GTEST_SKIP() << "a GPU is present";
+  if (testing::gpu_available()) GTEST_SKIP() << "a GPU is present";
   EXPECT_FALSE(cuda_kernels_unavailable_reason().empty());
   LayerParams p;
   p.num_heads = 8;

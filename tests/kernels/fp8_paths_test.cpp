@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/gpu_test_util.hpp"
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/cpu_attention.hpp"
 #include "kernels/cuda/device_memory.hpp"
@@ -120,14 +121,6 @@ TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
 }
 
 // ---- GPU ------------------------------------------------------------------------------
-
-bool gpu_available() { return cuda::cuda_kernels_built() && cuda::cuda_kernels_unavailable_reason().empty(); }
-
-#define REQUIRE_GPU()                                                                             \
-  do {                                                                                            \
-    if (!gpu_available())                                                                         \
-      GTEST_SKIP() << "no GPU for the CUDA kernels: " << cuda::cuda_kernels_unavailable_reason(); \
-  } while (0)
 
 struct GpuResult {
   cuda::PlanSummary summary;

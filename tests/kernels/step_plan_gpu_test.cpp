@@ -8,6 +8,7 @@
 #include <numeric>
 #include <vector>
 
+#include "kernels/gpu_test_util.hpp"
 #include "allocation_count.hpp"
 #include "attnsel/errors.hpp"
 #include "kernels/cuda/device_memory.hpp"
@@ -21,14 +22,6 @@ namespace {
 using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
-
-bool gpu_available() { return cuda_kernels_built() && cuda_kernels_unavailable_reason().empty(); }
-
-#define REQUIRE_GPU()                                                                       \
-  do {                                                                                      \
-    if (!gpu_available())                                                                   \
-      GTEST_SKIP() << "no GPU for the CUDA kernels: " << cuda_kernels_unavailable_reason(); \
-  } while (0)
 
 WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed) {
   WorkloadSpec s;
@@ -72,7 +65,7 @@ TEST(StepPlanHost, FlashAttnDeclaresItsKernel) {
   EXPECT_EQ(k.device, DeviceKind::cuda);
   EXPECT_EQ(k.graph_support, GraphSupport::uniform_batch);
   EXPECT_FALSE(k.lse_output);
-  EXPECT_EQ(k.available, gpu_available());
+  EXPECT_EQ(k.available, testing::gpu_available());
 }
 
 TEST(StepPlanGpu, TwoStreamsDoNotInterfere) {

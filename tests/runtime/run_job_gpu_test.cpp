@@ -3,18 +3,13 @@
 // on copies brought back. Skips without a usable GPU (suite *Gpu*: ctest label gpu).
 #include <gtest/gtest.h>
 
+#include "kernels/gpu_test_util.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
 #include "runtime/bench_job.hpp"
 #include "runtime/run_job.hpp"
 
 namespace attnsel::runtime {
 namespace {
-
-#define REQUIRE_GPU()                                                                    \
-  do {                                                                                   \
-    if (!kernel::cuda::cuda_kernels_unavailable_reason().empty())                       \
-      GTEST_SKIP() << "no GPU: " << kernel::cuda::cuda_kernels_unavailable_reason();     \
-  } while (0)
 
 ImplFactory cuda_impl() {
   return [](const kernel::LayerParams& p) { return kernel::cuda::make_flash_attn_cuda_impl(p); };
