@@ -198,6 +198,11 @@ std::vector<Shape> shapes(bool quick) {
   decode(64, 4096);
   decode(1, 32768);
   decode(64, 4096, true);
+  // The small decode batches engines spend most steps on: launch latency, the split count,
+  // the merge and the ramp of the CTAs weigh most there.
+  decode(1, 8192);
+  decode(4, 4096);
+  decode(16, 2048);
   if (!quick) decode(32, 16384);
   prefill(2, 16384, 16, 128, false);
   prefill(2, 16384, 16, 128, true);
@@ -266,13 +271,18 @@ int main(int argc, char** argv) {
           t.decode_copies = copies;
           variants.push_back({name, t});
         }
-        cu::CudaTuning a64;
-        a64.split_align_keys = 64;
-        variants.push_back({"align64", a64});
-        for (double waves : {0.75, 1.5}) {
+        cu::CudaTuning a16;
+        a16.split_align_keys = 16;
+        variants.push_back({"align16", a16});
+        for (double waves : {0.5, 0.75, 1.5, 2.0}) {
           cu::CudaTuning w;
           w.split_waves = waves;
           variants.push_back({fmt::format("waves{}", waves), w});
+        }
+        for (int keys : {128, 512}) {
+          cu::CudaTuning m;
+          m.min_split_keys = keys;
+          variants.push_back({fmt::format("minsplit{}", keys), m});
         }
       }
       if (sweep && s.kind == "prefill") {

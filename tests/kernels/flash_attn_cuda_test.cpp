@@ -428,6 +428,10 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   d.heads = 64;  // group 8: two query tokens make a row tile of 16; {3001, 2} also has two
   const Outcome od = check_case(d);
   EXPECT_GT(od.summary.max_splits, 1) << od.summary.describe();
+  GpuCase e = s;  // slices on 16-key boundaries: partial key tiles at both ends of a slice
+  e.tuning.split_align_keys = 16;
+  const Outcome oe = check_case(e);
+  EXPECT_GT(oe.summary.max_splits, 1) << oe.summary.describe();
 }
 
 TEST(FlashAttnCudaGpu, BatchInvariantModeGivesTheSameBitsAloneAndInABatch) {

@@ -1,6 +1,7 @@
 // The step-level API on FLASH_ATTN's CUDA kernels: two streams at once, a decode step
-// captured in a CUDA graph and replayed with new batch contents, and executes that take no
-// memory. Suites named *Gpu* skip without a device; the host suite runs everywhere.
+// captured in a CUDA graph and replayed with new batch contents, executes that take no
+// memory, and consecutive layers whose launches overlap (programmatic dependent launch)
+// each seeing their own cache write. Suites named *Gpu* skip without a device; the host suite runs everywhere.
 #include <gtest/gtest.h>
 #include <fmt/format.h>
 
@@ -207,6 +208,75 @@ TEST(StepPlanGpu, ExecuteTakesNoMemory) {
   // The device cache now holds the new tokens' keys and values: so must the host's.
   reference::write_kv_cache(lp, w.new_keys(), w.new_values(), w.cache(), w.metadata());
   expect_matches(lp, w.query(), w.cache(), w.metadata(), o, "after 64 executes");
+}
+
+/// Consecutive layers that share one cache and write different keys and values into the
+/// same slots: each layer's attention must see its own write and not the next layer's,
+/// however far the launches of the next kernels overlap the running ones (programmatic
+/// dependent launch on sm_90). Eight layers, issued without synchronisation, on a stream
+/// and, when `graph`, captured in a CUDA graph and replayed.
+void expect_layers_see_their_own_writes(const std::vector<SequenceShape>& seqs, bool graph) {
+  const WorkloadSpec spec = spec_for(seqs, 51);
+  PagedWorkload sets[2] = {PagedWorkload(spec), PagedWorkload(spec)};
+  {  // the second set of new keys and values differs from the first
+    std::span<std::uint8_t> kb(static_cast<std::uint8_t*>(sets[1].new_keys().data), span_bytes(sets[1].new_keys()));
+    std::span<std::uint8_t> vb(static_cast<std::uint8_t*>(sets[1].new_values().data), span_bytes(sets[1].new_values()));
+    runtime::fill_uniform(kb, ScalarType::bf16, 1.0f, 91);
+    runtime::fill_uniform(vb, ScalarType::bf16, 1.0f, 92);
+  }
+  const LayerParams lp = runtime::layer_params_for(spec);
+  FlashAttnCuda impl(lp);
+  const AttentionMetadata md = sets[0].metadata();
+  DeviceTensor q = to_device(sets[0].query());
+  DeviceTensor k = to_device(sets[0].cache().key), v = to_device(sets[0].cache().value);
+  DeviceTensor nk[2] = {to_device(sets[0].new_keys()), to_device(sets[1].new_keys())};
+  DeviceTensor nv[2] = {to_device(sets[0].new_values()), to_device(sets[1].new_values())};
+  constexpr int kLayers = 8;
+  std::vector<DeviceTensor> out;
+  for (int l = 0; l < kLayers; ++l) out.push_back(device_like(sets[0].output()));
+  for (PagedWorkload& w : sets) reference::write_kv_cache(lp, w.new_keys(), w.new_values(), w.cache(), md);
+  synchronize("own writes: setup");
+
+  OwnedStream stream(0);
+  const KVCacheView cache{k.view, v.view};
+  PlanOptions options;
+  options.graph_capturable = graph;
+  options.max_blocks_per_seq = md.max_blocks_per_seq;
+  const auto plan = impl.plan(md, cache, ScalarType::bf16, stream.get(), options);
+  auto issue = [&] {
+    for (int l = 0; l < kLayers; ++l) {
+      impl.write_kv_cache(*plan, nk[l % 2].view, nv[l % 2].view, cache, stream.get());
+      impl.execute(*plan, q.view, cache, out[l].view, stream.get());
+    }
+  };
+  issue();  // kernels load and are configured outside any capture
+  stream.synchronize("own writes: warm-up");
+  CudaGraph g;
+  if (graph) {
+    g.begin_capture(stream.get());
+    issue();
+    g.end_capture(stream.get());
+  }
+  for (int round = 0; round < 3; ++round) {
+    for (DeviceTensor& o : out) o.buffer.fill_bytes(0xFF);
+    synchronize("own writes: poisoned outputs");
+    if (graph) g.launch(stream.get());
+    else issue();
+    stream.synchronize("own writes");
+    for (int l = 0; l < kLayers; ++l)
+      expect_matches(lp, sets[0].query(), sets[l % 2].cache(), md, out[l],
+                     fmt::format("{} round {} layer {} ({})", graph ? "graph" : "stream", round, l, plan->describe()));
+  }
+}
+
+TEST(StepPlanGpu, ConsecutiveLayersOnOneCacheSeeTheirOwnWrites) {
+  REQUIRE_GPU();
+  expect_layers_see_their_own_writes({{1, 1}, {4099, 1}, {700, 1}, {8191, 1}, {77, 77}, {33, 1}}, false);
+}
+
+TEST(StepPlanGpu, ConsecutiveLayersOnOneCacheSeeTheirOwnWritesInAGraph) {
+  REQUIRE_GPU();
+  expect_layers_see_their_own_writes({{1, 1}, {4099, 1}, {700, 1}, {8191, 1}, {33, 1}}, true);
 }
 
 }  // namespace

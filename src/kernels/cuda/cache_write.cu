@@ -7,6 +7,7 @@
 
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
@@ -28,9 +29,16 @@ __device__ __forceinline__ uint2 quantize8(uint4 x, float inv_scale) {
 /// One token per CTA; each thread moves 8 elements (16 bytes of T) of a KV head's row.
 template <class T, bool FP8>
 __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant__ CacheWriteParams p) {
+  // The next layer's attention may start launching now; its reads of this cache wait for
+  // this kernel's completion. The slot comes from the plan's upload (a copy, never a
+  // kernel's output), so it is read while the kernel before may still run; the keys,
+  // values and the cache wait for it (the previous layer's attention, or whatever
+  // produced the keys and values).
+  allow_dependent_grids();
   const int tok = blockIdx.x;
   const std::int64_t slot = p.slot_mapping[tok];
   if (slot < 0) return;
+  wait_for_prior_grids();
   const std::int64_t page = slot / p.block_size;
   const int off = static_cast<int>(slot % p.block_size);
   const int chunks = p.head_size / 8;
@@ -57,7 +65,7 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
 
 }  // namespace
 
-void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* stream) {
+void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, bool programmatic, void* stream) {
   if (p.num_tokens == 0) return;
   auto cfg = [&] {
     return cfg_string("tokens={} kv_heads={} head_size={} block_size={} cache={}", p.num_tokens, p.num_kv_heads,
@@ -65,8 +73,11 @@ void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* st
   };
   const auto s = static_cast<cudaStream_t>(stream);
   dispatch_elem(e, [&]<class T>() {
-    if (to_fp8) cache_write_kernel<T, true><<<p.num_tokens, 128, 0, s>>>(p);
-    else cache_write_kernel<T, false><<<p.num_tokens, 128, 0, s>>>(p);
+    const cudaError_t err = to_fp8 ? launch_kernel(cache_write_kernel<T, true>, dim3(p.num_tokens), dim3(128), 0, s,
+                                                   programmatic, p)
+                                   : launch_kernel(cache_write_kernel<T, false>, dim3(p.num_tokens), dim3(128), 0, s,
+                                                   programmatic, p);
+    if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), "cache_write_kernel", cfg());
   });
   check_launch_lazy("cache_write_kernel", cfg);
 }

@@ -19,6 +19,7 @@
 
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/cuda/tile_common.cuh"
 
 namespace attnsel::kernel::cuda {
@@ -168,6 +169,11 @@ __global__ void __launch_bounds__(128)
                                                  tiles.v(s));
   };
 
+  // Everything above read only the plan (uploaded by a copy, never by a kernel). The query,
+  // the cache (this layer's write may still be running), the output and the workspace (the
+  // previous layer's attention may still be running) wait for the kernels before.
+  wait_for_prior_grids();
+  allow_dependent_grids();
   load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
   if constexpr (kMbar) {
     cp_async_commit();
@@ -375,23 +381,27 @@ __global__ void __launch_bounds__(128)
     };
     const bool has_sink = p.sinks != nullptr;
     const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
-    // The partials come from L2: unrolled, eight loads are in flight per round trip instead
-    // of one (33 dependent round trips were most of a 1 × 32k decode's fixed cost).
+    // The partials come from L2. One pass with a running maximum (each slice's log-sum-exp
+    // and partial output are loaded together), unrolled so that sixteen slices' loads are
+    // in flight per round trip: a 32-slice merge waits for two round trips, where a pass
+    // for the maximum and a second for the sum waited for eight.
     float mx = sink;
-#pragma unroll 8
-    for (int sp = 0; sp < num_splits; ++sp) mx = fmaxf(mx, __ldcg(p.part_lse + prow(sp)));
-    const float ref = mx == -INFINITY ? 0.0f : mx;
-    float denom = has_sink ? fast_exp2(sink - ref) : 0.0f;
+    float denom = has_sink ? 1.0f : 0.0f;
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll 8
+#pragma unroll 16
     for (int sp = 0; sp < num_splits; ++sp) {
-      const float wgt = fast_exp2(__ldcg(p.part_lse + prow(sp)) - ref);
+      const float lse = __ldcg(p.part_lse + prow(sp));
       const float4 v = __ldcg(reinterpret_cast<const float4*>(p.part_o + prow(sp) * p.head_size + d));
-      denom += wgt;
-      acc[0] += wgt * v.x;
-      acc[1] += wgt * v.y;
-      acc[2] += wgt * v.z;
-      acc[3] += wgt * v.w;
+      if (lse == -INFINITY) continue;  // an empty slice adds nothing
+      const float m_new = fmaxf(mx, lse);
+      const float keep = fast_exp2(mx - m_new);  // 0 while mx is -inf
+      const float wgt = fast_exp2(lse - m_new);
+      mx = m_new;
+      denom = denom * keep + wgt;
+      acc[0] = acc[0] * keep + wgt * v.x;
+      acc[1] = acc[1] * keep + wgt * v.y;
+      acc[2] = acc[2] * keep + wgt * v.z;
+      acc[3] = acc[3] * keep + wgt * v.w;
     }
     const float inv = denom > 0.0f ? out_sc / denom : 0.0f;
     uint2 packed;
@@ -405,7 +415,7 @@ __global__ void __launch_bounds__(128)
 }  // namespace
 
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
-                   const void* kv_maps, int box_rows, void* stream) {
+                   const void* kv_maps, int box_rows, bool programmatic, void* stream) {
   if (p.num_work == 0) return;
   CUtensorMap maps[2] = {};
   if (loads == kLoadsTma) std::memcpy(maps, kv_maps, sizeof(maps));
@@ -425,8 +435,10 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
         };
         static std::atomic<std::uint64_t> smem_set{0};
         set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "decode_kernel: cudaFuncSetAttribute", cfg);
-        kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1],
-                                                                                              box_rows);
+        const cudaError_t err = launch_kernel(kernel, dim3(p.num_work), dim3(C::kThreads), C::kSmemBytes,
+                                              static_cast<cudaStream_t>(stream), programmatic, p, maps[0], maps[1],
+                                              box_rows);
+        if (err != cudaSuccess) throw_cuda_error(static_cast<int>(err), "decode_kernel", cfg());
         check_launch_lazy("decode_kernel", cfg);
       };
       if (kv_fp8) {

@@ -15,6 +15,7 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <numeric>
@@ -116,6 +117,15 @@ void check_device_tensor(const TensorView& t, std::string_view name, int device)
       throw ValueError(fmt::format("{} stride {} of dimension {} is not a multiple of 8 elements (16 bytes), as the "
                                    "CUDA kernels' vector loads need: {}",
                                    name, t.stride[d], d, t.describe()));
+}
+
+/// ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH=0 turns programmatic dependent launch off (read once).
+bool programmatic_launch_allowed() {
+  static const bool allowed = [] {
+    const char* v = std::getenv("ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  return allowed;
 }
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
@@ -265,6 +275,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
+  bool programmatic = false;  // cache writes and decode kernels use programmatic dependent launch
 
   // The batch (rebuilt by update).
   int num_tokens = 0;
@@ -289,6 +300,8 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   cudaEvent_t staged[2] = {nullptr, nullptr};  // each buffer's last upload has read it
   bool staged_pending[2] = {false, false};
   int next_staging = 0;
+  int uploaded_from = -1;        // the staging buffer that holds what `meta` holds (-1: none)
+  std::size_t uploaded_bytes = 0;
   DeviceArena meta, workspace;
   std::size_t zeroed_counters_at = 0;  // the counters the kernels keep at zero: offset and count
   int zeroed_counters = -1;
@@ -404,7 +417,7 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
     p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
     p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
   }
-  launch_cache_write(p, elem_of(key.dtype), fp8, nullptr);
+  launch_cache_write(p, elem_of(key.dtype), fp8, false, nullptr);
 }
 
 std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, const StepShape& shape, Stream stream,
@@ -456,6 +469,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
   if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
+  plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
   for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
   const int max_blocks = shape.max_blocks_per_seq;
@@ -474,7 +488,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
     const std::int64_t capacity_keys = std::int64_t(max_blocks) * plan->block_size;
     int ns = 1;
     if (!params_.batch_invariant && base_ctas > 0 && double(base_ctas) < target)
-      ns = std::clamp<int>(static_cast<int>(std::ceil(target / double(base_ctas))), 1,
+      ns = std::clamp<int>(static_cast<int>(std::floor(target / double(base_ctas) + 1e-9)), 1,
                            std::max<int>(1, static_cast<int>(capacity_keys / std::max(1, tuning_.min_split_keys))));
     plan->fixed_splits = ns;
   }
@@ -546,7 +560,10 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
       } else if (!lp.batch_invariant && double(base_ctas) < target && weighted > 0.0) {
         // Batch invariance: a sequence's slices must not depend on the batch; like vLLM's
         // FLASH_ATTN (max_num_splits = 1), no sequence is split.
-        ns = static_cast<int>(std::ceil(target * double(span) / weighted));
+        // Rounded down: the grid stays within the wave it fills. One CTA past a wave costs a
+        // second round of the whole kernel's latency (H200: 288 CTAs of 4 x 4096 ran at
+        // 1.58 TB/s, 256 at 2.29; 384 of 16 x 2048 at 2.39, 256 at 3.09; docs/KERNELS.md).
+        ns = static_cast<int>(std::floor(target * double(span) / weighted + 1e-9));
         ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / std::max(1, tuning_.min_split_keys))));
       }
       plan.seq_splits[s] = ns;
@@ -610,7 +627,6 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
 
   // This buffer's last upload must have read it before it is rewritten.
   const int buf = plan.next_staging;
-  plan.next_staging ^= 1;
   if (plan.staged_pending[buf]) check(cudaEventSynchronize(plan.staged[buf]), "cudaEventSynchronize (plan staging)");
   plan.staging[buf].reserve(plan.meta_bytes);
   std::byte* h = plan.staging[buf].data();
@@ -633,12 +649,24 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   put(plan.o_dw, plan.dwork.data(), plan.dwork.size() * sizeof(DecodeWork));
   put(plan.o_pw, plan.pwork.data(), plan.pwork.size() * sizeof(PrefillWork));
   if (slots) put(plan.o_slots, md.slot_mapping.data(), tokens * sizeof(std::int64_t));
-  plan.meta.reserve(plan.meta_bytes, stream);
+  const bool moved = plan.meta.reserve(plan.meta_bytes, stream);
   const auto s = static_cast<cudaStream_t>(stream);
-  check(cudaMemcpyAsync(plan.meta.data(), h, plan.meta_bytes, cudaMemcpyHostToDevice, s),
-        "cudaMemcpyAsync (step plan)");
-  check(cudaEventRecord(plan.staged[buf], s), "cudaEventRecord (plan staging)");
-  plan.staged_pending[buf] = true;
+  // The same batch again (the one-call forward() of every layer of a step, or a step whose
+  // description did not change): the device copy is already what was staged, and the
+  // upload, a copy the kernels would wait for, is left out. The other staging buffer still
+  // holds the last upload.
+  const int prev = plan.uploaded_from;
+  const bool unchanged = !moved && prev >= 0 && prev != buf && plan.uploaded_bytes == plan.meta_bytes &&
+                         std::memcmp(plan.staging[prev].data(), h, plan.meta_bytes) == 0;
+  if (!unchanged) {
+    check(cudaMemcpyAsync(plan.meta.data(), h, plan.meta_bytes, cudaMemcpyHostToDevice, s),
+          "cudaMemcpyAsync (step plan)");
+    check(cudaEventRecord(plan.staged[buf], s), "cudaEventRecord (plan staging)");
+    plan.staged_pending[buf] = true;
+    plan.uploaded_from = buf;
+    plan.uploaded_bytes = plan.meta_bytes;
+    plan.next_staging ^= 1;
+  }
 
   plan.num_decode_work = static_cast<int>(plan.dwork.size());
   plan.num_prefill_work = static_cast<int>(plan.pwork.size());
@@ -753,7 +781,8 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
     KVTensorMaps maps;
     if (loads == kLoadsTma && !encode_kv_tma_maps(cache, plan.decode_box_rows, maps).empty())
       loads = plan.kv_fp8 ? kLoadsCpAsync : kLoadsBulk;  // e.g. a stride TMA cannot express
-    launch_decode(p, plan.elem, plan.head_dim_pad, loads, plan.kv_fp8, maps.bytes.data(), plan.decode_box_rows, s);
+    launch_decode(p, plan.elem, plan.head_dim_pad, loads, plan.kv_fp8, maps.bytes.data(), plan.decode_box_rows,
+                  plan.programmatic, s);
   }
   if (plan.num_prefill_work) {
     p.work = plan.at(plan.o_pw);
@@ -799,7 +828,7 @@ void FlashAttnCuda::write_kv_cache_plan(const StepPlan& base, const TensorView& 
     p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
     p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
   }
-  launch_cache_write(p, plan.elem, plan.kv_fp8, stream.native);
+  launch_cache_write(p, plan.elem, plan.kv_fp8, plan.programmatic, stream.native);
 }
 
 PlanSummary FlashAttnCuda::summary(const StepPlan& plan) {
@@ -825,9 +854,15 @@ void FlashAttnCuda::forward(const TensorView& query, const KVCacheView& cache, c
   for (int d = 0; same_geometry && d < 4; ++d)
     same_geometry = have->cache_shape[d] == want.cache_shape[d] && have->key_strides[d] == want.key_strides[d] &&
                     have->value_strides[d] == want.value_strides[d];
-  if (same_geometry) update(*cached, md, Stream{});
-  else cached = plan(md, cache, query.dtype, Stream{});
-  execute(*cached, query, cache, output, Stream{});
+  if (same_geometry) {
+    // validate_forward_args checked the batch, the cache and the tensors as update() and
+    // execute() would: the plan is rebuilt and run without checking them again.
+    update_plan(*cached, md, Stream{});
+    set_flags(*cached, want, false, false);
+  } else {
+    cached = plan(md, cache, query.dtype, Stream{});
+  }
+  execute_plan(*cached, query, cache, output, Stream{}, nullptr);
 }
 
 std::unique_ptr<AttentionImpl> make_flash_attn_cuda_impl(const LayerParams& params) {

@@ -99,8 +99,10 @@ enum DecodeLoads : int {
 /// are built; k_scale is folded into the score scale by the planner, v_scale is p.v_scale;
 /// per-head scales multiply both per CTA, see score_scale and output_scale). kv_maps:
 /// the two encoded tensor maps (K, V) for kLoadsTma, else unused (may be null).
+/// programmatic: launch with programmatic stream serialization (sm_90+; see
+/// programmatic_launch.cuh), so the launch overlaps the tail of the kernel before it.
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
-                   const void* kv_maps, int box_rows, void* stream);
+                   const void* kv_maps, int box_rows, bool programmatic, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
@@ -125,7 +127,8 @@ struct CacheWriteParams {
   const float* v_inv_scales = nullptr;
 };
 /// to_fp8 = false copies 16-bit elements; true quantises `e` elements to e4m3.
-void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, void* stream);
+/// programmatic: as for launch_decode.
+void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, bool programmatic, void* stream);
 
 /// Decode kernel geometry, shared with the planner.
 inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
