@@ -214,8 +214,10 @@ TEST(StepPlanGpu, ExecuteTakesNoMemory) {
 /// same slots: each layer's attention must see its own write and not the next layer's,
 /// however far the launches of the next kernels overlap the running ones (programmatic
 /// dependent launch on sm_90). Eight layers, issued without synchronisation, on a stream
-/// and, when `graph`, captured in a CUDA graph and replayed.
-void expect_layers_see_their_own_writes(const std::vector<SequenceShape>& seqs, bool graph) {
+/// and, when `graph`, captured in a CUDA graph and replayed. `padding`: every slot is -1
+/// (a padded step writes nothing), and the layers' attentions, which share the plan's
+/// split workspace, must still run one after the other.
+void expect_layers_see_their_own_writes(const std::vector<SequenceShape>& seqs, bool graph, bool padding = false) {
   const WorkloadSpec spec = spec_for(seqs, 51);
   PagedWorkload sets[2] = {PagedWorkload(spec), PagedWorkload(spec)};
   {  // the second set of new keys and values differs from the first
@@ -226,7 +228,9 @@ void expect_layers_see_their_own_writes(const std::vector<SequenceShape>& seqs, 
   }
   const LayerParams lp = runtime::layer_params_for(spec);
   FlashAttnCuda impl(lp);
-  const AttentionMetadata md = sets[0].metadata();
+  AttentionMetadata md = sets[0].metadata();
+  const std::vector<std::int64_t> no_slots(md.slot_mapping.size(), -1);
+  if (padding) md.slot_mapping = no_slots;
   DeviceTensor q = to_device(sets[0].query());
   DeviceTensor k = to_device(sets[0].cache().key), v = to_device(sets[0].cache().value);
   DeviceTensor nk[2] = {to_device(sets[0].new_keys()), to_device(sets[1].new_keys())};
@@ -277,6 +281,12 @@ TEST(StepPlanGpu, ConsecutiveLayersOnOneCacheSeeTheirOwnWrites) {
 TEST(StepPlanGpu, ConsecutiveLayersOnOneCacheSeeTheirOwnWritesInAGraph) {
   REQUIRE_GPU();
   expect_layers_see_their_own_writes({{1, 1}, {4099, 1}, {700, 1}, {8191, 1}, {33, 1}}, true);
+}
+
+TEST(StepPlanGpu, ConsecutiveLayersStayOrderedWhenEveryWriteIsPadding) {
+  REQUIRE_GPU();
+  expect_layers_see_their_own_writes({{8191, 1}, {4099, 1}, {16001, 1}}, false, true);
+  expect_layers_see_their_own_writes({{8191, 1}, {4099, 1}, {16001, 1}}, true, true);
 }
 
 }  // namespace

@@ -31,14 +31,16 @@ template <class T, bool FP8>
 __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant__ CacheWriteParams p) {
   // The next layer's attention may start launching now; its reads of this cache wait for
   // this kernel's completion. The slot comes from the plan's upload (a copy, never a
-  // kernel's output), so it is read while the kernel before may still run; the keys,
-  // values and the cache wait for it (the previous layer's attention, or whatever
-  // produced the keys and values).
+  // kernel's output), so its load is issued while the kernel before may still run; the
+  // keys, values and the cache wait for that kernel (the previous layer's attention, or
+  // whatever produced the keys and values). Every CTA waits, even one with nothing to
+  // write: the kernel after this one waits only for this one, so this one's completion
+  // must imply the completion of the kernels before it.
   allow_dependent_grids();
   const int tok = blockIdx.x;
   const std::int64_t slot = p.slot_mapping[tok];
-  if (slot < 0) return;
   wait_for_prior_grids();
+  if (slot < 0) return;
   const std::int64_t page = slot / p.block_size;
   const int off = static_cast<int>(slot % p.block_size);
   const int chunks = p.head_size / 8;

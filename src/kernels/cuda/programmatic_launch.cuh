@@ -6,7 +6,10 @@
 // its tail. Every kernel launched this way calls wait_for_prior_grids() before it reads or
 // writes memory that a kernel before it may write or read: that call returns when the
 // prior kernels have completed and their writes are visible, so the data dependencies are
-// those of plain stream order. Stream capture records the relation as a programmatic edge,
+// those of plain stream order. A kernel waits for the one launched just before it only, so
+// every CTA of such a kernel calls wait_for_prior_grids() before it exits, even one with no
+// work: its kernel's completion then implies that of every kernel before it in the stream.
+// Stream capture records the relation as a programmatic edge,
 // so it holds inside CUDA graphs too. On sm_80 both calls compile to nothing and the launch
 // attribute is not set.
 #pragma once
