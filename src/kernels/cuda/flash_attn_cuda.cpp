@@ -263,6 +263,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   int decode_box_rows = 0;  // keys per TMA box in decode (kLoadsTma)
   bool hopper = false;      // prefill on the sm_90a kernel
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
+  int sms = 0;              // the device's multiprocessors (a persistent Hopper prefill's grid)
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
 
@@ -451,11 +452,14 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
     plan->decode_box_rows = std::gcd(plan->block_size, kDecodeKeyTile);
     plan->split_align = std::max(plan->split_align, plan->decode_box_rows);
   }
-  // fp8 caches take the portable prefill: the Hopper kernel's TMA copies land in shared
-  // memory as stored, and its wgmma reads them from there (no register widening step).
-  plan->hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 &&
+  // fp8 caches take the Hopper kernel up to head size 128 (its staging ring of raw bytes
+  // fits shared memory there) where TMA can address the rows (16-byte strides: head sizes
+  // a multiple of 16); the others take the portable prefill.
+  const bool hopper_fp8_ok = params_.head_size <= 128 && params_.head_size % 16 == 0;
+  plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
   if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
+  plan->sms = facts.sms;
   for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
   const int max_blocks = shape.max_blocks_per_seq;
@@ -762,7 +766,8 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
       TensorMaps maps;
       if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
-      launch_prefill_sm90(p, plan.elem, p.head_size, maps.bytes.data(), plan.box_rows, s);
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, tuning_.hopper_schedule,
+                          tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas, maps.bytes.data(), plan.box_rows, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }
