@@ -58,9 +58,12 @@ struct HopperConfig {
   static constexpr std::size_t kSmemBytes = kUndoOffset + (FP8 ? 4 * kRows : 0) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "more shared memory than a Hopper CTA may have");
   // Registers per thread after setmaxnreg (the producer widens fp8 tiles: it needs more).
+  // setmaxnreg.inc only takes what the producer's .dec gave back: the sum must stay within
+  // the CTA's launch allocation (168 × 384 under __launch_bounds__(384, 1)), or the
+  // consumers wait for registers forever.
   static constexpr int kProducerRegs = FP8 ? 48 : 32;
-  static constexpr int kConsumerRegs = FP8 ? 232 : 240;
-  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 65536, "register file");
+  static constexpr int kConsumerRegs = FP8 ? 224 : 232;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384, "more registers than the CTA holds");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
