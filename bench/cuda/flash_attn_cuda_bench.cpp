@@ -7,7 +7,7 @@
 //   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only SUBSTRING]
 //
 // --sweep adds planner variants (decode copies, split alignment and count; the Hopper
-// prefill's consumer schedules and the portable prefill); --variant LABEL runs only the
+// prefill on a persistent grid, and the portable prefill); --variant LABEL runs only the
 // variant of that label (e.g. for a profiler).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -299,16 +299,10 @@ int main(int argc, char** argv) {
         }
       }
       if (sweep && s.kind == "prefill") {
-        for (auto [name, sched] : {std::pair{"serial", cu::HopperSchedule::serial},
-                                   std::pair{"overlap", cu::HopperSchedule::overlap},
-                                   std::pair{"pingpong", cu::HopperSchedule::pingpong}}) {
-          cu::CudaTuning t;
-          t.hopper_schedule = sched;
-          variants.push_back({name, t});
-          t.hopper_ctas = -1;
-          variants.push_back({std::string(name) + "-persistent", t});
-        }
         cu::CudaTuning t;
+        t.hopper_ctas = -1;
+        variants.push_back({"persistent", t});
+        t = cu::CudaTuning{};
         t.use_hopper = false;
         variants.push_back({"portable", t});
       }

@@ -758,27 +758,25 @@ TEST(FlashAttnCudaGpu, Fp8PerHeadScalesWithVariantsAndOnlyOneSidePerHead) {
 
 // ---- Hopper prefill: every consumer schedule, and the fp8 cache --------------------------
 
-/// The Hopper prefill's schedules against the reference on odd and prime lengths, causal
-/// and not, with chunked prefill (context before the queries), sliding windows, ALiBi,
-/// soft-cap and sinks, one CTA per work item or a persistent grid of a few CTAs; head sizes
-/// that run as 64 and 128 (d=256 runs serial whatever the schedule:
-/// PrefillHopperKernelEveryHeadSize covers it).
-TEST(FlashAttnCudaGpu, HopperPrefillEverySchedule) {
+/// The Hopper prefill against the reference on odd and prime lengths, causal and not,
+/// with chunked prefill (context before the queries), sliding windows, ALiBi, soft-cap and
+/// sinks, with one CTA per work item and on a persistent grid of a few CTAs (several items
+/// of different lengths per CTA, the rings' phases carried from item to item).
+TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
   REQUIRE_GPU();
   const DeviceInfo dev = device_info(0);
   if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
-  for (HopperSchedule sched : {HopperSchedule::serial, HopperSchedule::overlap, HopperSchedule::pingpong})
+  for (int ctas : {0, 5})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-      for (int hs : {40, 96, 128})
+      for (int hs : {40, 96, 128, 256})
         for (int variant = 0; variant < 3; ++variant) {
-          SCOPED_TRACE(fmt::format("schedule {} {} d={} variant {}", static_cast<int>(sched), to_string(dt), hs, variant));
+          SCOPED_TRACE(fmt::format("ctas {} {} d={} variant {}", ctas, to_string(dt), hs, variant));
           GpuCase c;
           c.heads = 6;
           c.kv_heads = 2;
           c.head_size = hs;
           c.dtype = dt;
-          c.tuning.hopper_schedule = sched;
-          c.tuning.hopper_ctas = variant == 2 ? 5 : 0;  // a persistent grid: several items per CTA
+          c.tuning.hopper_ctas = ctas;
           c.seqs = {{131, 131}, {389, 257}, {61, 61}};
           if (variant == 0) c.seqs.push_back({1031, 523});
           c.seed = 900 + static_cast<std::uint64_t>(hs * 3 + variant);
@@ -796,40 +794,35 @@ TEST(FlashAttnCudaGpu, HopperPrefillEverySchedule) {
 }
 
 /// fp8 (e4m3) cache through the Hopper prefill: every head size it takes, both query
-/// dtypes, per-layer and per-KV-head scales, every schedule. The keys and values are exact
-/// in f16, so the error is the probabilities' f16 rounding and the output's: asserted
-/// below bf16's and f16's own bounds (docs/kernels-fp8.md has the measured values).
+/// dtypes, per-layer and per-KV-head scales (the latter on a persistent grid of 3 CTAs).
+/// The keys and values are exact in f16, so the error is the probabilities' f16 rounding
+/// and the output's: asserted at the fp8 decode's bounds (docs/kernels-fp8.md).
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
   REQUIRE_GPU();
   const DeviceInfo dev = device_info(0);
   if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
-  for (HopperSchedule sched : {HopperSchedule::serial, HopperSchedule::overlap, HopperSchedule::pingpong})
-    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-      for (int hs : {48, 64, 80, 96, 112, 128})
-        for (bool per_head : {false, true}) {
-          if (sched != CudaTuning{}.hopper_schedule && hs != 64 && hs != 128) continue;
-          SCOPED_TRACE(fmt::format("schedule {} {} d={}{}", static_cast<int>(sched), to_string(dt), hs,
-                                   per_head ? " per-head scales" : ""));
-          GpuCase c = per_head ? per_head_case(3, 2) : fp8_case();
-          if (!per_head) {
-            c.heads = 6;
-            c.kv_heads = 3;
-          }
-          c.head_size = hs;
-          c.dtype = dt;
-          c.tuning.hopper_schedule = sched;
-          c.tuning.hopper_ctas = per_head ? 3 : 0;  // a persistent grid: several items per CTA
-          c.layout = hs % 32 == 0 ? CacheLayout::nhd : CacheLayout::hnd;
-          c.seqs = {{131, 131}, {389, 257}, {61, 61}, {7, 1}};
-          c.seed = 1100 + static_cast<std::uint64_t>(hs);
-          const Outcome o = check_case(c);
-          EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
-          EXPECT_LT(o.rel_l2, dt == ScalarType::bf16 ? 6e-3 : 1.5e-3) << o.summary.describe();
-          if (std::getenv("ATTNSEL_PRINT_ERRORS"))
-            std::printf("fp8 hopper prefill sched %d %s d=%d per_head=%d rel_l2 %.3g max_abs %.3g\n",
-                        static_cast<int>(sched), std::string(to_string(dt)).c_str(), hs, int(per_head), o.rel_l2,
-                        o.max_abs);
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (int hs : {48, 64, 80, 96, 112, 128})
+      for (bool per_head : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} d={}{}", to_string(dt), hs, per_head ? " per-head scales" : ""));
+        GpuCase c = per_head ? per_head_case(3, 2) : fp8_case();
+        if (!per_head) {
+          c.heads = 6;
+          c.kv_heads = 3;
         }
+        c.head_size = hs;
+        c.dtype = dt;
+        c.tuning.hopper_ctas = per_head ? 3 : 0;  // a persistent grid: several items per CTA
+        c.layout = hs % 32 == 0 ? CacheLayout::nhd : CacheLayout::hnd;
+        c.seqs = {{131, 131}, {389, 257}, {61, 61}, {7, 1}};
+        c.seed = 1100 + static_cast<std::uint64_t>(hs);
+        const Outcome o = check_case(c);
+        EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+        EXPECT_LT(o.rel_l2, dt == ScalarType::bf16 ? 8e-3 : 2e-3) << o.summary.describe();
+        if (std::getenv("ATTNSEL_PRINT_ERRORS"))
+          std::printf("fp8 hopper prefill %s d=%d per_head=%d rel_l2 %.3g max_abs %.3g\n",
+                      std::string(to_string(dt)).c_str(), hs, int(per_head), o.rel_l2, o.max_abs);
+      }
 }
 
 /// bf16 queries beyond the half's range (3e5) and tiny ones (1e-6): the fp8 Hopper prefill

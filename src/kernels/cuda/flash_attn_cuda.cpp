@@ -256,7 +256,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   // Fixed when the plan is made (the group's geometry and the device).
   int device = 0;
   Elem elem = Elem::bf16;
-  bool kv_fp8 = false;    // e4m3 cache: decode and the portable prefill stage it raw and widen it
+  bool kv_fp8 = false;    // e4m3 cache: every kernel copies it raw and widens it exactly
   int head_dim_pad = 0;
   int block_size = 16;
   DecodeLoads decode_loads = kLoadsCpAsync;
@@ -766,8 +766,8 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
       TensorMaps maps;
       if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, tuning_.hopper_schedule,
-                          tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas, maps.bytes.data(), plan.box_rows, s);
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas,
+                          maps.bytes.data(), plan.box_rows, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }

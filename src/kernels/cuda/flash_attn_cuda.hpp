@@ -18,7 +18,6 @@
 #include "attnsel/facts.hpp"
 #include "attnsel/kernel.hpp"
 #include "attnsel/selector_config.hpp"
-#include "kernels/cuda/launch.hpp"
 
 namespace attnsel::kernel::cuda {
 
@@ -50,7 +49,6 @@ struct CudaTuning {
   int min_split_keys = 256;   ///< decode: never cut a sequence into slices shorter than this
   int decode_max_rows = 64;   ///< query tokens × group up to this take the split-KV kernel
   bool use_hopper = true;     ///< use the sm_90a prefill kernel where it applies
-  HopperSchedule hopper_schedule = HopperSchedule::pingpong;  ///< its consumers' schedule (d ≤ 128)
   /// The Hopper prefill's grid: 0 = one CTA per work item; -1 = persistent, one CTA per
   /// SM running work items in turn; n > 0 = persistent with n CTAs.
   int hopper_ctas = 0;

@@ -102,21 +102,14 @@ enum DecodeLoads : int {
 void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
                    const void* kv_maps, int box_rows, void* stream);
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
-/// How the Hopper prefill's two consumer warpgroups order their work (head sizes up to 128;
-/// d=256 runs serial): see prefill_sm90.cu.
-enum class HopperSchedule : std::uint8_t {
-  serial,    ///< per tile: S = Q·Kᵀ, softmax, O += P·V
-  overlap,   ///< the next tile's S issued with this tile's P·V; softmax under the P·V
-  pingpong,  ///< overlap, and the two warpgroups take turns issuing GEMMs (named barriers)
-};
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
 /// kv_fp8: an e4m3 cache (head sizes up to 128), widened to f16 by the producer warpgroup;
 /// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
 /// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, HopperSchedule schedule, int ctas,
-                         const void* tma, int box_rows, void* stream);
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, int ctas, const void* tma,
+                         int box_rows, void* stream);
 
 struct CacheWriteParams {
   const void* key = nullptr;

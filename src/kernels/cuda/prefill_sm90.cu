@@ -2,18 +2,19 @@
 // wgmma in two consumer warpgroups, mbarrier pipelines between them.
 //
 // One CTA = 128 query rows of one query head (64 per consumer warpgroup). The producer's
-// first warp loads Q once and K/V tiles into a two-stage ring, page by page through the
+// first warp loads Q and K/V tiles into a two-stage ring, page by page through the
 // block table (one TMA box per page slice and 128-byte column chunk, 128-byte swizzled).
 // Each consumer computes S = Q·Kᵀ with both operands in shared memory, applies the score
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory.
 //
-// Consumer schedules (HopperSchedule):
-//  * serial: per tile, S, softmax, P·V, one after another.
-//  * overlap: the next tile's S = Q·Kᵀ is issued together with this tile's P·V, and its
-//    softmax runs while P·V is still in the tensor cores.
-//  * pingpong: overlap, and the two consumer warpgroups take turns issuing their GEMMs
-//    (named barriers), so one's softmax runs while the other's GEMMs have the tensor cores.
+// The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
+// another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
+// the two warpgroups, measured slower on the H200 (docs/KERNELS.md, 2026-12-01).
+//
+// A CTA runs one work item, or several in turn with a persistent grid (ctas): the rings'
+// stages and phases continue from item to item, and the next item's first K/V tiles load
+// while the consumers store the previous output.
 //
 // fp8 (e4m3) cache, head sizes up to 128: TMA lands the raw bytes in a staging ring, the
 // producer's other three warps widen them (exact, e4m3 -> f16) into the swizzled f16
@@ -82,18 +83,15 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
 }
 /// Barrier waits: ptxas grants the consumers their setmaxnreg budget only around the
-/// asm-loop wait. The overlapped schedules (S, P and O live at once), the fp8 path and d=256
-/// need that budget (with the C++ loop they spill); the serial schedule at d≤128 fits the
-/// launch-bound 168 registers and measured 6–15 % faster with the C++-loop wait.
+/// asm-loop wait. The fp8 path and d=256 need that budget (with the C++ loop they spill);
+/// the 16-bit path at d≤128 fits the launch-bound 168 registers and measured 6–15 % faster
+/// with the C++-loop wait.
 template <bool ASM> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
   if constexpr (ASM) mbar_wait_in_asm(bar, parity);
   else mbar_wait(bar, parity);
 }
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void named_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
 __device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
@@ -134,43 +132,6 @@ __device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned ch
     const int u0 = 2 * (u % 4);
     *reinterpret_cast<uint4*>(row + ((u0 ^ (r % 8)) << 4)) = lo;
     *reinterpret_cast<uint4*>(row + (((u0 + 1) ^ (r % 8)) << 4)) = hi;
-  }
-}
-
-/// The online softmax of a score tile without touching O: s becomes probabilities, l is
-/// updated, corr[h] is the factor O's row h must be multiplied by before this tile's P·V.
-template <int NT>
-__device__ __forceinline__ void softmax_scores(float (&m)[2], float (&l)[2], float (&s)[NT][4], float (&corr)[2]) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * h], s[n][2 * h + 1]));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    const float m_new = fmaxf(m[h], mx);
-    const float ref = (m_new == -INFINITY) ? 0.0f : m_new;  // nothing visible yet: no NaN
-    corr[h] = fast_exp2(m[h] - ref);
-    m[h] = m_new;
-    float sum = 0.0f;
-#pragma unroll
-    for (int n = 0; n < NT; ++n) {
-      s[n][2 * h] = fast_exp2(s[n][2 * h] - ref);
-      s[n][2 * h + 1] = fast_exp2(s[n][2 * h + 1] - ref);
-      sum += s[n][2 * h] + s[n][2 * h + 1];
-    }
-    l[h] = l[h] * corr[h] + sum;
-  }
-}
-
-template <int DT>
-__device__ __forceinline__ void rescale_rows(float (&o)[DT][4], const float (&corr)[2]) {
-#pragma unroll
-  for (int j = 0; j < DT; ++j) {
-    o[j][0] *= corr[0];
-    o[j][1] *= corr[0];
-    o[j][2] *= corr[1];
-    o[j][3] *= corr[1];
   }
 }
 
@@ -217,7 +178,7 @@ __device__ __forceinline__ void queries_to_f16(unsigned char* q, int row0, int c
   if (half == 0) undo[r] = back;
 }
 
-template <class T, int D, bool FP8, int SCHED>
+template <class T, int D, bool FP8>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
@@ -225,8 +186,7 @@ __global__ void __launch_bounds__(384, 1)
 #ifdef ATTNSEL_SM90A
   using C = HopperConfig<T, D, FP8>;
   using M = std::conditional_t<FP8, __half, T>;  // the products' element type
-  constexpr bool kOverlap = SCHED >= 1, kPingPong = SCHED == 2;
-  constexpr bool kAsmWait = D > 128 || kOverlap || FP8;
+  constexpr bool kAsmWait = D > 128 || FP8;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
@@ -304,87 +264,87 @@ __global__ void __launch_bounds__(384, 1)
     const int lane = threadIdx.x % 32;
     int g = 0;  // key tiles of the items before this one
     for (int i = blockIdx.x, n = 0; i < p.num_work; i += gridDim.x, ++n) {
-    const Item it = item_at(i);
-    const int kv_begin = it.kv_begin, ntiles = it.ntiles, seq_len = it.seq_len;
-    // Warp 0 loads: lane b fetches the page of box b (one coalesced load per tile, ahead
-    // of the wait) and issues that box's copies, so no lane walks the block table serially.
-    if (threadIdx.x < 32) {
-      // Q, once the consumers are done with the previous item's rows; issued after the
-      // first tile's K and V so that those overlap the previous item's epilogue.
-      auto load_q = [&] {
-        if (lane == 0) {
-          wait_phase<kAsmWait>(q_empty, (n & 1) ^ 1);
-          mbar_arrive_expect_tx(q_full, C::kQBytes);
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
+      const Item it = item_at(i);
+      const int kv_begin = it.kv_begin, ntiles = it.ntiles, seq_len = it.seq_len;
+      // Warp 0 loads: lane b fetches the page of box b (one coalesced load per tile, ahead
+      // of the wait) and issues that box's copies, so no lane walks the block table serially.
+      if (threadIdx.x < 32) {
+        // Q, once the consumers are done with the previous item's rows; issued after the
+        // first tile's K and V so that those overlap the previous item's epilogue.
+        auto load_q = [&] {
+          if (lane == 0) {
+            wait_phase<kAsmWait>(q_empty, (n & 1) ^ 1);
+            mbar_arrive_expect_tx(q_full, C::kQBytes);
+            for (int c = 0; c < C::kChunks; ++c)
+              tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
+          }
+        };
+        if (ntiles == 0) load_q();
+        const std::int32_t* block_row = p.block_table + std::int64_t(it.seq) * p.block_table_stride;
+        const int boxes_per_tile = C::kKeys / box_rows;
+        // Columns per box: 64 16-bit elements, or all 128 fp8 bytes of a row (one chunk).
+        constexpr int kBoxChunks = FP8 ? 1 : C::kChunks;
+        for (int t = 0; t < ntiles; ++t) {
+          const int s = (g + t) % C::kStages;
+          const std::uint32_t par = ((g + t) / C::kStages) & 1;
+          const int key0 = kv_begin + t * C::kKeys;
+          const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
+          const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * kBoxChunks;
+          int page = 0, off = 0;
+          if (lane < nbox) {
+            const int key = key0 + lane * box_rows;
+            page = block_row[key / p.block_size];
+            off = key % p.block_size;
+          }
+          const std::uint32_t kdst = FP8 ? rk_s(s) : k_s(s), vdst = FP8 ? rv_s(s) : v_s(s);
+          const std::uint32_t kbar = FP8 ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
+          const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
+          if (lane == 0) {
+            wait_phase<kAsmWait>(FP8 ? rk_empty(s) : k_empty(s), par ^ 1);
+            mbar_arrive_expect_tx(kbar, bytes);
+          }
+          __syncwarp();
+          if (lane < nbox)
+            for (int c = 0; c < kBoxChunks; ++c)
+              tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
+          if (lane == 0) {
+            wait_phase<kAsmWait>(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
+            mbar_arrive_expect_tx(vbar, bytes);
+          }
+          __syncwarp();
+          if (lane < nbox)
+            for (int c = 0; c < kBoxChunks; ++c)
+              tma_load_4d(vdst + c * rows_stride + lane * box_rows * 128, &tm_v, vbar, c * 64, it.kvh, off, page);
+          if (t == 0) load_q();
         }
-      };
-      if (ntiles == 0) load_q();
-      const std::int32_t* block_row = p.block_table + std::int64_t(it.seq) * p.block_table_stride;
-      const int boxes_per_tile = C::kKeys / box_rows;
-      // Columns per box: 64 16-bit elements, or all 128 fp8 bytes of a row (one chunk).
-      constexpr int kBoxChunks = FP8 ? 1 : C::kChunks;
-      for (int t = 0; t < ntiles; ++t) {
-        const int s = (g + t) % C::kStages;
-        const std::uint32_t par = ((g + t) / C::kStages) & 1;
-        const int key0 = kv_begin + t * C::kKeys;
-        const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
-        const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * kBoxChunks;
-        int page = 0, off = 0;
-        if (lane < nbox) {
-          const int key = key0 + lane * box_rows;
-          page = block_row[key / p.block_size];
-          off = key % p.block_size;
+      } else if constexpr (FP8) {
+        // Warps 1-3 widen each landed raw tile into the f16 ring the consumers read.
+        const int tid = threadIdx.x - 32;
+        for (int t = 0; t < ntiles; ++t) {
+          const int s = (g + t) % C::kStages;
+          const std::uint32_t par = ((g + t) / C::kStages) & 1;
+          const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
+          mbar_wait(rk_full(s), par);
+          mbar_wait(k_empty(s), par ^ 1);
+          widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid);
+          fence_async_shared();
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(rk_empty(s));
+            mbar_arrive(k_full(s));
+          }
+          mbar_wait(rv_full(s), par);
+          mbar_wait(v_empty(s), par ^ 1);
+          widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid);
+          fence_async_shared();
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(rv_empty(s));
+            mbar_arrive(v_full(s));
+          }
         }
-        const std::uint32_t kdst = FP8 ? rk_s(s) : k_s(s), vdst = FP8 ? rv_s(s) : v_s(s);
-        const std::uint32_t kbar = FP8 ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
-        const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
-        if (lane == 0) {
-          wait_phase<kAsmWait>(FP8 ? rk_empty(s) : k_empty(s), par ^ 1);
-          mbar_arrive_expect_tx(kbar, bytes);
-        }
-        __syncwarp();
-        if (lane < nbox)
-          for (int c = 0; c < kBoxChunks; ++c)
-            tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
-        if (lane == 0) {
-          wait_phase<kAsmWait>(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
-          mbar_arrive_expect_tx(vbar, bytes);
-        }
-        __syncwarp();
-        if (lane < nbox)
-          for (int c = 0; c < kBoxChunks; ++c)
-            tma_load_4d(vdst + c * rows_stride + lane * box_rows * 128, &tm_v, vbar, c * 64, it.kvh, off, page);
-        if (t == 0) load_q();
       }
-    } else if constexpr (FP8) {
-      // Warps 1-3 widen each landed raw tile into the f16 ring the consumers read.
-      const int tid = threadIdx.x - 32;
-      for (int t = 0; t < ntiles; ++t) {
-        const int s = (g + t) % C::kStages;
-        const std::uint32_t par = ((g + t) / C::kStages) & 1;
-        const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
-        mbar_wait(rk_full(s), par);
-        mbar_wait(k_empty(s), par ^ 1);
-        widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid);
-        fence_async_shared();
-        __syncwarp();
-        if (lane == 0) {
-          mbar_arrive(rk_empty(s));
-          mbar_arrive(k_full(s));
-        }
-        mbar_wait(rv_full(s), par);
-        mbar_wait(v_empty(s), par ^ 1);
-        widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid);
-        fence_async_shared();
-        __syncwarp();
-        if (lane == 0) {
-          mbar_arrive(rv_empty(s));
-          mbar_arrive(v_full(s));
-        }
-      }
-    }
-    g += ntiles;
+      g += ntiles;
     }
   } else {
     // ---------------- consumers ----------------
@@ -395,108 +355,107 @@ __global__ void __launch_bounds__(384, 1)
     const int wg_row0 = cw * 64;
     int g = 0;  // key tiles of the items before this one
     for (int i = blockIdx.x, n = 0; i < p.num_work; i += gridDim.x, ++n) {
-    const Item it = item_at(i);
-    const int head = it.head, kvh = it.kvh, seq_len = it.seq_len, ctx = it.ctx, q0 = it.q0;
-    const int rows_valid = it.rows_valid, kv_begin = it.kv_begin, ntiles = it.ntiles;
-    // Stage and phase of this item's tile t in the rings.
-    auto stage = [&](int t) { return (g + t) % C::kStages; };
-    auto phase = [&](int t) { return std::uint32_t((g + t) / C::kStages) & 1; };
-    RowInfo ri;
-    const bool has_alibi = p.alibi_slopes != nullptr;
-    const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
-    const ScoreScale score_sc = score_scale(p, kvh);
-  #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
-      ri.pos[h] = ctx + q0 + r;
-      ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
-      ri.alibi[h] = slope;
-    }
-    const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
-    const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
-    const int full_lo = wg_last.lo, full_hi = wg_first.hi;
+      const Item it = item_at(i);
+      const int head = it.head, kvh = it.kvh, seq_len = it.seq_len, ctx = it.ctx, q0 = it.q0;
+      const int rows_valid = it.rows_valid, kv_begin = it.kv_begin, ntiles = it.ntiles;
+      // Stage and phase of this item's tile t in the rings.
+      auto stage = [&](int t) { return (g + t) % C::kStages; };
+      auto phase = [&](int t) { return std::uint32_t((g + t) / C::kStages) & 1; };
+      RowInfo ri;
+      const bool has_alibi = p.alibi_slopes != nullptr;
+      const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
+      const ScoreScale score_sc = score_scale(p, kvh);
+    #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
+        ri.pos[h] = ctx + q0 + r;
+        ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
+        ri.alibi[h] = slope;
+      }
+      const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
+      const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
+      const int full_lo = wg_last.lo, full_hi = wg_first.hi;
 
-    WarpState<D> st;
-    st.init();
-    float sacc[C::kNT][4];
-    // Per-row factors of the query's f16 scaling (fp8 with bf16 queries), 1 otherwise.
-    float undo[2] = {1.0f, 1.0f};
-    wait_phase<kAsmWait>(q_full, n & 1);
-    if constexpr (FP8 && !std::is_same_v<T, __half>) {
-      queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
-      fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
-      named_barrier(2 + cw, 128);
-  #pragma unroll
-      for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
-    }
-    const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
-
-    const std::uint64_t q_desc = smem_desc(q_s + wg_row0 * 128, 16, 1024);
-    const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
-    const std::uint64_t v_desc = smem_desc(v_s(0), C::kKeys * 128, 1024);
-    auto issue_qk = [&](int s) {
-  #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
-        const std::uint64_t db = desc_at(k_desc, s * C::kKVBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
-        WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
-      }
-    };
-    auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / 16][4]) {
-  #pragma unroll
-      for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-        const std::uint64_t dv = desc_at(v_desc, s * C::kKVBytes + kb * 16 * 128);
-        WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
-      }
-    };
-    // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain.
-    auto scores = [&](int key0) {
-      const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
-      if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
-  #pragma unroll
-        for (int n = 0; n < C::kNT; ++n)
-  #pragma unroll
-          for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
-        return;
-      }
+      WarpState<D> st;
+      st.init();
+      float sacc[C::kNT][4];
+      // Per-row factors of the query's f16 scaling (fp8 with bf16 queries), 1 otherwise.
+      float undo[2] = {1.0f, 1.0f};
+      wait_phase<kAsmWait>(q_full, n & 1);
       if constexpr (FP8 && !std::is_same_v<T, __half>) {
-  #pragma unroll
-        for (int n = 0; n < C::kNT; ++n)
-  #pragma unroll
-          for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
+        queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
+        fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
+        named_barrier(2 + cw, 128);
+    #pragma unroll
+        for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
       }
-      score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
-    };
-    // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
-    // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
-    // write zeros there themselves). Both consumer warpgroups take part.
-    auto zero_tail = [&](int s, int key0) {
-      if constexpr (!FP8) {
-        if (key0 + C::kKeys > seq_len) {
-          const int first_bad = seq_len - key0;
-          const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
-          for (int idx = threadIdx.x - 128; idx < n16; idx += 256) {
-            const int row = first_bad + idx / (C::kChunks * 8);
-            const int c = (idx / 8) % C::kChunks;
-            *reinterpret_cast<uint4*>(ptr(v_s(s)) + c * C::kKeys * 128 + row * 128 + (idx % 8) * 16) =
-                make_uint4(0, 0, 0, 0);
-          }
-          fence_async_shared();
-          named_barrier(1, 256);
-        }
-      }
-    };
-    auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / 16][4]) {
-  #pragma unroll
-      for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-        pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
-        pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
-        pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
-        pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
-      }
-    };
+      const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
 
-    if constexpr (!kOverlap) {
+      const std::uint64_t q_desc = smem_desc(q_s + wg_row0 * 128, 16, 1024);
+      const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
+      const std::uint64_t v_desc = smem_desc(v_s(0), C::kKeys * 128, 1024);
+      auto issue_qk = [&](int s) {
+    #pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
+          const std::uint64_t db = desc_at(k_desc, s * C::kKVBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
+          WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
+        }
+      };
+      auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / 16][4]) {
+    #pragma unroll
+        for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+          const std::uint64_t dv = desc_at(v_desc, s * C::kKVBytes + kb * 16 * 128);
+          WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
+        }
+      };
+      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain.
+      auto scores = [&](int key0) {
+        const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
+        if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
+    #pragma unroll
+          for (int n = 0; n < C::kNT; ++n)
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
+          return;
+        }
+        if constexpr (FP8 && !std::is_same_v<T, __half>) {
+    #pragma unroll
+          for (int n = 0; n < C::kNT; ++n)
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
+        }
+        score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+      };
+      // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
+      // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
+      // write zeros there themselves). Both consumer warpgroups take part.
+      auto zero_tail = [&](int s, int key0) {
+        if constexpr (!FP8) {
+          if (key0 + C::kKeys > seq_len) {
+            const int first_bad = seq_len - key0;
+            const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
+            for (int idx = threadIdx.x - 128; idx < n16; idx += 256) {
+              const int row = first_bad + idx / (C::kChunks * 8);
+              const int c = (idx / 8) % C::kChunks;
+              *reinterpret_cast<uint4*>(ptr(v_s(s)) + c * C::kKeys * 128 + row * 128 + (idx % 8) * 16) =
+                  make_uint4(0, 0, 0, 0);
+            }
+            fence_async_shared();
+            named_barrier(1, 256);
+          }
+        }
+      };
+      auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / 16][4]) {
+    #pragma unroll
+        for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+          pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
+          pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
+          pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
+          pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+        }
+      };
+
       for (int t = 0; t < ntiles; ++t) {
         const int s = stage(t);
         const std::uint32_t par = phase(t);
@@ -527,109 +486,42 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(v_empty(s));
       }
-    } else if (ntiles > 0) {
-      // GEMM phases: QK(0), then {QK(t+1), PV(t)} for every t. With ping-pong a warpgroup
-      // waits for its turn before issuing a phase's GEMMs and hands the turn over after;
-      // warpgroup 0 goes first, and warpgroup 1 skips the hand-over after its last phase so
-      // the two named barriers see as many arrivals as waits.
-      auto take_turn = [&] {
-        if constexpr (kPingPong) named_barrier(4 + cw, 256);
-      };
-      auto pass_turn = [&] {
-        if constexpr (kPingPong) named_arrive(4 + (1 - cw), 256);
-      };
-      if (cw == 1) pass_turn();
-      std::uint32_t pa[C::kKeys / 16][4];
-      float corr[2];
-      wait_phase<kAsmWait>(k_full(stage(0)), phase(0));
-      take_turn();
-      fence_operand<C::kNT>(sacc);
-      wgmma_fence();
-      issue_qk(stage(0));
-      wgmma_commit();
-      pass_turn();
-      wgmma_wait<0>();
-      fence_operand<C::kNT>(sacc);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(k_empty(stage(0)));
-      scores(kv_begin);
-      softmax_scores<C::kNT>(st.m, st.l, sacc, corr);
-      pack_p(pa);
-      // One step per tile; the last one (no next tile) is peeled off so that no wgmma sits
-      // behind a branch the compiler cannot prove uniform. Only the last tile reaches past
-      // the sequence.
-      auto step = [&](int t, auto has_next) {
-        constexpr bool next = decltype(has_next)::value;
-        const int s = stage(t), sn = stage(t + 1);
-        const std::uint32_t par = phase(t), parn = phase(t + 1);
-        if constexpr (next) wait_phase<kAsmWait>(k_full(sn), parn);
-        wait_phase<kAsmWait>(v_full(s), par);
-        if constexpr (!next) zero_tail(s, kv_begin + t * C::kKeys);
-        take_turn();
-        fence_operand<C::kNT>(sacc);
-        fence_operand<D / 8>(st.o);
-        wgmma_fence();
-        if constexpr (next) {
-          issue_qk(sn);
-          wgmma_commit();
-        }
-        issue_pv(s, pa);
-        wgmma_commit();
-        if (next || cw == 0) pass_turn();
-        if constexpr (next) {
-          wgmma_wait<1>();  // S of the next tile is in; P·V of this one may still run
-          fence_operand<C::kNT>(sacc);
-          __syncwarp();
-          if (lane == 0) mbar_arrive(k_empty(sn));
-          scores(kv_begin + (t + 1) * C::kKeys);
-          softmax_scores<C::kNT>(st.m, st.l, sacc, corr);
-        }
-        wgmma_wait<0>();
-        fence_operand<D / 8>(st.o);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(v_empty(s));
-        if constexpr (next) {
-          rescale_rows<D / 8>(st.o, corr);
-          pack_p(pa);
-        }
-      };
-      for (int t = 0; t + 1 < ntiles; ++t) step(t, std::true_type{});
-      step(ntiles - 1, std::false_type{});
-    }
 
-    // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
-    named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
-    const bool has_sink = p.sinks != nullptr;
-    const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-    const float out_sc = output_scale(p, kvh);
-  #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
-      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
-      const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * out_sc;
-      const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
-  #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        const int d = 8 * j + 2 * (lane % 4);
-        const int c = d / 64, chunk = (d % 64) / 8;
-        unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
-        *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+      // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
+      named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
+      const bool has_sink = p.sinks != nullptr;
+      const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+      const float out_sc = output_scale(p, kvh);
+    #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+        const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * out_sc;
+        const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
+    #pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          const int d = 8 * j + 2 * (lane % 4);
+          const int c = d / 64, chunk = (d % 64) / 8;
+          unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
+          *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+        }
       }
-    }
-    named_barrier(2 + cw, 128);
-    T* out = static_cast<T*>(p.o);
-    constexpr int CH = D / 8;
-    for (int idx = ctid; idx < 64 * CH; idx += 128) {
-      const int rl = idx / CH, d = (idx % CH) * 8;
-      const int r = wg_row0 + rl;
-      if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
-      const int c = d / 64, chunk = (d % 64) / 8;
-      const uint4 v = *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
-      *reinterpret_cast<uint4*>(out + std::int64_t(it.q_begin + q0 + r) * p.o_stride_tok + head * p.o_stride_head + d) = v;
-    }
-    __syncwarp();
-    if (lane == 0) mbar_arrive(q_empty);  // this warp's Q rows and staged output are free
-    g += ntiles;
+      named_barrier(2 + cw, 128);
+      T* out = static_cast<T*>(p.o);
+      constexpr int CH = D / 8;
+      for (int idx = ctid; idx < 64 * CH; idx += 128) {
+        const int rl = idx / CH, d = (idx % CH) * 8;
+        const int r = wg_row0 + rl;
+        if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
+        const int c = d / 64, chunk = (d % 64) / 8;
+        const uint4 v =
+            *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
+        const std::int64_t tok = it.q_begin + q0 + r;
+        *reinterpret_cast<uint4*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = v;
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(q_empty);  // this warp's Q rows and staged output are free
+      g += ntiles;
     }
   }
 #endif
@@ -637,19 +529,19 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, HopperSchedule schedule, int ctas,
-                         const void* tma, int box_rows, void* stream) {
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, int ctas, const void* tma,
+                         int box_rows, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   dispatch_elem(e, [&]<class T>() {
-    auto go = [&]<int D, bool FP8, int SCHED>() {
+    auto go = [&]<int D, bool FP8>() {
       using C = HopperConfig<T, D, FP8>;
-      auto kernel = prefill_sm90_kernel<T, D, FP8, SCHED>;
+      auto kernel = prefill_sm90_kernel<T, D, FP8>;
       auto cfg = [&] {
-        return cfg_string("elem={} head_size={} (as {}) kv={} schedule={} heads={}/{} work={} ctas={} box_rows={} "
-                          "block_size={} smem={}",
-                          e == Elem::bf16 ? "bf16" : "f16", head_size, D, FP8 ? "fp8_e4m3" : "16-bit", SCHED,
-                          p.num_heads, p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
+        return cfg_string("elem={} head_size={} (as {}) kv={} heads={}/{} work={} ctas={} box_rows={} block_size={} "
+                          "smem={}",
+                          e == Elem::bf16 ? "bf16" : "f16", head_size, D, FP8 ? "fp8_e4m3" : "16-bit", p.num_heads,
+                          p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
       set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
@@ -658,28 +550,21 @@ void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8
                                                                                        box_rows);
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
-    // Head sizes up to 128 run every schedule; d=256 (O alone is 128 registers) the serial one.
-    auto scheduled = [&]<int D, bool FP8>() {
-      switch (schedule) {
-        case HopperSchedule::serial: go.template operator()<D, FP8, 0>(); break;
-        case HopperSchedule::overlap: go.template operator()<D, FP8, 1>(); break;
-        case HopperSchedule::pingpong: go.template operator()<D, FP8, 2>(); break;
-      }
-    };
     const int d = hopper_head_dim(head_size);
     if (kv_fp8 && d != 64 && d != 128)
       throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
-                       cfg_string("an fp8 cache with head size {} (the fp8 path takes head sizes up to 128)", head_size));
+                       cfg_string("an fp8 cache with head size {} (the fp8 path takes head sizes up to 128)",
+                                  head_size));
     switch (d) {
       case 64:
-        if (kv_fp8) scheduled.template operator()<64, true>();
-        else scheduled.template operator()<64, false>();
+        if (kv_fp8) go.template operator()<64, true>();
+        else go.template operator()<64, false>();
         break;
       case 128:
-        if (kv_fp8) scheduled.template operator()<128, true>();
-        else scheduled.template operator()<128, false>();
+        if (kv_fp8) go.template operator()<128, true>();
+        else go.template operator()<128, false>();
         break;
-      case 256: go.template operator()<256, false, 0>(); break;
+      case 256: go.template operator()<256, false>(); break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                          cfg_string("head size {} is above 256", head_size));
