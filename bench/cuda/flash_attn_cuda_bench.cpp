@@ -134,7 +134,8 @@ double flops(const Shape& s) {
   return 4.0 * keys * s.head_size * s.heads * s.batch;
 }
 double kv_bytes(const Shape& s) {
-  return 2.0 * s.batch * double(s.seq_len) * s.kv_heads * s.head_size * (s.kv_fp8 ? 1.0 : double(ak::element_size(s.dtype)));
+  const double elem = s.kv_fp8 ? 1.0 : double(ak::element_size(s.dtype));
+  return 2.0 * s.batch * double(s.seq_len) * s.kv_heads * s.head_size * elem;
 }
 
 /// Relative L2 error of sampled tokens against the reference (downloads the batch).
@@ -326,7 +327,8 @@ int main(int argc, char** argv) {
         out["results"].push_back({{"name", s.name}, {"kind", s.kind}, {"variant", label}, {"batch", s.batch},
                                   {"seq_len", s.seq_len}, {"query_len", s.query_len}, {"heads", s.heads},
                                   {"kv_heads", s.kv_heads}, {"head_size", s.head_size}, {"causal", s.causal},
-                                  {"block_size", s.block_size}, {"kv_fp8", s.kv_fp8}, {"ms", t.median_ms}, {"min_ms", t.min_ms},
+                                  {"block_size", s.block_size}, {"kv_fp8", s.kv_fp8},
+                                  {"ms", t.median_ms}, {"min_ms", t.min_ms},
                                   {"tflops", tflops}, {"tbs", tbs}, {"flops", flops(s)}, {"bytes", kv_bytes(s)},
                                   {"rel_err", err}, {"plan", plan_text}});
       }

@@ -766,8 +766,8 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
       TensorMaps maps;
       if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas,
-                          maps.bytes.data(), plan.box_rows, s);
+      const int ctas = tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas;
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, ctas, maps.bytes.data(), plan.box_rows, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }
