@@ -6,8 +6,9 @@
 //
 //   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only SUBSTRING]
 //
-// --sweep adds planner variants (decode copies, split alignment and count; the portable
-// prefill); --variant LABEL runs only the variant of that label (e.g. for a profiler).
+// --sweep adds planner variants (decode copies, split alignment and count; the Hopper
+// prefill on a persistent grid, and the portable prefill); --variant LABEL runs only the
+// variant of that label (e.g. for a profiler).
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -41,6 +42,7 @@ struct Shape {
   bool hnd = false;  // cache layout [block][head][token][dim] instead of [block][token][head][dim]
   bool causal = true;
   ak::ScalarType dtype = ak::ScalarType::bf16;
+  bool kv_fp8 = false;  // e4m3 cache (k_scale 0.25, v_scale 0.5) instead of dtype
 };
 
 /// A paged batch built directly on the device: random keys/values/queries, shuffled pages.
@@ -89,11 +91,24 @@ DeviceBatch make_batch(const Shape& s, std::uint64_t seed) {
                         std::int64_t(s.block_size) * s.head_size, 1};
   b.q = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, qshape, qstride));
   b.o = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, qshape, qstride));
-  b.k = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, cshape, cstride));
-  b.v = cu::device_like(ak::TensorView::strided(nullptr, s.dtype, cshape, cstride));
+  const ak::ScalarType cache_dtype = s.kv_fp8 ? ak::ScalarType::fp8_e4m3 : s.dtype;
+  b.k = cu::device_like(ak::TensorView::strided(nullptr, cache_dtype, cshape, cstride));
+  b.v = cu::device_like(ak::TensorView::strided(nullptr, cache_dtype, cshape, cstride));
   cu::fill_uniform(b.q, seed * 4 + 1, 2.0f);
-  cu::fill_uniform(b.k, seed * 4 + 2, 1.0f);
-  cu::fill_uniform(b.v, seed * 4 + 3, 1.0f);
+  if (s.kv_fp8) {
+    // Random e4m3 codes of magnitude 2^-6 .. 3.75 (exponent fields 1..9), either sign.
+    std::vector<std::uint8_t> bytes(cu::span_bytes(b.k.view));
+    for (cu::DeviceTensor* t : {&b.k, &b.v}) {
+      for (auto& x : bytes) {
+        const std::uint64_t r = rng();
+        x = static_cast<std::uint8_t>((r & 0x80) | ((1 + (r >> 8) % 9) << 3) | ((r >> 16) & 7));
+      }
+      t->buffer.upload(bytes.data(), bytes.size());
+    }
+  } else {
+    cu::fill_uniform(b.k, seed * 4 + 2, 1.0f);
+    cu::fill_uniform(b.v, seed * 4 + 3, 1.0f);
+  }
   return b;
 }
 
@@ -104,6 +119,11 @@ ak::LayerParams layer(const Shape& s) {
   p.head_size = s.head_size;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
   p.causal = s.causal;
+  if (s.kv_fp8) {
+    p.kv_cache_dtype = "fp8_e4m3";
+    p.k_scale = 0.25f;
+    p.v_scale = 0.5f;
+  }
   return p;
 }
 
@@ -114,7 +134,8 @@ double flops(const Shape& s) {
   return 4.0 * keys * s.head_size * s.heads * s.batch;
 }
 double kv_bytes(const Shape& s) {
-  return 2.0 * s.batch * double(s.seq_len) * s.kv_heads * s.head_size * double(ak::element_size(s.dtype));
+  const double elem = s.kv_fp8 ? 1.0 : double(ak::element_size(s.dtype));
+  return 2.0 * s.batch * double(s.seq_len) * s.kv_heads * s.head_size * elem;
 }
 
 /// Relative L2 error of sampled tokens against the reference (downloads the batch).
@@ -168,7 +189,7 @@ Timing time_plan(const std::function<void()>& execute, cu::DeviceBuffer& flush, 
 
 std::vector<Shape> shapes(bool quick) {
   std::vector<Shape> v;
-  auto prefill = [&](int batch, int seq, int heads, int d, bool causal, int block = 16) {
+  auto prefill = [&](int batch, int seq, int heads, int d, bool causal, int block = 16, bool fp8 = false) {
     Shape s;
     s.kind = "prefill";
     s.batch = batch;
@@ -179,7 +200,9 @@ std::vector<Shape> shapes(bool quick) {
     s.head_size = d;
     s.causal = causal;
     s.block_size = block;
-    s.name = fmt::format("prefill b{} s{} h{} d{} {} blk{}", batch, seq, heads, d, causal ? "causal" : "full", block);
+    s.kv_fp8 = fp8;
+    s.name = fmt::format("prefill b{} s{} h{} d{} {} blk{}{}", batch, seq, heads, d, causal ? "causal" : "full", block,
+                         fp8 ? " fp8" : "");
     v.push_back(s);
   };
   auto decode = [&](int batch, int ctx, bool hnd = false) {
@@ -206,6 +229,7 @@ std::vector<Shape> shapes(bool quick) {
   if (!quick) decode(32, 16384);
   prefill(2, 16384, 16, 128, false);
   prefill(2, 16384, 16, 128, true);
+  prefill(2, 16384, 16, 128, true, 16, true);
   if (!quick) {
     prefill(2, 16384, 16, 256, false);
     prefill(2, 16384, 16, 256, true);
@@ -287,6 +311,9 @@ int main(int argc, char** argv) {
       }
       if (sweep && s.kind == "prefill") {
         cu::CudaTuning t;
+        t.hopper_ctas = -1;
+        variants.push_back({"persistent", t});
+        t = cu::CudaTuning{};
         t.use_hopper = false;
         variants.push_back({"portable", t});
       }
@@ -310,7 +337,8 @@ int main(int argc, char** argv) {
         out["results"].push_back({{"name", s.name}, {"kind", s.kind}, {"variant", label}, {"batch", s.batch},
                                   {"seq_len", s.seq_len}, {"query_len", s.query_len}, {"heads", s.heads},
                                   {"kv_heads", s.kv_heads}, {"head_size", s.head_size}, {"causal", s.causal},
-                                  {"block_size", s.block_size}, {"ms", t.median_ms}, {"min_ms", t.min_ms},
+                                  {"block_size", s.block_size}, {"kv_fp8", s.kv_fp8},
+                                  {"ms", t.median_ms}, {"min_ms", t.min_ms},
                                   {"tflops", tflops}, {"tbs", tbs}, {"flops", flops(s)}, {"bytes", kv_bytes(s)},
                                   {"rel_err", err}, {"plan", plan_text}});
       }

@@ -3,10 +3,13 @@
 // kernels, split-KV decode, NaN-poisoned outputs and NaN-filled unused cache slots.
 // Suites named *Gpu* carry the ctest label `gpu` and skip without a device; the
 // FlashAttnCudaHost suite runs everywhere.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <numeric>
 #include <optional>
@@ -516,6 +519,14 @@ TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {
 
 // ---- fp8 (e4m3) cache --------------------------------------------------------------------
 
+/// The prefill kernel an fp8 batch takes: the Hopper one on sm_90 for head sizes up to 128
+/// that are multiples of 16, else the portable one.
+std::string fp8_prefill_kernel(int head_size) {
+  const DeviceInfo dev = device_info(0);
+  const bool hopper = dev.major == 9 && dev.minor == 0 && head_size <= 128 && head_size % 16 == 0;
+  return hopper ? "sm90-wgmma" : "sm80-mma";
+}
+
 GpuCase fp8_case() {
   GpuCase c;
   c.kv_cache_dtype = "fp8_e4m3";
@@ -540,7 +551,7 @@ TEST(FlashAttnCudaGpu, Fp8CacheOddLengthsGqaRatiosLayoutsAndDtypes) {
         c.seed = 300 + static_cast<std::uint64_t>(group);
         const Outcome o = check_case(c);
         EXPECT_TRUE(o.summary.kv_fp8);
-        EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma") << "fp8 batches take the portable prefill";
+        EXPECT_EQ(o.summary.prefill_kernel, fp8_prefill_kernel(c.head_size));
         EXPECT_NE(o.summary.decode_loads.find("fp8 "), std::string::npos) << o.summary.decode_loads;
       }
 }
@@ -695,7 +706,7 @@ GpuCase per_head_case(int kv_heads, int group) {
   return c;
 }
 
-TEST(FlashAttnCudaGpu, Fp8PerHeadScalesUnsplitDecodeAndPortablePrefill) {
+TEST(FlashAttnCudaGpu, Fp8PerHeadScalesUnsplitDecodeAndPrefill) {
   REQUIRE_GPU();
   for (int group : {1, 4, 8})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16}) {
@@ -709,7 +720,7 @@ TEST(FlashAttnCudaGpu, Fp8PerHeadScalesUnsplitDecodeAndPortablePrefill) {
       EXPECT_TRUE(o.summary.kv_fp8);
       EXPECT_EQ(o.summary.max_splits, 1) << "short sequences are not split: " << o.summary.describe();
       EXPECT_GT(o.summary.decode_ctas, 0);
-      EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma") << "fp8 batches take the portable prefill";
+      EXPECT_EQ(o.summary.prefill_kernel, fp8_prefill_kernel(c.head_size));
     }
 }
 
@@ -747,6 +758,132 @@ TEST(FlashAttnCudaGpu, Fp8PerHeadScalesWithVariantsAndOnlyOneSidePerHead) {
   v_only.k_scale = 0.07f;
   v_only.seqs = k_only.seqs;
   check_case(v_only);
+}
+
+// ---- Hopper prefill: every consumer schedule, and the fp8 cache --------------------------
+
+/// The Hopper prefill against the reference on odd and prime lengths, causal and not,
+/// with chunked prefill (context before the queries), sliding windows, ALiBi, soft-cap and
+/// sinks, with one CTA per work item and on a persistent grid of a few CTAs (several items
+/// of different lengths per CTA, the rings' phases carried from item to item).
+TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  for (int ctas : {0, 5})
+    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+      for (int hs : {40, 96, 128, 256})
+        for (int variant = 0; variant < 3; ++variant) {
+          SCOPED_TRACE(fmt::format("ctas {} {} d={} variant {}", ctas, to_string(dt), hs, variant));
+          GpuCase c;
+          c.heads = 6;
+          c.kv_heads = 2;
+          c.head_size = hs;
+          c.dtype = dt;
+          c.tuning.hopper_ctas = ctas;
+          c.seqs = {{131, 131}, {389, 257}, {61, 61}};
+          if (variant == 0) c.seqs.push_back({1031, 523});
+          c.seed = 900 + static_cast<std::uint64_t>(hs * 3 + variant);
+          if (variant == 1) {
+            c.causal = false;
+            c.alibi = true;
+            c.sinks = true;
+          } else if (variant == 2) {
+            c.window = 200;
+            c.softcap = 8.0f;
+          }
+          const Outcome o = check_case(c);
+          EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+        }
+}
+
+/// fp8 (e4m3) cache through the Hopper prefill: every head size it takes, both query
+/// dtypes, per-layer and per-KV-head scales (the latter on a persistent grid of 3 CTAs).
+/// The keys and values are exact in f16, so the error is the probabilities' f16 rounding
+/// and the output's: asserted at the fp8 decode's bounds (docs/kernels-fp8.md).
+TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (int hs : {48, 64, 80, 96, 112, 128})
+      for (bool per_head : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} d={}{}", to_string(dt), hs, per_head ? " per-head scales" : ""));
+        GpuCase c = per_head ? per_head_case(3, 2) : fp8_case();
+        if (!per_head) {
+          c.heads = 6;
+          c.kv_heads = 3;
+        }
+        c.head_size = hs;
+        c.dtype = dt;
+        c.tuning.hopper_ctas = per_head ? 3 : 0;  // a persistent grid: several items per CTA
+        c.layout = hs % 32 == 0 ? CacheLayout::nhd : CacheLayout::hnd;
+        c.seqs = {{131, 131}, {389, 257}, {61, 61}, {7, 1}};
+        c.seed = 1100 + static_cast<std::uint64_t>(hs);
+        const Outcome o = check_case(c);
+        EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+        EXPECT_LT(o.rel_l2, dt == ScalarType::bf16 ? 8e-3 : 2e-3) << o.summary.describe();
+        if (std::getenv("ATTNSEL_PRINT_ERRORS"))
+          std::printf("fp8 hopper prefill %s d=%d per_head=%d rel_l2 %.3g max_abs %.3g\n",
+                      std::string(to_string(dt)).c_str(), hs, int(per_head), o.rel_l2, o.max_abs);
+      }
+}
+
+/// bf16 queries beyond the half's range (3e5) and tiny ones (1e-6): the fp8 Hopper prefill
+/// scales each query row by a power of two before its f16 products.
+TEST(FlashAttnCudaGpu, Fp8HopperPrefillQueriesBeyondTheHalfRangeAndTiny) {
+  REQUIRE_GPU();
+  for (float range : {3e5f, 1e-6f}) {
+    SCOPED_TRACE(fmt::format("query range {}", range));
+    WorkloadSpec spec;
+    spec.num_heads = 4;
+    spec.num_kv_heads = 2;
+    spec.head_size = 128;
+    spec.dtype = ScalarType::bf16;
+    spec.kv_cache_dtype = "fp8_e4m3";
+    spec.k_scale = 0.05f;
+    spec.v_scale = 0.7f;
+    spec.query_range = range;
+    spec.sequences = {{257, 257}, {300, 131}};
+    PagedWorkload wl(spec);
+    LayerParams lp;
+    lp.num_heads = 4;
+    lp.num_kv_heads = 2;
+    lp.head_size = 128;
+    lp.scale = 1.0f / (range * 20.0f);  // logits of order 1
+    lp.kv_cache_dtype = "fp8_e4m3";
+    lp.k_scale = spec.k_scale;
+    lp.v_scale = spec.v_scale;
+    const AttentionMetadata md = wl.metadata();
+    std::vector<std::int32_t> tokens(static_cast<std::size_t>(wl.num_tokens()));
+    std::iota(tokens.begin(), tokens.end(), 0);
+    const std::vector<double> ref = reference::attend(lp, wl.query(), wl.cache(), md, tokens);
+    const KVCacheView hc = wl.cache();
+    DeviceTensor q = to_device(wl.query()), k = to_device(hc.key), v = to_device(hc.value);
+    DeviceTensor o = device_like(wl.output());
+    o.buffer.fill_bytes(0xFF);
+    FlashAttnCuda impl(lp);
+    const KVCacheView dev_cache{k.view, v.view};
+    const auto plan = impl.plan(md, dev_cache, q.view.dtype, Stream{});
+    EXPECT_EQ(FlashAttnCuda::summary(*plan).prefill_kernel, fp8_prefill_kernel(128));
+    impl.execute(*plan, q.view, dev_cache, o.view, Stream{});
+    synchronize("fp8 prefill query range test");
+    copy_to_host(o, wl.output());
+    const TensorView ho = wl.output();
+    double e2 = 0.0, r2 = 0.0;
+    std::int64_t bad = 0;
+    for (std::size_t i = 0; i < ref.size(); ++i) {
+      const double got = reference::load(ho.data, ho.dtype, static_cast<std::int64_t>(i));
+      if (!std::isfinite(got)) {
+        ++bad;
+        continue;
+      }
+      e2 += (got - ref[i]) * (got - ref[i]);
+      r2 += ref[i] * ref[i];
+    }
+    EXPECT_EQ(bad, 0);
+    EXPECT_LT(std::sqrt(e2 / r2), 8e-3);
+  }
 }
 
 TEST(FlashAttnCudaGpu, Fp8PerHeadScalesCacheWriterMatchesTheReferenceBytes) {

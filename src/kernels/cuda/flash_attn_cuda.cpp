@@ -266,13 +266,14 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   // Fixed when the plan is made (the group's geometry and the device).
   int device = 0;
   Elem elem = Elem::bf16;
-  bool kv_fp8 = false;    // e4m3 cache: decode and the portable prefill stage it raw and widen it
+  bool kv_fp8 = false;    // e4m3 cache: every kernel copies it raw and widens it exactly
   int head_dim_pad = 0;
   int block_size = 16;
   DecodeLoads decode_loads = kLoadsCpAsync;
   int decode_box_rows = 0;  // keys per TMA box in decode (kLoadsTma)
   bool hopper = false;      // prefill on the sm_90a kernel
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
+  int sms = 0;              // the device's multiprocessors (a persistent Hopper prefill's grid)
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
   bool programmatic = false;  // cache writes and decode kernels use programmatic dependent launch
@@ -464,12 +465,15 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
     plan->decode_box_rows = std::gcd(plan->block_size, kDecodeKeyTile);
     plan->split_align = std::max(plan->split_align, plan->decode_box_rows);
   }
-  // fp8 caches take the portable prefill: the Hopper kernel's TMA copies land in shared
-  // memory as stored, and its wgmma reads them from there (no register widening step).
-  plan->hopper = tuning_.use_hopper && !kv_fp8 && facts.major == 9 && facts.minor == 0 &&
+  // fp8 caches take the Hopper kernel up to head size 128 (its staging ring of raw bytes
+  // fits shared memory there) where TMA can address the rows (16-byte strides: head sizes
+  // a multiple of 16); the others take the portable prefill.
+  const bool hopper_fp8_ok = params_.head_size <= 128 && params_.head_size % 16 == 0;
+  plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
   if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
   plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
+  plan->sms = facts.sms;
   for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
   const int max_blocks = shape.max_blocks_per_seq;
@@ -791,7 +795,8 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
       TensorMaps maps;
       if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
-      launch_prefill_sm90(p, plan.elem, p.head_size, maps.bytes.data(), plan.box_rows, s);
+      const int ctas = tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas;
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, ctas, maps.bytes.data(), plan.box_rows, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }

@@ -49,6 +49,9 @@ struct CudaTuning {
   int min_split_keys = 256;   ///< decode: never cut a sequence into slices shorter than this
   int decode_max_rows = 64;   ///< query tokens × group up to this take the split-KV kernel
   bool use_hopper = true;     ///< use the sm_90a prefill kernel where it applies
+  /// The Hopper prefill's grid: 0 = one CTA per work item; -1 = persistent, one CTA per
+  /// SM running work items in turn; n > 0 = persistent with n CTAs.
+  int hopper_ctas = 0;
   DecodeCopies decode_copies = DecodeCopies::automatic;  ///< falls back where a choice cannot apply
   /// decode: key slices start on multiples of this (a power of 2). 64, the key tile: every
   /// slice but a sequence's last is made of whole tiles (1 x 32k: 3.05 TB/s against 2.94 at 16).

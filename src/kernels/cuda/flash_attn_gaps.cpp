@@ -10,8 +10,8 @@ namespace attnsel::kernel::cuda {
 std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, const RuntimeEnv& env) {
   std::vector<std::string> gaps;
   const std::string kv = c.kv_cache_dtype.value_or("auto");
-  // fp8 / fp8_e4m3 caches are computed (decode and the portable prefill widen e4m3 in
-  // registers, scaled by k_scale/v_scale, per layer or per KV head: use_per_head_quant_scales
+  // fp8 / fp8_e4m3 caches are computed (decode and both prefill kernels widen e4m3 exactly,
+  // scaled by k_scale/v_scale, per layer or per KV head: use_per_head_quant_scales
   // is covered); other fp8 formats are not.
   if (kv.starts_with("fp8") && kv != "fp8" && kv != "fp8_e4m3")
     gaps.push_back(fmt::format("kv_cache_dtype '{}' is not implemented in attnsel's CUDA kernels (fp8 caches: fp8, "

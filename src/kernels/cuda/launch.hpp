@@ -106,7 +106,12 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
 void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, const void* tma, int box_rows, void* stream);
+/// kv_fp8: an e4m3 cache (head sizes up to 128), widened to f16 by the producer warpgroup;
+/// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
+/// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
+/// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, int ctas, const void* tma,
+                         int box_rows, void* stream);
 
 struct CacheWriteParams {
   const void* key = nullptr;

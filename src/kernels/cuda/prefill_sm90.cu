@@ -2,27 +2,46 @@
 // wgmma in two consumer warpgroups, mbarrier pipelines between them.
 //
 // One CTA = 128 query rows of one query head (64 per consumer warpgroup). The producer's
-// single thread loads Q once and K/V tiles into a two-stage ring, page by page through the
-// block table (one TMA box per page slice and 64-column chunk, 128-byte swizzled). Each
-// consumer computes S = Q·Kᵀ with both operands in shared memory, applies the score
+// first warp loads Q and K/V tiles into a two-stage ring, page by page through the
+// block table (one TMA box per page slice and 128-byte column chunk, 128-byte swizzled).
+// Each consumer computes S = Q·Kᵀ with both operands in shared memory, applies the score
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory.
 //
-// Every head size up to 256 (bf16/fp16 cache) takes this path, computed as 64, 128 or 256
-// with the columns past the real size read as zeros by TMA. Ping-pong scheduling between
-// the consumers and intra-warpgroup overlap of softmax with the next S are the next steps
-// (docs/KERNELS.md).
+// The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
+// another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
+// the two warpgroups, measured slower on the H200 (docs/KERNELS.md, 2026-12-01).
+//
+// A CTA runs one work item, or several in turn with a persistent grid (ctas): the rings'
+// stages and phases continue from item to item, and the next item's first K/V tiles load
+// while the consumers store the previous output.
+//
+// fp8 (e4m3) cache, head sizes up to 128: TMA lands the raw bytes in a staging ring, the
+// producer's other three warps widen them (exact, e4m3 -> f16) into the swizzled f16
+// layout the consumers read, writing zeros for keys past the sequence. The products then
+// run in f16: each consumer converts its bf16 query rows to f16 once, scaled per row by a
+// power of two (exact) that keeps them inside the half's range, and takes the factor back
+// in the score scale. k_scale joins the score scale, v_scale the output (per KV head where
+// given).
+//
+// Every head size up to 256 (16-bit cache) takes this path, computed as 64, 128 or 256
+// with the columns past the real size read as zeros by TMA.
 #include <cuda.h>
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
+#include "kernels/cuda/fp8_convert.cuh"
 #include "kernels/cuda/tile_common.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
 
-template <class T, int D>
+/// fp8: the producer's warps 1-3 widen the raw tiles.
+constexpr int kWideners = 96;
+
+template <class T, int D, bool FP8>
 struct HopperConfig {
+  static_assert(!FP8 || D <= 128, "the fp8 staging ring fits shared memory up to d=128");
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
   static constexpr int kKeys = hopper_key_tile(D);
@@ -32,10 +51,20 @@ struct HopperConfig {
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) swizzle atoms per row
   static constexpr std::uint32_t kQBytes = kRows * D * 2;
   static constexpr std::uint32_t kKVBytes = kKeys * D * 2;
-  static constexpr std::uint32_t kBarOffset = kQBytes + 2 * kStages * kKVBytes;
-  static constexpr std::uint32_t kNumBars = 1 + 4 * kStages;
-  static constexpr std::size_t kSmemBytes = kBarOffset + 8 * kNumBars + 1024;  // + alignment slack
+  static constexpr std::uint32_t kRawBytes = FP8 ? kKeys * 128 : 0;  // one 128-byte box column
+  static constexpr std::uint32_t kRawOffset = kQBytes + 2 * kStages * kKVBytes;
+  static constexpr std::uint32_t kBarOffset = kRawOffset + 2 * kStages * kRawBytes;
+  static constexpr std::uint32_t kNumBars = 2 + 4 * kStages + (FP8 ? 4 * kStages : 0);
+  static constexpr std::uint32_t kUndoOffset = kBarOffset + 8 * kNumBars;  // fp8: per-row query factors
+  static constexpr std::size_t kSmemBytes = kUndoOffset + (FP8 ? 4 * kRows : 0) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "more shared memory than a Hopper CTA may have");
+  // Registers per thread after setmaxnreg (the producer widens fp8 tiles: it needs more).
+  // setmaxnreg.inc only takes what the producer's .dec gave back: the sum must stay within
+  // the CTA's launch allocation (168 × 384 under __launch_bounds__(384, 1)), or the
+  // consumers wait for registers forever.
+  static constexpr int kProducerRegs = FP8 ? 48 : 32;
+  static constexpr int kConsumerRegs = FP8 ? 224 : 232;
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384, "more registers than the CTA holds");
 };
 
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -53,15 +82,18 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
 }
-/// Barrier waits: at d=256 the consumers need their full setmaxnreg budget, which ptxas
-/// grants only around the asm-loop wait; at d≤128 the C++-loop wait measured 6–15 % faster.
-template <int D> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
-  if constexpr (D > 128) mbar_wait_in_asm(bar, parity);
+/// Barrier waits: ptxas grants the consumers their setmaxnreg budget only around the
+/// asm-loop wait. The fp8 path and d=256 need that budget (with the C++ loop they spill);
+/// the 16-bit path at d≤128 fits the launch-bound 168 registers and measured 6–15 % faster
+/// with the C++-loop wait.
+template <bool ASM> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
+  if constexpr (ASM) mbar_wait_in_asm(bar, parity);
   else mbar_wait(bar, parity);
 }
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
+__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 
 /// Shared-memory matrix descriptor, 128-byte swizzle. lbo/sbo in bytes.
 __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t lbo, std::uint32_t sbo) {
@@ -73,13 +105,88 @@ __device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint
   return d;
 }
 
-template <class T, int D>
+/// A descriptor `bytes` further on (bytes a multiple of 16, no carry out of the address
+/// field). Opaque to the compiler, so it cannot hoist a loop's worth of descriptors into
+/// registers the consumers need for S, P and O.
+__device__ __forceinline__ std::uint64_t desc_at(std::uint64_t d, std::uint32_t bytes) {
+  std::uint64_t r;
+  asm volatile("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(d), "l"(std::uint64_t(bytes >> 4)));
+  return r;
+}
+
+/// Widens one raw e4m3 tile (kKeys rows × 128 swizzled bytes) into the swizzled f16 layout
+/// (D/64 chunks of kKeys rows × 128 bytes); rows at or past `valid` become zeros (keys past
+/// the sequence: unloaded or stale bytes, maybe NaN). `tid` in [0, kWideners).
+template <class C, int D>
+__device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned char* wide, int valid, int tid) {
+  constexpr int kUnits = D / 16;  // 16 raw bytes -> two 16-byte f16 units
+  for (int idx = tid; idx < C::kKeys * kUnits; idx += kWideners) {
+    const int r = idx / kUnits, u = idx % kUnits;
+    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+    if (r < valid) {
+      const uint4 b = *reinterpret_cast<const uint4*>(raw + r * 128 + ((u ^ (r % 8)) << 4));
+      lo = e4m3x8_to<__half>(make_uint2(b.x, b.y));
+      hi = e4m3x8_to<__half>(make_uint2(b.z, b.w));
+    }
+    unsigned char* row = wide + (u / 4) * C::kKeys * 128 + r * 128;
+    const int u0 = 2 * (u % 4);
+    *reinterpret_cast<uint4*>(row + ((u0 ^ (r % 8)) << 4)) = lo;
+    *reinterpret_cast<uint4*>(row + (((u0 + 1) ^ (r % 8)) << 4)) = hi;
+  }
+}
+
+/// Converts a consumer's 64 bf16 query rows (swizzled, in place) to f16, each row scaled by
+/// a power of two that puts its largest magnitude in [2^14, 2^15): exact, far from the
+/// half's overflow, and bf16's 8 bits stay within the half's 11 down to 2^-15 of the row's
+/// maximum. undo[r] takes row r's scores back. Two threads per row.
+template <int D, int ROWS>
+__device__ __forceinline__ void queries_to_f16(unsigned char* q, int row0, int ctid, float* undo) {
+  const int r = row0 + ctid / 2, half = ctid % 2;
+  constexpr int kUnits = D / 16;  // 16-byte units per thread: half of the row
+  uint4* u[kUnits];
+#pragma unroll
+  for (int i = 0; i < kUnits; ++i) {
+    const int unit = half * kUnits + i;  // logical unit of the row
+    u[i] = reinterpret_cast<uint4*>(q + (unit / 8) * ROWS * 128 + r * 128 + (((unit % 8) ^ (r % 8)) << 4));
+  }
+  std::uint32_t amax = 0;  // |x| of bf16 values compared as integers: monotonic for finite ones
+#pragma unroll
+  for (int i = 0; i < kUnits; ++i) {
+    const uint4 v = *u[i];
+    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) amax = max(amax, max(w[k] & 0x7FFFu, (w[k] >> 16) & 0x7FFFu));
+  }
+  amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  const int e = int(amax >> 7);  // biased exponent of the largest magnitude
+  float f = 1.0f, back = 1.0f;
+  if (amax != 0 && e < 255) {
+    const int s = min(14 - (e - 127), 126);  // 2^s and 2^-s are normal floats
+    f = __int_as_float((127 + s) << 23);
+    back = __int_as_float((127 - s) << 23);
+  }
+#pragma unroll
+  for (int i = 0; i < kUnits; ++i) {
+    const uint4 v = *u[i];
+    const std::uint32_t w[4] = {v.x, v.y, v.z, v.w};
+    std::uint32_t h[4];
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      h[k] = pack2<__half>(__uint_as_float(w[k] << 16) * f, __uint_as_float(w[k] & 0xFFFF0000u) * f);
+    *u[i] = make_uint4(h[0], h[1], h[2], h[3]);
+  }
+  if (half == 0) undo[r] = back;
+}
+
+template <class T, int D, bool FP8>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const int box_rows) {
 #ifdef ATTNSEL_SM90A
-  using C = HopperConfig<T, D>;
+  using C = HopperConfig<T, D, FP8>;
+  using M = std::conditional_t<FP8, __half, T>;  // the products' element type
+  constexpr bool kAsmWait = D > 128 || FP8;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
@@ -87,34 +194,64 @@ __global__ void __launch_bounds__(384, 1)
   const std::uint32_t q_s = base;
   auto k_s = [&](int s) { return base + C::kQBytes + s * C::kKVBytes; };
   auto v_s = [&](int s) { return base + C::kQBytes + (C::kStages + s) * C::kKVBytes; };
+  auto rk_s = [&](int s) { return base + C::kRawOffset + s * C::kRawBytes; };
+  auto rv_s = [&](int s) { return base + C::kRawOffset + (C::kStages + s) * C::kRawBytes; };
+  auto ptr = [&](std::uint32_t a) { return base_ptr + (a - base); };
   const std::uint32_t bars = base + C::kBarOffset;
   const std::uint32_t q_full = bars;
   auto k_full = [&](int s) { return bars + 8 * (1 + s); };
   auto v_full = [&](int s) { return bars + 8 * (1 + C::kStages + s); };
   auto k_empty = [&](int s) { return bars + 8 * (1 + 2 * C::kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * C::kStages + s); };
+  // fp8: the raw staging ring's barriers (TMA -> wideners, wideners -> TMA).
+  auto rk_full = [&](int s) { return bars + 8 * (1 + 4 * C::kStages + s); };
+  auto rv_full = [&](int s) { return bars + 8 * (1 + 5 * C::kStages + s); };
+  auto rk_empty = [&](int s) { return bars + 8 * (1 + 6 * C::kStages + s); };
+  auto rv_empty = [&](int s) { return bars + 8 * (1 + 7 * C::kStages + s); };
+  float* undo_s = reinterpret_cast<float*>(base_ptr + C::kUndoOffset);
+  (void)undo_s;
 
-  const PrefillWork w = static_cast<const PrefillWork*>(p.work)[blockIdx.x];
-  const int seq = w.seq, head = w.head, kvh = head / p.group;
-  const int q_begin = p.query_start_loc[seq];
-  const int q_len = p.query_start_loc[seq + 1] - q_begin;
-  const int seq_len = p.seq_lens[seq];
-  const int ctx = seq_len - q_len;
-  const int q0 = w.row_tile * C::kRows;
-  const int rows_valid = min(C::kRows, q_len - q0);
-  const KeyRange cta_first = visible_keys(p, ctx + q0, seq_len);
-  const KeyRange cta_last = visible_keys(p, ctx + q0 + rows_valid - 1, seq_len);
-  const int kv_begin = cta_first.lo / C::kKeys * C::kKeys;
-  const int kv_end = cta_last.hi;
-  const int ntiles = kv_end > kv_begin ? (kv_end - kv_begin + C::kKeys - 1) / C::kKeys : 0;
+  const std::uint32_t q_empty = bars + 8 * (C::kNumBars - 1);
+
+  // A CTA runs work items blockIdx.x, blockIdx.x + gridDim.x, ... (one each unless the
+  // grid is persistent). Every role walks the same items and counts their key tiles, so
+  // the rings' stages and phases continue from one item to the next.
+  struct Item {
+    int seq, head, kvh, q_begin, seq_len, ctx, q0, rows_valid, kv_begin, ntiles;
+  };
+  auto item_at = [&](int i) {
+    const PrefillWork w = static_cast<const PrefillWork*>(p.work)[i];
+    Item it;
+    it.seq = w.seq;
+    it.head = w.head;
+    it.kvh = w.head / p.group;
+    it.q_begin = p.query_start_loc[w.seq];
+    const int q_len = p.query_start_loc[w.seq + 1] - it.q_begin;
+    it.seq_len = p.seq_lens[w.seq];
+    it.ctx = it.seq_len - q_len;
+    it.q0 = w.row_tile * C::kRows;
+    it.rows_valid = min(C::kRows, q_len - it.q0);
+    const KeyRange first = visible_keys(p, it.ctx + it.q0, it.seq_len);
+    const KeyRange last = visible_keys(p, it.ctx + it.q0 + it.rows_valid - 1, it.seq_len);
+    it.kv_begin = first.lo / C::kKeys * C::kKeys;
+    it.ntiles = last.hi > it.kv_begin ? (last.hi - it.kv_begin + C::kKeys - 1) / C::kKeys : 0;
+    return it;
+  };
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
+    mbar_init(q_empty, 8);  // the consumer warps are done with the Q rows (and the staged output)
     for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(k_full(s), 1);
-      mbar_init(v_full(s), 1);
+      mbar_init(k_full(s), FP8 ? 3 : 1);  // fp8: one arrival per widening warp
+      mbar_init(v_full(s), FP8 ? 3 : 1);
       mbar_init(k_empty(s), 8);  // one arrival per consumer warp
       mbar_init(v_empty(s), 8);
+      if constexpr (FP8) {
+        mbar_init(rk_full(s), 1);
+        mbar_init(rv_full(s), 1);
+        mbar_init(rk_empty(s), 3);
+        mbar_init(rv_empty(s), 3);
+      }
     }
     mbar_fence_init();
   }
@@ -123,169 +260,268 @@ __global__ void __launch_bounds__(384, 1)
   const int wg = threadIdx.x / 128;
   if (wg == 0) {
     // ---------------- producer ----------------
-    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-    // Warp 0 produces: lane b fetches the page of box b (one coalesced load per tile, ahead
-    // of the wait) and issues that box's copies, so no lane walks the block table serially.
-    if (threadIdx.x < 32 && ntiles > 0) {
-      const int lane = threadIdx.x;
-      if (lane == 0) {
-        mbar_arrive_expect_tx(q_full, C::kQBytes);
-        for (int c = 0; c < C::kChunks; ++c)
-          tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, head, q_begin + q0);
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs) : "memory");
+    const int lane = threadIdx.x % 32;
+    int g = 0;  // key tiles of the items before this one
+    for (int i = blockIdx.x, n = 0; i < p.num_work; i += gridDim.x, ++n) {
+      const Item it = item_at(i);
+      const int kv_begin = it.kv_begin, ntiles = it.ntiles, seq_len = it.seq_len;
+      // Warp 0 loads: lane b fetches the page of box b (one coalesced load per tile, ahead
+      // of the wait) and issues that box's copies, so no lane walks the block table serially.
+      if (threadIdx.x < 32) {
+        // Q, once the consumers are done with the previous item's rows; issued after the
+        // first tile's K and V so that those overlap the previous item's epilogue.
+        auto load_q = [&] {
+          if (lane == 0) {
+            wait_phase<kAsmWait>(q_empty, (n & 1) ^ 1);
+            mbar_arrive_expect_tx(q_full, C::kQBytes);
+            for (int c = 0; c < C::kChunks; ++c)
+              tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
+          }
+        };
+        if (ntiles == 0) load_q();
+        const std::int32_t* block_row = p.block_table + std::int64_t(it.seq) * p.block_table_stride;
+        const int boxes_per_tile = C::kKeys / box_rows;
+        // Columns per box: 64 16-bit elements, or all 128 fp8 bytes of a row (one chunk).
+        constexpr int kBoxChunks = FP8 ? 1 : C::kChunks;
+        for (int t = 0; t < ntiles; ++t) {
+          const int s = (g + t) % C::kStages;
+          const std::uint32_t par = ((g + t) / C::kStages) & 1;
+          const int key0 = kv_begin + t * C::kKeys;
+          const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
+          const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * kBoxChunks;
+          int page = 0, off = 0;
+          if (lane < nbox) {
+            const int key = key0 + lane * box_rows;
+            page = block_row[key / p.block_size];
+            off = key % p.block_size;
+          }
+          const std::uint32_t kdst = FP8 ? rk_s(s) : k_s(s), vdst = FP8 ? rv_s(s) : v_s(s);
+          const std::uint32_t kbar = FP8 ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
+          const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
+          if (lane == 0) {
+            wait_phase<kAsmWait>(FP8 ? rk_empty(s) : k_empty(s), par ^ 1);
+            mbar_arrive_expect_tx(kbar, bytes);
+          }
+          __syncwarp();
+          if (lane < nbox)
+            for (int c = 0; c < kBoxChunks; ++c)
+              tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
+          if (lane == 0) {
+            wait_phase<kAsmWait>(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
+            mbar_arrive_expect_tx(vbar, bytes);
+          }
+          __syncwarp();
+          if (lane < nbox)
+            for (int c = 0; c < kBoxChunks; ++c)
+              tma_load_4d(vdst + c * rows_stride + lane * box_rows * 128, &tm_v, vbar, c * 64, it.kvh, off, page);
+          if (t == 0) load_q();
+        }
+      } else if constexpr (FP8) {
+        // Warps 1-3 widen each landed raw tile into the f16 ring the consumers read.
+        const int tid = threadIdx.x - 32;
+        for (int t = 0; t < ntiles; ++t) {
+          const int s = (g + t) % C::kStages;
+          const std::uint32_t par = ((g + t) / C::kStages) & 1;
+          const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
+          mbar_wait(rk_full(s), par);
+          mbar_wait(k_empty(s), par ^ 1);
+          widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid);
+          fence_async_shared();
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(rk_empty(s));
+            mbar_arrive(k_full(s));
+          }
+          mbar_wait(rv_full(s), par);
+          mbar_wait(v_empty(s), par ^ 1);
+          widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid);
+          fence_async_shared();
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(rv_empty(s));
+            mbar_arrive(v_full(s));
+          }
+        }
       }
-      const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
-      const int boxes_per_tile = C::kKeys / box_rows;
-      for (int t = 0; t < ntiles; ++t) {
-        const int s = t % C::kStages;
-        const std::uint32_t par = (t / C::kStages) & 1;
-        const int key0 = kv_begin + t * C::kKeys;
-        const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
-        const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * C::kChunks;
-        int page = 0, off = 0;
-        if (lane < nbox) {
-          const int key = key0 + lane * box_rows;
-          page = block_row[key / p.block_size];
-          off = key % p.block_size;
-        }
-        if (lane == 0) {
-          wait_phase<D>(k_empty(s), par ^ 1);
-          mbar_arrive_expect_tx(k_full(s), bytes);
-        }
-        __syncwarp();
-        if (lane < nbox)
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(k_s(s) + c * C::kKeys * 128 + lane * box_rows * 128, &tm_k, k_full(s), c * 64, kvh, off, page);
-        if (lane == 0) {
-          wait_phase<D>(v_empty(s), par ^ 1);
-          mbar_arrive_expect_tx(v_full(s), bytes);
-        }
-        __syncwarp();
-        if (lane < nbox)
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_load_4d(v_s(s) + c * C::kKeys * 128 + lane * box_rows * 128, &tm_v, v_full(s), c * 64, kvh, off, page);
-      }
+      g += ntiles;
     }
   } else {
     // ---------------- consumers ----------------
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(C::kConsumerRegs) : "memory");
     const int cw = wg - 1;
-    const int ctid = threadIdx.x - 128;
+    const int ctid = threadIdx.x - 128 * wg;
     const int warp_in = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int wg_row0 = cw * 64;
-    RowInfo ri;
-    const bool has_alibi = p.alibi_slopes != nullptr;
-    const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
-    // 16-bit caches only (the planner sends fp8 to the portable kernel): no per-head scales.
-    const ScoreScale score_sc = score_scale(p, kvh);
-  #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
-      ri.pos[h] = ctx + q0 + r;
-      ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
-      ri.alibi[h] = slope;
-    }
-    const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
-    const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
-    const int full_lo = wg_last.lo, full_hi = wg_first.hi;
-
-    WarpState<D> st;
-    st.init();
-    float sacc[C::kNT][4];
-    if (ntiles > 0) wait_phase<D>(q_full, 0);
-
-    for (int t = 0; t < ntiles; ++t) {
-      const int s = t % C::kStages;
-      const std::uint32_t par = (t / C::kStages) & 1;
-      const int key0 = kv_begin + t * C::kKeys;
-
-      wait_phase<D>(k_full(s), par);
-      fence_operand<C::kNT>(sacc);
-      wgmma_fence();
-  #pragma unroll
-      for (int kk = 0; kk < D / 16; ++kk) {
-        const std::uint64_t da =
-            smem_desc(q_s + (kk / 4) * C::kRows * 128 + wg_row0 * 128 + (kk % 4) * 32, 16, 1024);
-        const std::uint64_t db = smem_desc(k_s(s) + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32, 16, 1024);
-        WgmmaSS<T, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
+    int g = 0;  // key tiles of the items before this one
+    for (int i = blockIdx.x, n = 0; i < p.num_work; i += gridDim.x, ++n) {
+      const Item it = item_at(i);
+      const int head = it.head, kvh = it.kvh, seq_len = it.seq_len, ctx = it.ctx, q0 = it.q0;
+      const int rows_valid = it.rows_valid, kv_begin = it.kv_begin, ntiles = it.ntiles;
+      // Stage and phase of this item's tile t in the rings.
+      auto stage = [&](int t) { return (g + t) % C::kStages; };
+      auto phase = [&](int t) { return std::uint32_t((g + t) / C::kStages) & 1; };
+      RowInfo ri;
+      const bool has_alibi = p.alibi_slopes != nullptr;
+      const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
+      const ScoreScale score_sc = score_scale(p, kvh);
+    #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
+        ri.pos[h] = ctx + q0 + r;
+        ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
+        ri.alibi[h] = slope;
       }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_operand<C::kNT>(sacc);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(k_empty(s));
+      const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
+      const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
+      const int full_lo = wg_last.lo, full_hi = wg_first.hi;
 
-      const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
-      score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
-      softmax_tile<D, C::kNT>(st, sacc);
+      WarpState<D> st;
+      st.init();
+      float sacc[C::kNT][4];
+      // Per-row factors of the query's f16 scaling (fp8 with bf16 queries), 1 otherwise.
+      float undo[2] = {1.0f, 1.0f};
+      wait_phase<kAsmWait>(q_full, n & 1);
+      if constexpr (FP8 && !std::is_same_v<T, __half>) {
+        queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
+        fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
+        named_barrier(2 + cw, 128);
+    #pragma unroll
+        for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
+      }
+      const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
 
-      wait_phase<D>(v_full(s), par);
-      if (key0 + C::kKeys > seq_len) {
-        // Rows past the sequence hold stale or unloaded data (maybe NaN): zero them, so
-        // that P = 0 there contributes exactly nothing.
-        const int first_bad = seq_len - key0;
-        const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
-        for (int idx = ctid; idx < n16; idx += 256) {
-          const int row = first_bad + idx / (C::kChunks * 8);
-          const int c = (idx / 8) % C::kChunks;
-          uint4* dst = reinterpret_cast<uint4*>(base_ptr + (v_s(s) - base) + c * C::kKeys * 128 + row * 128 +
-                                                (idx % 8) * 16);
-          *dst = make_uint4(0, 0, 0, 0);
+      const std::uint64_t q_desc = smem_desc(q_s + wg_row0 * 128, 16, 1024);
+      const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
+      const std::uint64_t v_desc = smem_desc(v_s(0), C::kKeys * 128, 1024);
+      auto issue_qk = [&](int s) {
+    #pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
+          const std::uint64_t db = desc_at(k_desc, s * C::kKVBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
+          WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
         }
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        named_barrier(1, 256);
-      }
-      // P as register A-fragments, all packed before the first wgmma so the compiler need
-      // not fence between them.
-      std::uint32_t pa[C::kKeys / 16][4];
-  #pragma unroll
-      for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-        pa[kb][0] = pack2<T>(sacc[2 * kb][0], sacc[2 * kb][1]);
-        pa[kb][1] = pack2<T>(sacc[2 * kb][2], sacc[2 * kb][3]);
-        pa[kb][2] = pack2<T>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
-        pa[kb][3] = pack2<T>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
-      }
-      fence_operand<D / 8>(st.o);
-      wgmma_fence();
-  #pragma unroll
-      for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-        const std::uint64_t dv = smem_desc(v_s(s) + kb * 16 * 128, C::kKeys * 128, 1024);
-        WgmmaRS<T, D>::run(st.o, pa[kb], dv, 1);
-      }
-      wgmma_commit();
-      wgmma_wait<0>();
-      fence_operand<D / 8>(st.o);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(v_empty(s));
-    }
+      };
+      auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / 16][4]) {
+    #pragma unroll
+        for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+          const std::uint64_t dv = desc_at(v_desc, s * C::kKVBytes + kb * 16 * 128);
+          WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
+        }
+      };
+      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain.
+      auto scores = [&](int key0) {
+        const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
+        if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
+    #pragma unroll
+          for (int n = 0; n < C::kNT; ++n)
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
+          return;
+        }
+        if constexpr (FP8 && !std::is_same_v<T, __half>) {
+    #pragma unroll
+          for (int n = 0; n < C::kNT; ++n)
+    #pragma unroll
+            for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
+        }
+        score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+      };
+      // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
+      // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
+      // write zeros there themselves). Both consumer warpgroups take part.
+      auto zero_tail = [&](int s, int key0) {
+        if constexpr (!FP8) {
+          if (key0 + C::kKeys > seq_len) {
+            const int first_bad = seq_len - key0;
+            const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
+            for (int idx = threadIdx.x - 128; idx < n16; idx += 256) {
+              const int row = first_bad + idx / (C::kChunks * 8);
+              const int c = (idx / 8) % C::kChunks;
+              *reinterpret_cast<uint4*>(ptr(v_s(s)) + c * C::kKeys * 128 + row * 128 + (idx % 8) * 16) =
+                  make_uint4(0, 0, 0, 0);
+            }
+            fence_async_shared();
+            named_barrier(1, 256);
+          }
+        }
+      };
+      auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / 16][4]) {
+    #pragma unroll
+        for (int kb = 0; kb < C::kKeys / 16; ++kb) {
+          pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
+          pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
+          pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
+          pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+        }
+      };
 
-    // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
-    named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
-    const bool has_sink = p.sinks != nullptr;
-    const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-  #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
-      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
-      const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink);
-      const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
-  #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        const int d = 8 * j + 2 * (lane % 4);
-        const int c = d / 64, chunk = (d % 64) / 8;
-        unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
-        *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+      for (int t = 0; t < ntiles; ++t) {
+        const int s = stage(t);
+        const std::uint32_t par = phase(t);
+        const int key0 = kv_begin + t * C::kKeys;
+        wait_phase<kAsmWait>(k_full(s), par);
+        fence_operand<C::kNT>(sacc);
+        wgmma_fence();
+        issue_qk(s);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand<C::kNT>(sacc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(k_empty(s));
+        scores(key0);
+        softmax_tile<D, C::kNT>(st, sacc);
+        wait_phase<kAsmWait>(v_full(s), par);
+        zero_tail(s, key0);
+        // P as register A-fragments, all packed before the first wgmma so the compiler need
+        // not fence between them.
+        std::uint32_t pa[C::kKeys / 16][4];
+        pack_p(pa);
+        fence_operand<D / 8>(st.o);
+        wgmma_fence();
+        issue_pv(s, pa);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand<D / 8>(st.o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(v_empty(s));
       }
-    }
-    named_barrier(2 + cw, 128);
-    T* out = static_cast<T*>(p.o);
-    constexpr int CH = D / 8;
-    for (int idx = ctid % 128; idx < 64 * CH; idx += 128) {
-      const int rl = idx / CH, d = (idx % CH) * 8;
-      const int r = wg_row0 + rl;
-      if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
-      const int c = d / 64, chunk = (d % 64) / 8;
-      const uint4 v = *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
-      *reinterpret_cast<uint4*>(out + std::int64_t(q_begin + q0 + r) * p.o_stride_tok + head * p.o_stride_head + d) = v;
+
+      // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
+      named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
+      const bool has_sink = p.sinks != nullptr;
+      const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+      const float out_sc = output_scale(p, kvh);
+    #pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+        const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * out_sc;
+        const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
+    #pragma unroll
+        for (int j = 0; j < D / 8; ++j) {
+          const int d = 8 * j + 2 * (lane % 4);
+          const int c = d / 64, chunk = (d % 64) / 8;
+          unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
+          *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+        }
+      }
+      named_barrier(2 + cw, 128);
+      T* out = static_cast<T*>(p.o);
+      constexpr int CH = D / 8;
+      for (int idx = ctid; idx < 64 * CH; idx += 128) {
+        const int rl = idx / CH, d = (idx % CH) * 8;
+        const int r = wg_row0 + rl;
+        if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
+        const int c = d / 64, chunk = (d % 64) / 8;
+        const uint4 v =
+            *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
+        const std::int64_t tok = it.q_begin + q0 + r;
+        *reinterpret_cast<uint4*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = v;
+      }
+      __syncwarp();
+      if (lane == 0) mbar_arrive(q_empty);  // this warp's Q rows and staged output are free
+      g += ntiles;
     }
   }
 #endif
@@ -293,28 +529,42 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, const void* tma, int box_rows, void* stream) {
+void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, int ctas, const void* tma,
+                         int box_rows, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   dispatch_elem(e, [&]<class T>() {
-    auto go = [&]<int D>() {
-      using C = HopperConfig<T, D>;
-      auto kernel = prefill_sm90_kernel<T, D>;
+    auto go = [&]<int D, bool FP8>() {
+      using C = HopperConfig<T, D, FP8>;
+      auto kernel = prefill_sm90_kernel<T, D, FP8>;
       auto cfg = [&] {
-        return cfg_string("elem={} head_size={} (as {}) heads={}/{} work={} box_rows={} block_size={} smem={}",
-                          e == Elem::bf16 ? "bf16" : "f16", head_size, D, p.num_heads, p.num_kv_heads, p.num_work,
-                          box_rows, p.block_size, C::kSmemBytes);
+        return cfg_string("elem={} head_size={} (as {}) kv={} heads={}/{} work={} ctas={} box_rows={} block_size={} "
+                          "smem={}",
+                          e == Elem::bf16 ? "bf16" : "f16", head_size, D, FP8 ? "fp8_e4m3" : "16-bit", p.num_heads,
+                          p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
       set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
-      kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1],
-                                                                                              maps[2], box_rows);
+      const int grid = ctas > 0 && ctas < p.num_work ? ctas : p.num_work;
+      kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1], maps[2],
+                                                                                       box_rows);
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
-    switch (hopper_head_dim(head_size)) {
-      case 64: go.template operator()<64>(); break;
-      case 128: go.template operator()<128>(); break;
-      case 256: go.template operator()<256>(); break;
+    const int d = hopper_head_dim(head_size);
+    if (kv_fp8 && d != 64 && d != 128)
+      throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
+                       cfg_string("an fp8 cache with head size {} (the fp8 path takes head sizes up to 128)",
+                                  head_size));
+    switch (d) {
+      case 64:
+        if (kv_fp8) go.template operator()<64, true>();
+        else go.template operator()<64, false>();
+        break;
+      case 128:
+        if (kv_fp8) go.template operator()<128, true>();
+        else go.template operator()<128, false>();
+        break;
+      case 256: go.template operator()<256, false>(); break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                          cfg_string("head size {} is above 256", head_size));
