@@ -961,13 +961,31 @@ HWY_INLINE void QkFp8FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
     for (int d = 0; d < D; d += 64) {
       if (s.pf) s.pf->issue();
       const int m = std::min(64, D - d);
-      for (int k = 0; k < KB; ++k) {
-        __m512i w0, w1;
-        Fp8KeyWords(cv, t.k[kg + k] + d, m, w0, w1);
+      if constexpr (R <= 4) {  // the rows' queries stay in registers while the keys stream
+        __m512i qv[R][2];
         for (int r = 0; r < R; ++r) {
           const std::uint16_t* qr = q + static_cast<std::size_t>(r) * DP + d;
-          acc[k * R + r] = Dot(acc[k * R + r], _mm512_load_si512(qr), w0);
-          acc[k * R + r] = Dot(acc[k * R + r], _mm512_load_si512(qr + 32), w1);
+          qv[r][0] = _mm512_load_si512(qr);
+          qv[r][1] = _mm512_load_si512(qr + 32);
+        }
+        for (int k = 0; k < KB; ++k) {
+          __m512i w0, w1;
+          Fp8KeyWords(cv, t.k[kg + k] + d, m, w0, w1);
+          for (int r = 0; r < R; ++r) {
+            acc[k * R + r] = Dot(acc[k * R + r], qv[r][0], w0);
+            acc[k * R + r] = Dot(acc[k * R + r], qv[r][1], w1);
+          }
+        }
+      } else {  // 8 rows, 2 keys: the keys stay in registers while the rows stream
+        __m512i kw[KB][2];
+        for (int k = 0; k < KB; ++k) Fp8KeyWords(cv, t.k[kg + k] + d, m, kw[k][0], kw[k][1]);
+        for (int r = 0; r < R; ++r) {
+          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * DP + d;
+          const __m512i q0 = _mm512_load_si512(qr), q1 = _mm512_load_si512(qr + 32);
+          for (int k = 0; k < KB; ++k) {
+            acc[k * R + r] = Dot(acc[k * R + r], q0, kw[k][0]);
+            acc[k * R + r] = Dot(acc[k * R + r], q1, kw[k][1]);
+          }
         }
       }
     }
@@ -1183,8 +1201,13 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     cursor.start(first_line / per_block, (first_line % per_block) * 64, 0, c.block_bytes,
                  lines * (part + 1) / H - lines * part / H);
   };
-  // Whole blocks: one tile ahead; head runs: one step ahead.
-  const std::int64_t ahead = head_runs ? 1 : whole_blocks ? H : kAhead;
+  // Whole blocks: one tile ahead; head runs: as many steps ahead as make the bytes of one
+  // bf16 step of 16 keys at d=128 (8 KiB of K and V): one step for bf16, two for fp8's
+  // half-size rows (the same bytes in flight; more overflows L1).
+  constexpr std::int64_t kHeadRunAheadBytes = 8192;
+  const std::int64_t step_bytes = 2 * static_cast<std::int64_t>(tile_keys) * static_cast<std::int64_t>(row_bytes);
+  const std::int64_t ahead =
+      head_runs ? std::max<std::int64_t>(1, kHeadRunAheadBytes / step_bytes) : whole_blocks ? H : kAhead;
   for (std::int64_t step = 0; step < ahead; ++step) prefetch_step(step);
   cursor.flush();
   // The tile's rows are located once (for the first KV head) and shifted for the others.
