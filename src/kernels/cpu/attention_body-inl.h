@@ -668,7 +668,10 @@ HWY_INLINE void PackQueryBf16(const LayerCtx& c, const WorkItem& it, const ItemG
 // 256 into the scales); the sign bit is put back on the high byte and an in-lane byte
 // interleave makes the words. A vpermb of the 64 input bytes first puts them in the order
 // that makes the interleaves come out in natural order. 64 elements cost 6 instructions
-// (the widening through fp32 and back took ~20). vpermb/vpermi2b are AVX512-VBMI, which
+// (the widening through fp32 and back took ~20). Decode items' keys skip that permute
+// (their queries are packed in the order the interleaves leave the key dims:
+// Fp8KeyWords), and V pairs skip it everywhere (dims transposed until the item ends:
+// Fp8PairsToBf16Transposed). vpermb/vpermi2b are AVX512-VBMI, which
 // this region is not compiled for (a CPU with AVX-512-BF16 but no VBMI would fault on
 // anything the compiler chose to emit): they are written as asm, and fp8 items reach this
 // variant only on CPUs that have VBMI (ProcessItem checks).
@@ -1203,7 +1206,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   };
   // Whole blocks: one tile ahead; head runs: as many steps ahead as make the bytes of one
   // bf16 step of 16 keys at d=128 (8 KiB of K and V): one step for bf16, two for fp8's
-  // half-size rows (the same bytes in flight; more overflows L1).
+  // half-size rows (the bytes in flight that measured best for bf16; twice them overflowed L1).
   constexpr std::int64_t kHeadRunAheadBytes = 8192;
   const std::int64_t step_bytes = 2 * static_cast<std::int64_t>(tile_keys) * static_cast<std::int64_t>(row_bytes);
   const std::int64_t ahead =
