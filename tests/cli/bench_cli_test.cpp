@@ -50,6 +50,27 @@ TEST(BenchCli, ADecodeCaseOfAGivenShape) {
   EXPECT_THAT(half.err, HasSubstr("--batch and --context go together"));
 }
 
+TEST(BenchCli, AnFp8ShapeIsTimedAgainstTheSameShapeOnA16BitCache) {
+  if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
+  const test::CliResult r = run_attnsel(
+      {"bench", "--batch", "2", "--context", "300", "--kv-cache-dtype", "fp8", "--repeats", "1", "--json"},
+      {"OMP_DYNAMIC=false"});
+  ASSERT_EQ(r.exit_code, 0) << "stdout: " << r.out << "\nstderr: " << r.err;
+  const nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_EQ(j.at("results").size(), 1u);
+  const nlohmann::json& res = j.at("results")[0];
+  EXPECT_EQ(res.at("case"), "decode-shape");
+  EXPECT_THAT(res.at("shape").get<std::string>(), HasSubstr("2 × 300 tokens"));
+  EXPECT_THAT(res.at("shape").get<std::string>(), HasSubstr("fp8"));
+  EXPECT_EQ(res.at("anchor_kv_cache_dtype"), "auto");
+  EXPECT_GT(res.at("anchor_seconds").get<double>(), 0.0);
+  EXPECT_NEAR(res.at("time_vs_anchor").get<double>(),
+              res.at("seconds").get<double>() / res.at("anchor_seconds").get<double>(), 1e-9);
+  EXPECT_EQ(res.at("ceiling_name"), "read bandwidth");
+  EXPECT_GT(res.at("pct_of_ceiling").get<double>(), 0.0);
+  EXPECT_TRUE(res.at("check_passed").get<bool>());
+}
+
 TEST(RunCli, ReportsThePlanAndTheHostTimePerLayer) {
   if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
   const test::CliResult r = run_attnsel({"run", "--num-layers", "3", "--batch", "2", "--context", "40",

@@ -102,6 +102,28 @@ TEST(Fp8PathsCpu, EveryFiniteByteValueOnDecodeAndPrefillItems) {
       }
 }
 
+TEST(Fp8PathsCpu, EveryDecodeRowCountOnEveryByteValue) {
+  // Decode items of 1, 2, 4 and 8 rows per KV head (GQA 1-8, and 2 tokens × GQA 2-4):
+  // each row count has its own register plan for the widened keys; a head size with a
+  // 16-dim tail and one without.
+  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+    for (int group : {1, 2, 4, 8})
+      for (int hs : {80, 128}) {
+        const Fp8Format f = std::string(kv) == "fp8_e5m2" ? Fp8Format::e5m2 : Fp8Format::e4m3;
+        WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, hs, {{61, 1}, {97, 2}, {33, 1}, {150, 1}});
+        spec.num_kv_heads = 2;
+        spec.num_heads = 2 * group;
+        spec.k_scale = f == Fp8Format::e4m3 ? 1.0f / 256 : 1.0f / 8192;
+        spec.v_scale = 0.5f;
+        PagedWorkload w(spec);
+        fill_with_every_code(w, f, 29, false);
+        const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec));
+        const double worst =
+            testing::expect_matches_reference(*impl, w, fmt::format("{} GQA {} d={}", kv, group, hs));
+        EXPECT_LE(worst, 1.0);
+      }
+}
+
 TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
   // The benchmark's shape (GQA 4, d=128, HND, block 16) on random caches written by the
   // cache writer's rounding: the fp8 paths stay within bf16's tolerance (the test's bound),
@@ -116,7 +138,8 @@ TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
       PagedWorkload w(spec);
       const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec));
       const double worst = testing::expect_matches_reference(*impl, w, fmt::format("{} {}", kv, to_string(dt)));
-      EXPECT_LE(worst, 0.5) << "worst error / tolerance";
+      // Measured 0.35 (bf16 model: probabilities rounded to bf16) and 0.03 (fp32 model).
+      EXPECT_LE(worst, dt == ScalarType::f32 ? 0.1 : 0.5) << "worst error / tolerance";
     }
 }
 

@@ -60,11 +60,11 @@ int run_bench(const BenchOptions& o) {
   // An fp8 cache is timed against the model-dtype cache ("auto") case by case in the same
   // run: the time ratio is what halving the bytes bought.
   const bool fp8 = m.kv_cache_dtype.rfind("fp8", 0) == 0;
+  // Each anchor is its case with the cache dtype swapped (standard cases and --batch/--context alike).
   std::vector<runtime::BenchCase> anchors;
   if (fp8)
-    for (runtime::BenchCase a : gpu ? runtime::standard_gpu_bench_cases(chosen.dtype, "auto", chosen.layout, o.scale)
-                                    : runtime::standard_bench_cases(chosen.dtype, "auto", chosen.layout, o.scale)) {
-      a.workload.block_size = o.block_size;
+    for (runtime::BenchCase a : cases) {
+      a.workload.kv_cache_dtype = "auto";
       anchors.push_back(std::move(a));
     }
 

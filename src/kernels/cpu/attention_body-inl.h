@@ -668,7 +668,10 @@ HWY_INLINE void PackQueryBf16(const LayerCtx& c, const WorkItem& it, const ItemG
 // 256 into the scales); the sign bit is put back on the high byte and an in-lane byte
 // interleave makes the words. A vpermb of the 64 input bytes first puts them in the order
 // that makes the interleaves come out in natural order. 64 elements cost 6 instructions
-// (the widening through fp32 and back took ~20). vpermb/vpermi2b are AVX512-VBMI, which
+// (the widening through fp32 and back took ~20). Decode items' keys skip that permute
+// (their queries are packed in the order the interleaves leave the key dims:
+// Fp8KeyWords), and V pairs skip it everywhere (dims transposed until the item ends:
+// Fp8PairsToBf16Transposed). vpermb/vpermi2b are AVX512-VBMI, which
 // this region is not compiled for (a CPU with AVX-512-BF16 but no VBMI would fault on
 // anything the compiler chose to emit): they are written as asm, and fp8 items reach this
 // variant only on CPUs that have VBMI (ProcessItem checks).
@@ -760,6 +763,42 @@ HWY_INLINE void Fp8PairsToBf16(const Fp8Bf16& t, const std::uint8_t* a, const st
   out[3] = _mm512_unpackhi_epi16(a1, b1);
 }
 
+// Two keys' 64 fp8 values -> their (a, b) bfloat16 pairs with no input permute: the raw
+// bytes are interleaved first (a0 b0 a1 b1 ...), so each table lookup yields the low (or
+// high) bytes of both keys at once and one more byte interleave makes (a, b) dwords.
+// Dword 16i + 4L + j of the result (out[i], lane L, j < 4) holds dim 16L + 4i + j: the
+// chunk's 4 × 4 groups of 4 dims transposed, an order the P·V accumulators keep until
+// Fp8OutputToNaturalOrder. 12 instructions per 64 pairs (the natural order took 16).
+HWY_INLINE void Fp8PairsToBf16Transposed(const Fp8Bf16& t, const std::uint8_t* a, const std::uint8_t* b,
+                                         __m512i (&out)[4]) {
+  const __m512i va = _mm512_loadu_si512(a), vb = _mm512_loadu_si512(b);
+  const __m512i x[2] = {_mm512_unpacklo_epi8(va, vb), _mm512_unpackhi_epi8(va, vb)};
+  for (int h = 0; h < 2; ++h) {
+    __m512i lo, hi;
+    Fp8Bytes(t, x[h], lo, hi);
+    out[2 * h] = _mm512_unpacklo_epi8(lo, hi);
+    out[2 * h + 1] = _mm512_unpackhi_epi8(lo, hi);
+  }
+}
+
+// Puts each full 64-dim chunk of the first `rows` accumulator rows back in natural dim
+// order (the transposition of Fp8PairsToBf16Transposed is its own inverse): once per item.
+HWY_INLINE void Fp8OutputToNaturalOrder(int rows, int D, Scratch& s) {
+  for (int r = 0; r < rows; ++r)
+    for (int d = 0; d + 64 <= D; d += 64) {
+      float* o = s.o + static_cast<std::size_t>(r) * D + d;
+      const __m512 a = _mm512_load_ps(o), b = _mm512_load_ps(o + 16), c = _mm512_load_ps(o + 32),
+                   e = _mm512_load_ps(o + 48);
+      // 4 × 4 transpose of 128-bit lanes.
+      const __m512 ab0 = _mm512_shuffle_f32x4(a, b, 0x44), ab1 = _mm512_shuffle_f32x4(a, b, 0xEE);
+      const __m512 ce0 = _mm512_shuffle_f32x4(c, e, 0x44), ce1 = _mm512_shuffle_f32x4(c, e, 0xEE);
+      _mm512_store_ps(o, _mm512_shuffle_f32x4(ab0, ce0, 0x88));
+      _mm512_store_ps(o + 16, _mm512_shuffle_f32x4(ab0, ce0, 0xDD));
+      _mm512_store_ps(o + 32, _mm512_shuffle_f32x4(ab1, ce1, 0x88));
+      _mm512_store_ps(o + 48, _mm512_shuffle_f32x4(ab1, ce1, 0xDD));
+    }
+}
+
 // K rows as bf16: the cache itself when it is bf16, else converted (exactly) into scratch.
 template <KvType K>
 HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** out_rows, Scratch& s) {
@@ -801,8 +840,14 @@ HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
       }
     } else {
       const Fp8Bf16& cv = Fp8Bf16Tables<K>();  // (a static: initialised once)
-      for (int d = 0; d < D; d += 64) {
-        const int m = std::min(64, D - d);
+      int d = 0;
+      for (; d + 64 <= D; d += 64) {  // full chunks: transposed order
+        __m512i out[4];
+        Fp8PairsToBf16Transposed(cv, t.v[2 * pr] + d, t.v[2 * pr + 1] + d, out);
+        for (int j = 0; j < 4; ++j) _mm512_store_si512(vp + static_cast<std::size_t>(pr) * D + d + 16 * j, out[j]);
+      }
+      if (d < D) {  // a 16-48 dim tail: natural order
+        const int m = D - d;
         __m512i out[4];
         Fp8PairsToBf16(cv, t.v[2 * pr] + d, t.v[2 * pr + 1] + d, m, out);
         for (int j = 0; j < m / 16; ++j) _mm512_store_si512(vp + static_cast<std::size_t>(pr) * D + d + 16 * j, out[j]);
@@ -870,42 +915,80 @@ HWY_INLINE void QkBf16FewRows(const LayerCtx& c, const KeyTile& t, const std::ui
   }
 }
 
-// QkBf16FewRows on an fp8 cache: each K row is widened in registers (Fp8ToBf16), 64
-// dims at a time, and used at once by every row; nothing goes through scratch.
+// The order in which Fp8KeyWords leaves the dims of a 64-dim chunk: word 32h + 8L + j of
+// the chunk (h: which of the two vectors, L: 128-bit lane, j < 8) holds dim 16L + 8h + j.
+// Q·Kᵀ sums over the dims, so the queries are packed in that order instead of the keys
+// being permuted into natural order (one vpermb per 64 dims saved).
+HWY_INLINE int Fp8KeyWordDim(int w) { return 16 * ((w % 32) / 8) + 8 * (w / 32) + w % 8; }
+
+// Row stride (bf16 words) of the queries packed for an fp8 cache: D rounded up to 64.
+HWY_INLINE int Fp8QueryStride(int D) { return (D + 63) / 64 * 64; }
+
+// Queries as bf16 [R][Fp8QueryStride(D)] in the Fp8KeyWordDim order of each 64-dim chunk,
+// zeros past D and for padding rows (the queries' words occupy at most half of s.qp).
+template <int R>
+HWY_INLINE void PackQueryRowsFp8(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, Scratch& s) {
+  const int D = c.head_size, DP = Fp8QueryStride(D);
+  auto* q = reinterpret_cast<std::uint16_t*>(s.qp);
+  for (int r = 0; r < R; ++r)
+    for (int at = 0; at < DP; ++at) {
+      const int d = at / 64 * 64 + Fp8KeyWordDim(at % 64);
+      const int token = it.token_begin + r / g.heads, head = it.head_begin + r % g.heads;
+      q[static_cast<std::size_t>(r) * DP + at] = r < g.rows && d < D ? QueryBits(c, token, head, d) : 0;
+    }
+}
+
+// n (<= 64) fp8 values of a K row -> bfloat16 words in Fp8KeyWordDim order, zeros past n:
+// two table lookups, the sign, two in-lane byte interleaves.
+HWY_INLINE void Fp8KeyWords(const Fp8Bf16& t, const std::uint8_t* p, int n, __m512i& w0, __m512i& w1) {
+  __m512i lo, hi;
+  Fp8Bytes(t, LoadBytes(p, n), lo, hi);
+  w0 = _mm512_unpacklo_epi8(lo, hi);
+  w1 = _mm512_unpackhi_epi8(lo, hi);
+}
+
+// QkBf16FewRows on an fp8 cache: each K row is widened in registers (Fp8KeyWords), 64
+// dims at a time, and used at once by every row against queries packed in the same dim
+// order (PackQueryRowsFp8); nothing goes through scratch. A tail of 16-48 dims is a masked
+// load: its zeros widen to +0 and meet zero queries.
 template <KvType K, int R>
 HWY_INLINE void QkFp8FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
   constexpr int KB = 16 / R;
-  const int D = c.head_size;
+  const int D = c.head_size, DP = Fp8QueryStride(D);
   const Fp8Bf16& cv = Fp8Bf16Tables<K>();
   const auto* q = reinterpret_cast<const std::uint16_t*>(s.qp);
   const __m512 scale = _mm512_set1_ps(s.qk_scale);
-  const int full = D / 64 * 64;
   for (int kg = 0; kg < t.nk; kg += KB) {
     __m512 acc[16];
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    for (int d = 0; d < full; d += 64) {
+    for (int d = 0; d < D; d += 64) {
       if (s.pf) s.pf->issue();
-      for (int k = 0; k < KB; ++k) {
-        __m512i w0, w1;
-        Fp8ToBf16(cv, t.k[kg + k] + d, 64, w0, w1);
+      const int m = std::min(64, D - d);
+      if constexpr (R <= 4) {  // the rows' queries stay in registers while the keys stream
+        __m512i qv[R][2];
         for (int r = 0; r < R; ++r) {
-          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * D + d;
-          acc[k * R + r] = Dot(acc[k * R + r], _mm512_loadu_si512(qr), w0);
-          acc[k * R + r] = Dot(acc[k * R + r], _mm512_loadu_si512(qr + 32), w1);
+          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * DP + d;
+          qv[r][0] = _mm512_load_si512(qr);
+          qv[r][1] = _mm512_load_si512(qr + 32);
         }
-      }
-    }
-    if (full < D) {  // 16, 32 or 48 dims left: zeros past D on both sides
-      const int m = D - full;
-      const __mmask32 m0 = m >= 32 ? ~__mmask32{0} : (__mmask32{1} << m) - 1;
-      const __mmask32 m1 = m > 32 ? (__mmask32{1} << (m - 32)) - 1 : 0;
-      for (int k = 0; k < KB; ++k) {
-        __m512i w0, w1;
-        Fp8ToBf16(cv, t.k[kg + k] + full, m, w0, w1);
+        for (int k = 0; k < KB; ++k) {
+          __m512i w0, w1;
+          Fp8KeyWords(cv, t.k[kg + k] + d, m, w0, w1);
+          for (int r = 0; r < R; ++r) {
+            acc[k * R + r] = Dot(acc[k * R + r], qv[r][0], w0);
+            acc[k * R + r] = Dot(acc[k * R + r], qv[r][1], w1);
+          }
+        }
+      } else {  // 8 rows, 2 keys: the keys stay in registers while the rows stream
+        __m512i kw[KB][2];
+        for (int k = 0; k < KB; ++k) Fp8KeyWords(cv, t.k[kg + k] + d, m, kw[k][0], kw[k][1]);
         for (int r = 0; r < R; ++r) {
-          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * D + full;
-          acc[k * R + r] = Dot(acc[k * R + r], _mm512_maskz_loadu_epi16(m0, qr), w0);
-          if (m > 32) acc[k * R + r] = Dot(acc[k * R + r], _mm512_maskz_loadu_epi16(m1, qr + 32), w1);
+          const std::uint16_t* qr = q + static_cast<std::size_t>(r) * DP + d;
+          const __m512i q0 = _mm512_load_si512(qr), q1 = _mm512_load_si512(qr + 32);
+          for (int k = 0; k < KB; ++k) {
+            acc[k * R + r] = Dot(acc[k * R + r], q0, kw[k][0]);
+            acc[k * R + r] = Dot(acc[k * R + r], q1, kw[k][1]);
+          }
         }
       }
     }
@@ -1020,7 +1103,12 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     hs[j].qk_scale = c.qk_scale * (c.k_head_scales ? c.k_head_scales[sub[j].kv_head] : 1.0f);
     hs[j].v_scale = c.v_scale * (c.v_head_scales ? c.v_head_scales[sub[j].kv_head] : 1.0f);
     if constexpr (FR > 0) {
-      PackQueryRows<FR>(c, sub[j], g, hs[j], ATTNSEL_BF16_VARIANT);
+#if ATTNSEL_BF16_VARIANT
+      if constexpr (K == KvType::e4m3 || K == KvType::e5m2) PackQueryRowsFp8<FR>(c, sub[j], g, hs[j]);
+      else PackQueryRows<FR>(c, sub[j], g, hs[j], true);
+#else
+      PackQueryRows<FR>(c, sub[j], g, hs[j], false);
+#endif
     } else {
 #if ATTNSEL_BF16_VARIANT
       PackQueryBf16<NV>(c, sub[j], g, hs[j]);
@@ -1116,8 +1204,13 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     cursor.start(first_line / per_block, (first_line % per_block) * 64, 0, c.block_bytes,
                  lines * (part + 1) / H - lines * part / H);
   };
-  // Whole blocks: one tile ahead; head runs: one step ahead.
-  const std::int64_t ahead = head_runs ? 1 : whole_blocks ? H : kAhead;
+  // Whole blocks: one tile ahead; head runs: as many steps ahead as make the bytes of one
+  // bf16 step of 16 keys at d=128 (8 KiB of K and V): one step for bf16, two for fp8's
+  // half-size rows (the bytes in flight that measured best for bf16; twice them overflowed L1).
+  constexpr std::int64_t kHeadRunAheadBytes = 8192;
+  const std::int64_t step_bytes = 2 * static_cast<std::int64_t>(tile_keys) * static_cast<std::int64_t>(row_bytes);
+  const std::int64_t ahead =
+      head_runs ? std::max<std::int64_t>(1, kHeadRunAheadBytes / step_bytes) : whole_blocks ? H : kAhead;
   for (std::int64_t step = 0; step < ahead; ++step) prefetch_step(step);
   cursor.flush();
   // The tile's rows are located once (for the first KV head) and shifted for the others.
@@ -1179,6 +1272,10 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
 #endif
     }
   }
+#if ATTNSEL_BF16_VARIANT
+  if constexpr (K == KvType::e4m3 || K == KvType::e5m2)
+    for (int j = 0; j < H; ++j) Fp8OutputToNaturalOrder(g.rows, D, hs[j]);
+#endif
   for (int j = 0; j < H; ++j) {
     PartialView part;
     if (partial_slot) part = partial_for(partial_slot, D, j);
