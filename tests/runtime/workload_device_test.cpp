@@ -30,6 +30,7 @@ TEST(WorkloadDevice, TheBackendsKernelSaysWhereItsTensorsLive) {
   EXPECT_TRUE(cpu.available);
   EXPECT_EQ(cpu.graph_support, kernel::GraphSupport::never);
   EXPECT_TRUE(cpu.lse_output);
+  EXPECT_TRUE(cpu.lse_prefill);
   EXPECT_NE(cpu.isa, "-");
   // A backend without a kernel here declares nothing: host memory, not available.
   const kernel::KernelInfo triton = kernel_of("TRITON_ATTN");
