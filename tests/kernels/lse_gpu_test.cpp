@@ -250,7 +250,9 @@ TEST(LseGpu, SinksAndSoftCapSplitAndUnsplitF16AndBf16) {
         c.tuning.split_waves = waves;
         c.seed = 41;
         const PlanSummary s = check_lse(c);
-        if (waves > 0.0) EXPECT_GT(s.max_splits, 1) << s.describe();
+        if (waves > 0.0) {
+          EXPECT_GT(s.max_splits, 1) << s.describe();
+        }
       }
 }
 
