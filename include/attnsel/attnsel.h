@@ -350,6 +350,8 @@ typedef struct attnsel_kernel_info {
   const char* preferred_layout;  /**< the cache layout its loads are tuned for (vLLM's KVCacheLayout
                                       name, e.g. "LBNHC" = NHD); NULL = no preference */
   uint8_t lse_output;            /**< attnsel_kernel_execute can write the log-sum-exp */
+  uint8_t lse_prefill;           /**< ...of every batch; 0 with lse_output: decode batches only (an execute
+                                      with lse of a batch with prefill sequences is refused) */
 } attnsel_kernel_info;
 
 /** Zeroes the struct and sets struct_size. */

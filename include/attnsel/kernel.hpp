@@ -164,6 +164,12 @@ struct ATTNSEL_API KernelInfo {
   GraphSupport graph_support = GraphSupport::never;
   std::optional<KVCacheLayout> preferred_layout;  ///< the layout its loads are tuned for; none = no preference
   bool lse_output = false;              ///< execute() can write the log-sum-exp of each row
+  /// ...of every batch. False with lse_output: decode batches only — execute() with an lse
+  /// output refuses a plan whose batch has a sequence for the kernel's prefill path
+  /// (NotImplementedError naming the rule). FLASH_ATTN's CUDA kernels: a sequence is decode
+  /// when its query tokens × query heads per KV head are at most 64 (one token per sequence
+  /// always is, up to 64 query heads per KV head).
+  bool lse_prefill = false;
 };
 
 /// How a step plan is built.

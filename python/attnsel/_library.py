@@ -132,6 +132,7 @@ class KernelInfo(ctypes.Structure):
         ("graph_support_name", c_char_p),
         ("preferred_layout", c_char_p),
         ("lse_output", c_uint8),
+        ("lse_prefill", c_uint8),
     ]
 
 

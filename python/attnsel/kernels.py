@@ -41,13 +41,14 @@ class KernelInfo:
     graph_support: str              # vLLM's AttentionCGSupport: never, uniform_single_token_decode, uniform_batch, always
     preferred_layout: Optional[str]  # vLLM's KVCacheLayout name its loads are tuned for, or None
     lse_output: bool                # forward can write the log-sum-exp
+    lse_prefill: bool               # ...of every batch (False: decode batches only)
 
 
 def _kernel_info(info):
     return KernelInfo(available=bool(info.available), device="cuda" if info.device_type == L.DL_CUDA else "cpu",
                       isa=(info.isa or b"").decode(), graph_support=info.graph_support_name.decode(),
                       preferred_layout=info.preferred_layout.decode() if info.preferred_layout else None,
-                      lse_output=bool(info.lse_output))
+                      lse_output=bool(info.lse_output), lse_prefill=bool(info.lse_prefill))
 
 
 def kernel_info(backend, dtype="bfloat16", kv_cache_dtype="auto") -> KernelInfo:

@@ -165,8 +165,10 @@ def test_update_replans_the_next_step_in_place():
 def test_kernel_info():
     cpu = attnsel.kernel_info("CPU_ATTN", "float32")
     assert cpu.available and cpu.device == "cpu" and cpu.graph_support == "never" and cpu.lse_output and cpu.isa
+    assert cpu.lse_prefill
     flash = attnsel.kernel_info(attnsel.AttentionBackendEnum.FLASH_ATTN, torch.bfloat16)
     assert flash.device == "cuda" and flash.graph_support == "uniform_batch" and flash.preferred_layout == "LBNHC"
+    assert flash.lse_output and not flash.lse_prefill  # its log-sum-exp covers decode batches only
     assert attnsel.kernel_info("FLASHINFER").available is False
     attn = attnsel.PagedAttention(2, 32)
     assert attn.kernel_info.device == "cpu" and attn.device_type == "cpu" and attn.kernel_info.lse_output

@@ -24,6 +24,7 @@ kernel::KernelInfo CPUAttentionBackend::kernel_info(kernel::ScalarType dtype, co
   k.isa = kernel::cpu::cpu_attention_isa(dtype, kv_cache_dtype);
   k.graph_support = kernel::GraphSupport::never;  // host code: nothing to capture
   k.lse_output = true;
+  k.lse_prefill = true;
   return k;
 }
 

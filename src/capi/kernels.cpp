@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -155,7 +156,8 @@ std::int32_t graph_support_code(kernel::GraphSupport g) {
 /// outlive the caller's use of the struct.
 void fill_info(const kernel::KernelInfo& k, const char* isa, const char* layout, attnsel_kernel_info* out) {
   require(out, "out");
-  require_struct(out->struct_size, sizeof(attnsel_kernel_info), "attnsel_kernel_info");
+  // The first version ended with lse_output; later fields are filled where the caller's struct has them.
+  require_struct(out->struct_size, offsetof(attnsel_kernel_info, lse_prefill), "attnsel_kernel_info");
   out->available = k.available ? 1 : 0;
   out->device_type = k.device == kernel::DeviceKind::cuda ? kDLCUDA : kDLCPU;
   out->isa = isa;
@@ -163,6 +165,8 @@ void fill_info(const kernel::KernelInfo& k, const char* isa, const char* layout,
   out->graph_support_name = to_string(k.graph_support).data();  // a string literal's view
   out->preferred_layout = layout;
   out->lse_output = k.lse_output ? 1 : 0;
+  if (out->struct_size >= offsetof(attnsel_kernel_info, lse_prefill) + sizeof(out->lse_prefill))
+    out->lse_prefill = k.lse_prefill ? 1 : 0;
 }
 
 /// Strings handed out by attnsel_backend_get_kernel_info: a few ISA and layout names, kept

@@ -62,15 +62,53 @@ void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend) {
     throw NotImplementedError(fmt::format("{}'s kernel is not available in this build on this host, so decode context "
                                           "parallelism has nothing to run",
                                           backend));
-  if (k.device != kernel::DeviceKind::cpu)
-    throw NotImplementedError(fmt::format("{}'s kernel{} runs on the GPU, and the DCP job keeps its queries, "
-                                          "partial outputs and log-sum-exps in host memory",
-                                          backend, isa));
 }
 
-PartialAttention::PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl) : impl_(std::move(impl)) {
+PartialAttention::PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl, int device)
+    : impl_(std::move(impl)), device_(device) {
   if (!impl_) throw ValueError("PartialAttention needs a kernel implementation");
   validate_dcp_layer(impl_->params());
+  on_device_ = impl_->kernel_info().device == kernel::DeviceKind::cuda;
+}
+
+kernel::KVCacheView PartialAttention::kernel_cache(const kernel::KVCacheView& cache) const {
+  if (!on_device_) return cache;
+  if (cache.key.data != mirrored_key_ || cache.value.data != mirrored_value_)
+    throw ValueError("DCP attention on the GPU reads the cache its step was planned with; plan the step with this "
+                     "cache first");
+  return {dev_key_.view, dev_value_.view};
+}
+
+void PartialAttention::run_kernel(const kernel::TensorView& q, const kernel::KVCacheView& cache,
+                                  const kernel::TensorView& o, const kernel::TensorView& l) {
+  if (!on_device_) {
+    impl_->execute(*plan_, q, cache, o, kernel::Stream{}, &l);
+    return;
+  }
+  // Device buffers grow to the largest batch seen; the copies are ordered on the legacy
+  // default stream with the kernel (upload, execute, download).
+  auto fit = [this](kernel::cuda::DeviceBuffer& b, std::size_t bytes) {
+    if (b.size() < bytes) b = kernel::cuda::DeviceBuffer(bytes);
+  };
+  auto on_device = [this](const kernel::TensorView& host, const kernel::cuda::DeviceBuffer& b) {
+    kernel::TensorView d = host;
+    d.data = b.data();
+    d.device = kernel::DeviceKind::cuda;
+    d.device_index = device_;
+    return d;
+  };
+  const std::size_t q_bytes = static_cast<std::size_t>(q.numel()) * kernel::element_size(q.dtype);
+  const std::size_t o_bytes = static_cast<std::size_t>(o.numel()) * kernel::element_size(o.dtype);
+  const std::size_t l_bytes = static_cast<std::size_t>(l.numel()) * sizeof(float);
+  fit(dev_query_, q_bytes);
+  fit(dev_output_, o_bytes);
+  fit(dev_lse_, l_bytes);
+  dev_query_.upload(q.data, q_bytes);
+  const kernel::TensorView dl = on_device(l, dev_lse_);
+  impl_->execute(*plan_, on_device(q, dev_query_), kernel_cache(cache), on_device(o, dev_output_), kernel::Stream{},
+                 &dl);
+  dev_output_.download(o.data, o_bytes);
+  dev_lse_.download(l.data, l_bytes);
 }
 
 void PartialAttention::plan(const kernel::AttentionMetadata& md, const kernel::KVCacheView& cache,
@@ -129,13 +167,25 @@ void PartialAttention::plan(const kernel::AttentionMetadata& md, const kernel::K
     query_rows_.resize(rows * row_bytes);
     lse_rows_.resize(rows * static_cast<std::size_t>(impl_->params().num_heads));
   }
+  kernel::KVCacheView planned = cache;
+  if (on_device_) {
+    // The shard's cache is copied to the device once; a plan for another cache starts afresh.
+    if (cache.key.data != mirrored_key_ || cache.value.data != mirrored_value_) {
+      plan_.reset();
+      dev_key_ = kernel::cuda::to_device(cache.key, device_);
+      dev_value_ = kernel::cuda::to_device(cache.value, device_);
+      mirrored_key_ = cache.key.data;
+      mirrored_value_ = cache.value.data;
+    }
+    planned = {dev_key_.view, dev_value_.view};
+  }
   // A plan of this group is rebuilt in place from the second step on (its buffers reused).
   if (plan_ && plan_->shape().dtype == dtype) {
     impl_->update(*plan_, batch, kernel::Stream{});
   } else {
     kernel::PlanOptions options;
     options.lse = true;
-    plan_ = impl_->plan(batch, cache, dtype, kernel::Stream{}, options);
+    plan_ = impl_->plan(batch, planned, dtype, kernel::Stream{}, options);
   }
 }
 
@@ -171,12 +221,12 @@ void PartialAttention::execute(const kernel::TensorView& query, const kernel::KV
   if (rows_.empty()) {
     // The whole batch: the kernel writes the LSEs in place.
     const kernel::TensorView l = kernel::TensorView::contiguous(lse.data(), ScalarType::f32, {n, H});
-    impl_->execute(*plan_, q, cache, o, kernel::Stream{}, &l);
+    run_kernel(q, cache, o, l);
     widen(output_.data(), dtype_, T * hd, out.data());
     return;
   }
   const kernel::TensorView l = kernel::TensorView::contiguous(lse_rows_.data(), ScalarType::f32, {n, H});
-  impl_->execute(*plan_, q, cache, o, kernel::Stream{}, &l);
+  run_kernel(q, cache, o, l);
   std::fill_n(out.begin(), T * hd, 0.0f);
   std::fill_n(lse.begin(), T * H, -std::numeric_limits<float>::infinity());
   for (std::size_t i = 0; i < rows_.size(); ++i) {

@@ -11,6 +11,11 @@
 // on this rank is left out of the kernel's batch (a decoder kernel refuses a query with
 // no key of its own) and gets output 0 and LSE -inf, as FlashAttention gives an empty
 // split; the merge then gives it no weight.
+//
+// A kernel whose tensors live on a GPU (KernelInfo::device) gets device copies: the shard's
+// cache is mirrored to the device when a step is planned on a cache it has not seen (the
+// job's shard is fixed for the run), and each layer's query rows go up and its output and
+// LSE come back, so the job keeps its buffers and its transport on the host either way.
 // Thread-safety: one PartialAttention per thread; the kernel may parallelise inside.
 #pragma once
 
@@ -21,6 +26,7 @@
 #include <vector>
 
 #include "attnsel/kernel.hpp"
+#include "kernels/cuda/device_memory.hpp"
 
 namespace attnsel::distributed {
 
@@ -30,22 +36,23 @@ void validate_dcp_layer(const kernel::LayerParams& p);
 
 /// Checks that a backend's kernel can give DCP what it needs, from what the kernel declares
 /// (NotImplementedError naming the backend otherwise): it writes the LSE of its rows
-/// (KernelInfo::lse_output), exists in this build on this host, and runs on the host,
-/// where the DCP job keeps its buffers.
+/// (KernelInfo::lse_output; decode batches are enough, DCP runs decode steps only) and
+/// exists in this build on this host. Host and GPU kernels both qualify.
 void require_dcp_kernel(const kernel::KernelInfo& k, std::string_view backend);
 
 class PartialAttention {
  public:
   /// `impl`: the backend's kernel for the layer (its parameters pass validate_dcp_layer).
-  explicit PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl);
+  /// `device`: the CUDA device a GPU kernel runs on (ignored by host kernels).
+  explicit PartialAttention(std::unique_ptr<kernel::AttentionImpl> impl, int device = 0);
 
-  /// Once per step: plans the shard's batch (`md`, `cache`: KVShard's) for queries and
-  /// outputs of `dtype`. ValueError for a query length other than 1.
+  /// Once per step: plans the shard's batch (`md`, `cache`: KVShard's, in host memory) for
+  /// queries and outputs of `dtype`. ValueError for a query length other than 1.
   void plan(const kernel::AttentionMetadata& md, const kernel::KVCacheView& cache, kernel::ScalarType dtype);
 
   /// Once per layer: query [num_tokens, num_heads, head_size] (host, the planned dtype),
-  /// the layer's shard cache; writes out [num_tokens, num_heads, head_size] and lse
-  /// [num_tokens, num_heads], both fp32.
+  /// the layer's shard cache (the planned one, for a GPU kernel); writes out
+  /// [num_tokens, num_heads, head_size] and lse [num_tokens, num_heads], both fp32.
   void execute(const kernel::TensorView& query, const kernel::KVCacheView& cache, std::span<float> out,
                std::span<float> lse);
 
@@ -54,7 +61,20 @@ class PartialAttention {
   std::string describe() const;
 
  private:
+  /// The cache the kernel reads: `cache` itself, or its device mirror for a GPU kernel.
+  kernel::KVCacheView kernel_cache(const kernel::KVCacheView& cache) const;
+  /// Runs the kernel on `n` planned rows: query, output and lse are host views.
+  void run_kernel(const kernel::TensorView& q, const kernel::KVCacheView& cache, const kernel::TensorView& o,
+                  const kernel::TensorView& l);
+
   std::unique_ptr<kernel::AttentionImpl> impl_;
+  bool on_device_ = false;            // the kernel's tensors live on a GPU
+  int device_ = 0;
+  // GPU kernels: the mirrored shard cache (and the host cache it copies), query, output, LSE.
+  const void* mirrored_key_ = nullptr;
+  const void* mirrored_value_ = nullptr;
+  kernel::cuda::DeviceTensor dev_key_, dev_value_;
+  kernel::cuda::DeviceBuffer dev_query_, dev_output_, dev_lse_;
   std::unique_ptr<kernel::StepPlan> plan_;
   kernel::ScalarType dtype_ = kernel::ScalarType::bf16;
   int tokens_ = 0;                    // query tokens of the whole batch

@@ -6,6 +6,7 @@
 #include <attnsel/attnsel.h>
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -239,14 +240,15 @@ static void test_kernel_info(void) {
   attnsel_kernel_info info;
   attnsel_kernel_info_init(&info);
   CHECK(attnsel_backend_get_kernel_info("cpu_attn", "bfloat16", NULL, &info) == ATTNSEL_STATUS_OK);
-  CHECK(info.available == 1 && info.device_type == kDLCPU && info.lse_output == 1);
+  CHECK(info.available == 1 && info.device_type == kDLCPU && info.lse_output == 1 && info.lse_prefill == 1);
   CHECK(info.graph_support == ATTNSEL_GRAPH_SUPPORT_NEVER && strcmp(info.graph_support_name, "never") == 0);
   CHECK(info.isa != NULL && strlen(info.isa) > 0 && info.preferred_layout == NULL);
   /* FLASH_ATTN's kernel lives on CUDA devices and is captured in graphs, available here or not. */
   attnsel_kernel_info_init(&info);
   CHECK(attnsel_backend_get_kernel_info("FLASH_ATTN", NULL, "auto", &info) == ATTNSEL_STATUS_OK);
   CHECK(info.device_type == kDLCUDA && info.graph_support == ATTNSEL_GRAPH_SUPPORT_UNIFORM_BATCH);
-  CHECK(strcmp(info.graph_support_name, "uniform_batch") == 0 && info.lse_output == 0);
+  /* Its log-sum-exp covers decode batches only (the prefill kernels do not write one). */
+  CHECK(strcmp(info.graph_support_name, "uniform_batch") == 0 && info.lse_output == 1 && info.lse_prefill == 0);
   CHECK(info.preferred_layout != NULL && strcmp(info.preferred_layout, "LBNHC") == 0);
   /* A backend without a kernel, a bad dtype, a struct from nowhere. */
   CHECK(attnsel_backend_get_kernel_info("FLASHINFER", NULL, NULL, &info) == ATTNSEL_STATUS_OK && info.available == 0);
@@ -256,6 +258,12 @@ static void test_kernel_info(void) {
   info.struct_size = 2;
   CHECK(attnsel_backend_get_kernel_info("CPU_ATTN", NULL, NULL, &info) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "attnsel_kernel_info.struct_size"));
+  /* A struct of the first version (up to lse_output) is filled up to there and no further. */
+  attnsel_kernel_info_init(&info);
+  info.struct_size = (uint32_t)offsetof(attnsel_kernel_info, lse_prefill);
+  info.lse_prefill = 7;
+  CHECK(attnsel_backend_get_kernel_info("CPU_ATTN", NULL, NULL, &info) == ATTNSEL_STATUS_OK);
+  CHECK(info.lse_output == 1 && info.lse_prefill == 7);
 }
 
 static void test_kernel(void) {

@@ -237,8 +237,8 @@ TEST(DcpMerge, RefusesAQueryOtherThanThePlannedOne) {
   EXPECT_NO_THROW(attention.execute(full.query(), s.cache(), out, lse));
 }
 
-// What the kernel declares decides: no LSE output, or a GPU kernel (the job's buffers are on
-// the host), is refused with the backend's name and the reason.
+// What the kernel declares decides: no LSE output, or no kernel on this host, is refused with
+// the backend's name and the reason; a GPU kernel with an LSE output qualifies.
 TEST(DcpMerge, RefusesKernelsWithoutLseOutputFromTheirKernelInfo) {
   kernel::KernelInfo k;
   k.available = true;
@@ -254,7 +254,17 @@ TEST(DcpMerge, RefusesKernelsWithoutLseOutputFromTheirKernelInfo) {
     EXPECT_NE(std::string(e.what()).find("lse_output = false"), std::string::npos) << e.what();
   }
   k.lse_output = true;
-  EXPECT_THROW(require_dcp_kernel(k, "FLASH_ATTN"), NotImplementedError);  // on the GPU
+  EXPECT_NO_THROW(require_dcp_kernel(k, "FLASH_ATTN"));  // on the GPU: the job stages its tensors
+  k.available = false;
+  try {
+    require_dcp_kernel(k, "FLASH_ATTN");
+    FAIL() << "a kernel that cannot run here was accepted";
+  } catch (const NotImplementedError& e) {
+    EXPECT_NE(std::string(e.what()).find("FLASH_ATTN's kernel is not available in this build on this host"),
+              std::string::npos)
+        << e.what();
+  }
+  k.available = true;
   k.device = kernel::DeviceKind::cpu;
   EXPECT_NO_THROW(require_dcp_kernel(k, "CPU_ATTN"));
   k.available = false;

@@ -65,7 +65,8 @@ TEST(StepPlanHost, FlashAttnDeclaresItsKernel) {
   const KernelInfo k = flash_attn_cuda_kernel_info();
   EXPECT_EQ(k.device, DeviceKind::cuda);
   EXPECT_EQ(k.graph_support, GraphSupport::uniform_batch);
-  EXPECT_FALSE(k.lse_output);
+  EXPECT_TRUE(k.lse_output);
+  EXPECT_FALSE(k.lse_prefill);
   EXPECT_EQ(k.available, testing::gpu_available());
 }
 

@@ -24,12 +24,15 @@ TEST(WorkloadDevice, TheBackendsKernelSaysWhereItsTensorsLive) {
   EXPECT_EQ(workload_device(flash), kernel::DeviceKind::cuda);
   EXPECT_EQ(flash.graph_support, kernel::GraphSupport::uniform_batch);
   EXPECT_EQ(flash.preferred_layout, KVCacheLayout::LBNHC);
+  EXPECT_TRUE(flash.lse_output);  // decode batches
+  EXPECT_FALSE(flash.lse_prefill);
   EXPECT_EQ(flash.available, kernel::cuda::cuda_kernels_unavailable_reason().empty());
   const kernel::KernelInfo cpu = kernel_of("CPU_ATTN");
   EXPECT_EQ(workload_device(cpu), kernel::DeviceKind::cpu);
   EXPECT_TRUE(cpu.available);
   EXPECT_EQ(cpu.graph_support, kernel::GraphSupport::never);
   EXPECT_TRUE(cpu.lse_output);
+  EXPECT_TRUE(cpu.lse_prefill);
   EXPECT_NE(cpu.isa, "-");
   // A backend without a kernel here declares nothing: host memory, not available.
   const kernel::KernelInfo triton = kernel_of("TRITON_ATTN");

@@ -186,6 +186,7 @@ KernelInfo CpuAttentionImpl::kernel_info() const {
   k.isa = cpu_attention_isa(ScalarType::bf16, params_.kv_cache_dtype, options_);
   k.graph_support = GraphSupport::never;
   k.lse_output = true;
+  k.lse_prefill = true;
   return k;
 }
 

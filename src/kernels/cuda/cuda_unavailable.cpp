@@ -19,6 +19,7 @@ KernelInfo flash_attn_cuda_kernel_info() {
   k.device = DeviceKind::cuda;
   k.graph_support = GraphSupport::uniform_batch;
   k.preferred_layout = KVCacheLayout::LBNHC;
+  k.lse_output = true;  // decode batches (as the built kernels declare)
   k.available = false;
   return k;
 }

@@ -8,7 +8,8 @@
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
-// tile, reset by that CTA), so a split decode is one launch. An fp8 (e4m3) cache is copied
+// tile, reset by that CTA), so a split decode is one launch. Whoever writes a row's output
+// also writes its log-sum-exp when the caller asks for it (natural log, sinks included). An fp8 (e4m3) cache is copied
 // raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise; half the bytes per stage,
 // so twice the stages in flight) and never widened in shared memory: each warp reads the
 // bytes of its mma fragments and converts them in registers, and its products run in f16
@@ -109,6 +110,19 @@ __device__ __forceinline__ void issue_kv_tile_tma(const AttnParams& p, const std
     const std::uint32_t dst = (is_v ? vs : ks) + std::uint32_t(c * NKEYS * 128 + b * box_rows * 128);
     tma_load_4d(dst, is_v ? tm_v : tm_k, bar, c * COLS, kv_head, key % p.block_size, page);
   }
+}
+
+/// A row's log-sum-exp in natural-log units from its log2-domain state: maximum m, sum l
+/// of exp2(score - m), and the sink (log2 domain) when there is one. -inf for a row that
+/// sees no key and has no sink.
+__device__ __forceinline__ float row_lse(float m, float l, float sink_log2, bool has_sink) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  if (has_sink) {
+    const float mm = fmaxf(m, sink_log2);
+    const float a = m == -INFINITY ? 0.0f : fast_exp2(m - mm);
+    return (mm + __log2f(l * a + fast_exp2(sink_log2 - mm))) * kLn2;
+  }
+  return l > 0.0f ? (m + __log2f(l)) * kLn2 : -INFINITY;
 }
 
 template <class T, int DP, int LOADS, bool FP8>
@@ -347,6 +361,7 @@ __global__ void __launch_bounds__(128)
       const bool has_sink = p.sinks != nullptr;
       const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
       const float sc = finish_scale(mx, L, sink, has_sink) * out_sc;
+      if (p.lse != nullptr && d == 0) p.lse[tok * p.lse_stride_tok + head] = row_lse(mx, L, sink, has_sink);
       uint2 packed;
       packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
       packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
@@ -404,6 +419,8 @@ __global__ void __launch_bounds__(128)
       acc[3] = acc[3] * keep + wgt * v.w;
     }
     const float inv = denom > 0.0f ? out_sc / denom : 0.0f;
+    if (p.lse != nullptr && d == 0)  // the sink, when there is one, is in mx and denom already
+      p.lse[tok * p.lse_stride_tok + head] = row_lse(mx, denom, -INFINITY, false);
     uint2 packed;
     packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
     packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);

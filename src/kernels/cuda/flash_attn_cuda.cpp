@@ -367,7 +367,8 @@ KernelInfo flash_attn_cuda_kernel_info() {
   k.device = DeviceKind::cuda;
   k.graph_support = GraphSupport::uniform_batch;  // like vLLM's FlashAttention 3 builder
   k.preferred_layout = KVCacheLayout::LBNHC;      // NHD: a page slice of one head is one TMA box
-  k.lse_output = false;
+  k.lse_output = true;    // decode batches: the split-KV kernel writes it, the prefill kernels do not
+  k.lse_prefill = false;
   k.available = cuda_kernels_unavailable_reason().empty();
   if (k.available) {
     const DeviceFacts f = device_facts(0);
@@ -711,9 +712,14 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
 void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
                                  const TensorView& output, Stream stream, const TensorView* lse) const {
   const auto& plan = static_cast<const CudaPlan&>(base);
-  if (lse)
-    throw NotImplementedError("FLASH_ATTN's CUDA kernels do not write the log-sum-exp of their rows (only split "
-                              "sequences have one, in log2 units, inside the workspace)");
+  if (lse && plan.num_prefill_work > 0)
+    throw NotImplementedError(fmt::format(
+        "FLASH_ATTN's CUDA kernels write the log-sum-exp for decode batches only, and this plan's batch has {} "
+        "sequence(s) for the prefill kernels, which do not write it (a sequence is decode when its query tokens x "
+        "query heads per KV head are at most {}); execute it without lse, or plan the decode sequences apart",
+        plan.prefill_seqs.size(), tuning_.decode_max_rows));
+  if (lse && reinterpret_cast<std::uintptr_t>(lse->data) % alignof(float) != 0)
+    throw ValueError(fmt::format("lse must be 4-byte aligned for the CUDA kernels: {}", lse->describe()));
   if (plan.num_tokens == 0) return;
   // Per layer: alignment of this layer's tensors (16-byte vector loads), then the launch.
   for (const TensorView* t : {&query, &output, &cache.key, &cache.value})
@@ -771,6 +777,10 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
   p.block_table = static_cast<const std::int32_t*>(plan.at(plan.o_bt));
   p.seq_splits = static_cast<const std::int32_t*>(plan.at(plan.o_sp));
   p.split_align = plan.split_align;
+  if (lse) {
+    p.lse = static_cast<float*>(lse->data);
+    p.lse_stride_tok = lse->stride[0];
+  }
   if (plan.part_tokens > 0) {
     p.part_o = reinterpret_cast<float*>(plan.workspace.data());
     p.part_lse = p.part_o + std::size_t(plan.max_splits) * plan.part_tokens * lp.num_heads * lp.head_size;

@@ -78,6 +78,11 @@ struct AttnParams {
   const std::int32_t* seq_splits = nullptr;  ///< [num_seqs] number of key slices (1 = no split)
   std::int32_t split_align = 16;  ///< decode slices start on multiples of this many keys (a power of 2)
 
+  // Log-sum-exp of each row (decode kernel only; null = not wanted): natural log of the
+  // softmax denominator, sinks included, -inf where a row sees no key.
+  float* lse = nullptr;        ///< [num_tokens, num_heads] f32, heads contiguous
+  std::int64_t lse_stride_tok = 0;
+
   const void* work = nullptr;  ///< DecodeWork[] or PrefillWork[]
   std::int32_t num_work = 0;
 };
