@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "kernels/gpu_test_util.hpp"
+#include "kernels/output_error.hpp"
 #include "attnsel/errors.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
@@ -122,20 +123,10 @@ Outcome check_case(const GpuCase& c) {
   Outcome out;
   out.summary = FlashAttnCuda::summary(*plan);
   const TensorView ho = wl.output();
-  double err2 = 0.0, ref2 = 0.0;
-  std::int64_t nan_count = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double got = reference::load(ho.data, ho.dtype, static_cast<std::int64_t>(i));
-    if (!std::isfinite(got)) {
-      ++nan_count;
-      continue;
-    }
-    err2 += (got - ref[i]) * (got - ref[i]);
-    ref2 += ref[i] * ref[i];
-    out.max_abs = std::max(out.max_abs, std::abs(got - ref[i]));
-  }
-  out.rel_l2 = ref2 > 0.0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
-  EXPECT_EQ(nan_count, 0) << "outputs not written or not finite; plan: " << out.summary.describe();
+  const kernel::testing::OutputError e = kernel::testing::output_error(ho.data, ho.dtype, ref);
+  out.max_abs = e.max_abs;
+  out.rel_l2 = e.rel_l2;
+  EXPECT_EQ(e.not_finite, 0) << "outputs not written or not finite; plan: " << out.summary.describe();
   const double tol = c.dtype == ScalarType::bf16 ? 1.6e-2 : 4e-3;
   EXPECT_LT(out.rel_l2, tol) << "plan: " << out.summary.describe();
   EXPECT_LT(out.max_abs, 25 * tol) << "plan: " << out.summary.describe();

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/gpu_test_util.hpp"
+#include "kernels/output_error.hpp"
 #include "kernel_test_util.hpp"
 #include "kernels/cpu/cpu_attention.hpp"
 #include "kernels/cuda/device_memory.hpp"
@@ -174,18 +175,10 @@ GpuResult run_gpu(PagedWorkload& wl, const LayerParams& lp, cuda::CudaTuning tun
   GpuResult r;
   r.summary = cuda::FlashAttnCuda::summary(*plan);
   const TensorView ho = wl.output();
-  double err2 = 0.0, ref2 = 0.0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double got = reference::load(ho.data, ho.dtype, static_cast<std::int64_t>(i));
-    if (!std::isfinite(got)) {
-      ++r.not_finite;
-      continue;
-    }
-    err2 += (got - ref[i]) * (got - ref[i]);
-    ref2 += ref[i] * ref[i];
-    r.max_abs = std::max(r.max_abs, std::abs(got - ref[i]) / std::max(1.0, std::abs(ref[i])));
-  }
-  r.rel_l2 = ref2 > 0.0 ? std::sqrt(err2 / ref2) : std::sqrt(err2);
+  const kernel::testing::OutputError e = kernel::testing::output_error(ho.data, ho.dtype, ref);
+  r.not_finite = e.not_finite;
+  r.max_abs = e.max_scaled;
+  r.rel_l2 = e.rel_l2;
   if (std::getenv("ATTNSEL_PRINT_ERRORS"))
     std::printf("rel_l2 %.3g max %.3g  %s\n", r.rel_l2, r.max_abs, r.summary.describe().c_str());
   return r;

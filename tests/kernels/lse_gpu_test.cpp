@@ -17,6 +17,7 @@
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
 #include "kernels/gpu_test_util.hpp"
+#include "kernels/output_error.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
@@ -118,19 +119,9 @@ void expect_output_near(const LayerParams& lp, const TensorView& query, const KV
   const std::vector<double> ref = reference::attend(lp, query, cache, md, tokens);
   std::vector<std::uint8_t> host(span_bytes(o.view));
   o.buffer.download(host.data(), host.size());
-  double err2 = 0.0, ref2 = 0.0;
-  std::int64_t nan = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double got = reference::load(host.data(), o.view.dtype, static_cast<std::int64_t>(i));
-    if (!std::isfinite(got)) {
-      ++nan;
-      continue;
-    }
-    err2 += (got - ref[i]) * (got - ref[i]);
-    ref2 += ref[i] * ref[i];
-  }
-  EXPECT_EQ(nan, 0) << what;
-  EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), o.view.dtype == ScalarType::bf16 ? 1.6e-2 : 4e-3) << what;
+  const kernel::testing::OutputError e = kernel::testing::output_error(host.data(), o.view.dtype, ref);
+  EXPECT_EQ(e.not_finite, 0) << what;
+  EXPECT_LT(e.rel_l2, o.view.dtype == ScalarType::bf16 ? 1.6e-2 : 4e-3) << what;
 }
 
 /// A device f32 [tokens, heads] LSE buffer, poisoned with NaNs.

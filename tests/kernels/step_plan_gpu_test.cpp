@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/gpu_test_util.hpp"
+#include "kernels/output_error.hpp"
 #include "allocation_count.hpp"
 #include "attnsel/errors.hpp"
 #include "kernels/cuda/device_memory.hpp"
@@ -44,21 +45,10 @@ void expect_matches(const LayerParams& lp, const TensorView& query, const KVCach
   const std::vector<double> ref = reference::attend(lp, query, cache, md, tokens);
   std::vector<std::uint8_t> host(span_bytes(out.view));
   out.buffer.download(host.data(), host.size());
-  double err2 = 0.0, ref2 = 0.0, worst = 0.0;
-  std::int64_t nan = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    const double got = reference::load(host.data(), out.view.dtype, static_cast<std::int64_t>(i));
-    if (!std::isfinite(got)) {
-      ++nan;
-      continue;
-    }
-    err2 += (got - ref[i]) * (got - ref[i]);
-    ref2 += ref[i] * ref[i];
-    worst = std::max(worst, std::abs(got - ref[i]));
-  }
-  EXPECT_EQ(nan, 0) << what;
-  EXPECT_LT(std::sqrt(err2 / std::max(ref2, 1e-30)), 1.6e-2) << what;
-  EXPECT_LT(worst, 0.4) << what;
+  const kernel::testing::OutputError e = kernel::testing::output_error(host.data(), out.view.dtype, ref);
+  EXPECT_EQ(e.not_finite, 0) << what;
+  EXPECT_LT(e.rel_l2, 1.6e-2) << what;
+  EXPECT_LT(e.max_abs, 0.4) << what;
 }
 
 TEST(StepPlanHost, FlashAttnDeclaresItsKernel) {
