@@ -100,14 +100,20 @@ void start_plugins_once() {
   });
 }
 
-Registry& registry() {
+// The registry with its built-in contents; registry() also starts the plugins.
+Registry& builtin_registry() {
   static Registry* instance = [] {
     auto* r = new Registry();  // never destroyed: selections may run during static destruction
     r->reset_locked(registry_startup::builtin_contents());
     return r;
   }();
-  start_plugins_once();
   return *instance;
+}
+
+Registry& registry() {
+  Registry& r = builtin_registry();
+  start_plugins_once();
+  return r;
 }
 
 // The attributes vLLM's enum classes answer to besides their members (hasattr(cls, name)
@@ -335,6 +341,8 @@ void reset_registry_for_testing() {
   r.reset_locked(builtin);
 }
 
-std::uint64_t registry_generation() { return registry().generation.load(std::memory_order_acquire); }
+// Read on every cached selection, which only exists once the registry has been used (and
+// its plugins started): the generation alone needs no start-up check.
+std::uint64_t registry_generation() { return builtin_registry().generation.load(std::memory_order_acquire); }
 
 }  // namespace attnsel
