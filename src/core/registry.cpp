@@ -341,8 +341,8 @@ void reset_registry_for_testing() {
   r.reset_locked(builtin);
 }
 
-// Read on every cached selection, which only exists once the registry has been used (and
-// its plugins started): the generation alone needs no start-up check.
-std::uint64_t registry_generation() { return builtin_registry().generation.load(std::memory_order_acquire); }
+// Starts the registry too: a selector that caches under the generation before the plugins
+// start would see it move at the first lookup.
+std::uint64_t registry_generation() { return registry().generation.load(std::memory_order_acquire); }
 
 }  // namespace attnsel
