@@ -1,4 +1,4 @@
-# FLASH_ATTN's CUDA kernels (src/kernels/cuda). With CUDA they join the object library,
+# FLASH_ATTN's CUDA kernels (src/kernels/cuda). With CUDA they join the kernels layer's objects,
 # built for sm_80 (mma.sync) and sm_90a (wgmma, TMA); without it a plain fallback says why.
 option(ATTNSEL_CUDA_PTXAS_VERBOSE "Print ptxas resource usage (-Xptxas -v) for the CUDA kernels" OFF)
 set(ATTNSEL_CUDA_GENCODE_SM80 "-gencode=arch=compute_80,code=sm_80")

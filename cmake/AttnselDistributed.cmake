@@ -42,7 +42,11 @@ add_library(attnsel_distributed STATIC
   ${_dir}/dcp_layout.cpp ${_dir}/kv_shard.cpp ${_dir}/partial_attention.cpp ${_dir}/merge_states.cpp
   ${_dir}/dcp_job.cpp)
 attnsel_warnings(attnsel_distributed)
-target_link_libraries(attnsel_distributed PUBLIC attnsel_static PRIVATE OpenMP::OpenMP_CXX)
+# A layer of its own (src/layers.txt): compiled against the internal headers it may use
+# only; it links the library without taking the library's view of every layer.
+attnsel_layer_include_root(distributed _root)
+target_include_directories(attnsel_distributed PRIVATE ${_root})
+target_link_libraries(attnsel_distributed PUBLIC $<LINK_ONLY:attnsel_static> PRIVATE attnsel_layer_base OpenMP::OpenMP_CXX)
 if(ATTNSEL_HAVE_MPI)
   target_sources(attnsel_distributed PRIVATE ${_dir}/mpi_communicator.cpp)
   target_link_libraries(attnsel_distributed PRIVATE MPI::MPI_CXX)

@@ -126,11 +126,14 @@ c++ -std=c++20 -O1 tests/consumers/consumer.cpp -o "$work/consumer_pkgconfig" $(
 
 if [[ "${ATTNSEL_CHECK_SKIP_ADD_SUBDIRECTORY:-0}" != 1 ]]; then
   step "consumer through add_subdirectory (builds attnsel from source)"
-  cmake -S tests/consumers/add_subdirectory -B "$work/add_subdirectory" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  # Kept in the build directory: the next run rebuilds only what changed, and the paths
+  # compilers see stay the same, so ccache serves a rebuild.
+  sub="$(cd "$build" && pwd)/check-install-add-subdirectory"
+  cmake -S tests/consumers/add_subdirectory -B "$sub" -G Ninja -DCMAKE_BUILD_TYPE=Release \
         -DATTNSEL_SOURCE_DIR="$root" -DATTNSEL_CUDA=OFF >/dev/null
-  cmake --build "$work/add_subdirectory" -j "$jobs" >/dev/null
-  "$work/add_subdirectory/consumer_shared" "$plugin"
-  "$work/add_subdirectory/consumer_static" "$plugin"
+  cmake --build "$sub" -j "$jobs" >/dev/null
+  "$sub/consumer_shared" "$plugin"
+  "$sub/consumer_static" "$plugin"
 fi
 
 step "the C API from C99, against the installed header"

@@ -119,6 +119,11 @@ class ATTNSEL_API Platform {
 
   RuntimeEnv env_;
   SelectionMode mode_;
+
+ private:
+  class RecordCache;
+  /// Each checked backend class's capability record on env_, made once (platforms/record_cache.hpp).
+  std::shared_ptr<RecordCache> records_;
 };
 
 /// Parses "cuda:9.0", "rocm:gfx942", "xpu", "cpu", "other:NAME" (ValueError with the valid

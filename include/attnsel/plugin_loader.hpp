@@ -13,8 +13,8 @@
 // A bare library name (no '/') is searched for in: each directory of ATTNSEL_PLUGIN_PATH
 // (':'-separated), the installation's plugin directory (<libdir>/attnsel/plugins), and
 // the running executable's directory. ATTNSEL_PLUGINS (','-separated "path[:symbol]"
-// entries) names plugins loaded when the library starts (register_builtin_backends());
-// their failures are logged, not thrown.
+// entries) names plugins loaded at the registry's first use by any function of the
+// library (or by register_builtin_backends()); their failures are logged, not thrown.
 //
 // Every failure is an ImportError whose message names the library and what went wrong;
 // nothing of a plugin that fails is registered.

@@ -120,8 +120,10 @@ ATTNSEL_API void add_class_resolver(ClassResolver resolver);
 /// Every class in the table, sorted by qualified name.
 ATTNSEL_API std::vector<std::shared_ptr<const BackendClass>> registered_classes();
 
-/// Registers every built-in backend class and resets both enums to vLLM's members with no
-/// overrides. Called once by the library's entry points; idempotent.
+/// Starts the registry if nothing has used it yet: vLLM's enum members and every built-in
+/// backend class, then the plugins ATTNSEL_PLUGINS names (a plugin that fails to load is
+/// logged as a warning). The registry's first use by any function does the same, so calling
+/// this is never required; it lets a program choose when the plugins load. Idempotent.
 ATTNSEL_API void register_builtin_backends();
 
 /// Restores the registry to its built-in state (tests): drops dynamic members, overrides

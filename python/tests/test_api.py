@@ -132,6 +132,20 @@ def test_plugins():
     assert any(os.path.samefile(p["library"], plugin) for p in attnsel.loaded_plugins())
 
 
+def test_environment_plugins_load_without_a_registration_call():
+    """ATTNSEL_PLUGINS is loaded at the registry's first use, whatever the entry point; an
+    entry that fails is a warning, and the program goes on."""
+    plugin = os.environ.get("ATTNSEL_TEST_PLUGIN")
+    if not plugin:
+        pytest.skip("ATTNSEL_TEST_PLUGIN is not set")
+    code = "import attnsel; print(attnsel.AttentionBackendEnum['CPU_ATTN'].get_path())"
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."), ATTNSEL_LOG_LEVEL="warn",
+               ATTNSEL_PLUGINS="/nonexistent/libmissing.so," + plugin + ":init_register_as")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.strip() == os.path.basename(plugin) + ":init_register_as"
+    assert "ATTNSEL_PLUGINS entry '/nonexistent/libmissing.so'" in out.stderr
+
+
 def test_module_entry_point():
     env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
     out = subprocess.run([sys.executable, "-m", "attnsel", "select", "--platform", "cuda:9.0", "--head-size", "72",

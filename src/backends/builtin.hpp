@@ -1,4 +1,5 @@
-// Internal: the built-in backend classes and the registry's default members.
+// Internal: the built-in backend classes and the registry's default members, which the
+// registry starts with (builtin_registry.cpp).
 #pragma once
 
 #include <memory>
@@ -8,15 +9,13 @@
 #include <vector>
 
 #include "attnsel/backend.hpp"
+#include "core/registry_startup.hpp"
 
 namespace attnsel::backends {
 
 /// One member of a backend enum as vLLM declares it, with its default C++ class name
 /// (nullopt = vLLM's None, i.e. CUSTOM; "" = TORCH_SDPA's empty tag).
-struct BuiltinMember {
-  std::string_view name;
-  std::optional<std::string_view> qualname;
-};
+using BuiltinMember = registry_startup::Member;
 
 /// AttentionBackendEnum's members, in vLLM's declaration order.
 std::span<const BuiltinMember> builtin_attention_members();

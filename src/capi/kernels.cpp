@@ -224,7 +224,6 @@ attnsel_status attnsel_kernel_create(const char* backend, const attnsel_layer_pa
   return guarded([&] {
     require(backend, "backend");
     require(params, "params");
-    register_builtin_backends();
     const BackendMember member = AttentionBackendEnum.from_user_text(backend);
     const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
     if (!cls->has_kernel()) throw NotImplementedError(cls->missing_kernel_reason());
@@ -249,7 +248,6 @@ attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* 
                                                attnsel_kernel_info* out) {
   return guarded([&] {
     require(backend, "backend");
-    register_builtin_backends();
     const BackendMember member = AttentionBackendEnum.from_user_text(backend);
     const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
     ScalarType activation = ScalarType::bf16;

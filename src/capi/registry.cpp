@@ -30,7 +30,6 @@ const BackendEnum& enum_of(attnsel_enum which) {
 // vLLM's Enum[name]: exact, with its unknown-member message.
 BackendMember member_of(attnsel_enum which, const char* name) {
   require(name, "name");
-  register_builtin_backends();
   return enum_of(which)[name];
 }
 
@@ -43,7 +42,6 @@ attnsel_status attnsel_enum_members(attnsel_enum which, char** out_json) {
     require(out_json, "out_json");
     *out_json = nullptr;
     const BackendEnum& e = enum_of(which);
-    register_builtin_backends();
     nlohmann::ordered_json j = nlohmann::ordered_json::array();
     for (const BackendMember& m : e.members()) {
       const std::optional<std::string> value = m.value();
@@ -60,7 +58,6 @@ attnsel_status attnsel_list_backends(const char* platform, const char* mode, cha
     require(out_json, "out_json");
     *out_json = nullptr;
     const std::shared_ptr<Platform> p = make_request_platform(platform, mode, {});
-    register_builtin_backends();
     std::vector<report::BackendReport> reports;
     for (const BackendEnum* e : {&AttentionBackendEnum, &MambaAttentionBackendEnum})
       for (const BackendMember& m : e->members()) reports.push_back(report::report_member(m, *p));
@@ -113,7 +110,6 @@ attnsel_status attnsel_register_backend(attnsel_enum which, const char* name, co
     require(name, "name");
     require(class_path, "class_path");
     const BackendEnum& e = enum_of(which);
-    register_builtin_backends();
     if (const std::optional<BackendMember> m = e.find(name))
       register_backend(*m, class_path);
     else

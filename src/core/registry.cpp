@@ -12,10 +12,9 @@
 #include <unordered_map>
 
 #include "attnsel/errors.hpp"
-#include "backends/builtin.hpp"
 #include "core/log.hpp"
 #include "core/python_repr.hpp"
-#include "plugin/loader.hpp"
+#include "core/registry_startup.hpp"
 
 namespace attnsel {
 
@@ -42,7 +41,7 @@ struct EnumData {
   std::optional<std::uint32_t> none_member;  // the member whose value is None (CUSTOM)
   std::unordered_map<std::uint32_t, std::string> overrides;
 
-  void reset(std::span<const backends::BuiltinMember> builtin) {
+  void reset(std::span<const registry_startup::Member> builtin) {
     members.clear();
     index.clear();
     by_value.clear();
@@ -75,23 +74,46 @@ struct Registry {
 
   EnumData& data(EnumKind k) { return k == EnumKind::attention ? attention : mamba; }
 
-  void reset_locked() {
-    attention.reset(backends::builtin_attention_members());
-    mamba.reset(backends::builtin_mamba_members());
+  // `builtin` is computed before the lock is taken (registry_startup::builtin_contents).
+  void reset_locked(const registry_startup::BuiltinContents& builtin) {
+    attention.reset(builtin.attention_members);
+    mamba.reset(builtin.mamba_members);
     classes.clear();
-    for (auto& cls : backends::make_builtin_classes()) classes.insert_or_assign(cls->qualname(), cls);
+    for (const auto& cls : builtin.classes) classes.insert_or_assign(cls->qualname(), cls);
     generation.fetch_add(1);
   }
 };
 
-Registry& registry() {
+// Plugins start once, right after the registry exists (they register into it). Other
+// threads wait until they have started; the starting thread's own calls (a plugin
+// registering its backends) pass through.
+void start_plugins_once() {
+  static std::atomic<bool> started{false};
+  static std::once_flag once;
+  thread_local bool starting = false;
+  if (started.load(std::memory_order_acquire) || starting) return;
+  std::call_once(once, [] {
+    starting = true;
+    registry_startup::start_plugins();
+    starting = false;
+    started.store(true, std::memory_order_release);
+  });
+}
+
+// The registry with its built-in contents; registry() also starts the plugins.
+Registry& builtin_registry() {
   static Registry* instance = [] {
     auto* r = new Registry();  // never destroyed: selections may run during static destruction
-    r->reset_locked();
-    r->resolvers.push_back(plugin::resolve_plugin_class);  // "libfoo.so:symbol" names (src/plugin)
+    r->reset_locked(registry_startup::builtin_contents());
     return r;
   }();
   return *instance;
+}
+
+Registry& registry() {
+  Registry& r = builtin_registry();
+  start_plugins_once();
+  return r;
 }
 
 // The attributes vLLM's enum classes answer to besides their members (hasattr(cls, name)
@@ -310,17 +332,17 @@ std::vector<std::shared_ptr<const BackendClass>> registered_classes() {
   return out;
 }
 
-void register_builtin_backends() {
-  (void)registry();
-  plugin::load_environment_plugins_once();  // ATTNSEL_PLUGINS, like vLLM's general plugins
-}
+void register_builtin_backends() { (void)registry(); }
 
 void reset_registry_for_testing() {
   Registry& r = registry();
+  const registry_startup::BuiltinContents builtin = registry_startup::builtin_contents();
   std::unique_lock lock(r.mu);
-  r.reset_locked();
+  r.reset_locked(builtin);
 }
 
+// Starts the registry too: a selector that caches under the generation before the plugins
+// start would see it move at the first lookup.
 std::uint64_t registry_generation() { return registry().generation.load(std::memory_order_acquire); }
 
 }  // namespace attnsel

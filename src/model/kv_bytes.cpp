@@ -1,8 +1,13 @@
 #include "model/kv_bytes.hpp"
 
-#include "model/indexer_backend.hpp"
-
 namespace attnsel::model {
+
+namespace {
+
+// DeepSeek-V3.2's indexer key: fp8 values plus one float32 scale per 128 values.
+int indexer_bytes_per_token(int index_head_dim) { return index_head_dim + index_head_dim / 128 * 4; }
+
+}  // namespace
 
 std::optional<int> kv_cache_element_bytes(std::string_view cache_dtype, DType model_dtype) {
   if (cache_dtype == "auto") return model_dtype == DType::float32 ? 4 : 2;

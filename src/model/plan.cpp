@@ -12,8 +12,8 @@
 #include "attnsel/errors.hpp"
 #include "attnsel/plan.hpp"
 #include "attnsel/registry.hpp"
+#include "backends/deepseek_v32_indexer.hpp"
 #include "model/hybrid_block_size.hpp"
-#include "model/indexer_backend.hpp"
 #include "model/kv_bytes.hpp"
 #include "model/model_hooks.hpp"
 
@@ -165,7 +165,7 @@ void select_backends(std::vector<PlanGroup>& groups, const EngineOptions& option
         const auto cls = get_mamba_attn_backend(MambaAttentionBackendEnum[g.backend], options.engine.batch_invariant);
         g.class_path = cls->qualname();
       } else if (g.mixer == MixerKind::indexer) {
-        g.layer_backend = model::deepseek_v32_indexer_backend();
+        g.layer_backend = backends::deepseek_v32_indexer_backend();
         g.backend = g.layer_backend->get_name();
         g.class_path = g.layer_backend->qualname();
       } else if (!g.request) {

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "attnsel/capability_checks.hpp"
+#include "platforms/record_cache.hpp"
 #include "platforms/walk.hpp"
 
 namespace attnsel {
@@ -25,7 +27,7 @@ std::vector<std::string> Selection::warnings() const {
 }
 
 Platform::Platform(DeviceDescription device, RuntimeFacts facts, SelectionMode mode)
-    : env_{std::move(device), std::move(facts)}, mode_(mode) {}
+    : env_{std::move(device), std::move(facts)}, mode_(mode), records_(std::make_shared<RecordCache>()) {}
 
 std::string Platform::spec() const {
   switch (kind()) {
@@ -64,7 +66,8 @@ Platform::Checked Platform::check_backend(const BackendMember& member,
     out.unavailable = true;
     return out;
   }
-  out.reasons = out.cls->validate_configuration(config, env_);
+  // validate_configuration(config, env_), with the class's record made once per platform.
+  out.reasons = run_capability_checks(config, *records_->record(out.cls, env_), env_.device.capability);
   if (mode_ == SelectionMode::runnable)
     for (std::string& gap : out.cls->kernel_gaps(config, env_)) out.reasons.push_back(std::move(gap));
   return out;

@@ -64,6 +64,9 @@ class Loader {
  public:
   std::shared_ptr<const LoadedPlugin> load(std::string_view library_text, std::string_view symbol) {
     if (in_plugin_init) throw ImportError("a plugin's init function may not load plugins");
+    // The registry starts first (and loads ATTNSEL_PLUGINS through this loader), never
+    // under the lock below.
+    register_builtin_backends();
     if (!is_c_identifier(symbol))
       throw ImportError(fmt::format("cannot load plugin {}: init symbol {} is not a C identifier",
                                     quote(library_text), quote(symbol)));
@@ -325,11 +328,6 @@ std::shared_ptr<const BackendClass> resolve_plugin_class(std::string_view qualna
   return chosen->cls;
 }
 
-void load_environment_plugins_once() {
-  static std::once_flag once;
-  std::call_once(once, [] { (void)load_environment_plugins(); });
-}
-
 void reset_plugins_for_testing() { loader().reset(); }
 
 }  // namespace attnsel::plugin
@@ -337,7 +335,6 @@ void reset_plugins_for_testing() { loader().reset(); }
 namespace attnsel {
 
 PluginInfo load_plugin(std::string_view library, std::string_view symbol) {
-  plugin::load_environment_plugins_once();
   return plugin::loader().load(library, symbol)->info;
 }
 
@@ -354,7 +351,7 @@ std::vector<std::string> load_environment_plugins() {
     const plugin::PluginSpec s = plugin::parse_plugin_spec(entry, kDefaultPluginSymbol);
     try {
       (void)plugin::loader().load(s.library, s.symbol);
-    } catch (const ImportError& e) {
+    } catch (const std::exception& e) {  // ImportError, or anything else: one entry's failure
       failures.push_back(fmt::format("ATTNSEL_PLUGINS entry {}: {}", plugin::quote(entry), e.what()));
       log::logger().warn("{}", failures.back());
     }

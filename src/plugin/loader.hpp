@@ -1,4 +1,4 @@
-// Internal: the plugin loader's hooks into the registry and the tests.
+// Internal: the plugin loader's hooks into the registry (startup.cpp) and the tests.
 #pragma once
 
 #include <memory>
@@ -11,9 +11,6 @@ namespace attnsel::plugin {
 /// The class resolver for plugin backends ("LIB:SYMBOL" and "LIB:SYMBOL#NAME"): nullptr
 /// for any other name; ImportError when the plugin cannot provide the backend.
 std::shared_ptr<const BackendClass> resolve_plugin_class(std::string_view qualname);
-
-/// Loads ATTNSEL_PLUGINS the first time it is called in a process.
-void load_environment_plugins_once();
 
 /// Forgets every loaded plugin (tests). Objects made from them keep their libraries
 /// loaded until they are destroyed; registered classes stay until the registry is reset.

@@ -1,5 +1,5 @@
-// Runs the built `attnsel` binary as a child process and captures its stdout, stderr and
-// exit status (posix_spawn + poll, so a chatty child can never dead-lock on a full pipe).
+// Runs the built `attnsel` binary (or another program) as a child process and captures
+// its stdout, stderr and exit status (posix_spawn + poll, so a chatty child can never dead-lock on a full pipe).
 #pragma once
 
 #include <fcntl.h>
@@ -32,10 +32,10 @@ inline std::string cli_path() {
 #endif
 }
 
-/// Runs `attnsel args...` with the current environment plus `extra_env` ("NAME=VALUE",
-/// later entries win) and ATTNSEL_LOG_LEVEL=off unless given.
-inline CliResult run_attnsel(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
-  const std::string path = cli_path();
+/// Runs the program `path` with `args`, the current environment plus `extra_env`
+/// ("NAME=VALUE", later entries win) and ATTNSEL_LOG_LEVEL=off unless given.
+inline CliResult run_program(const std::string& path, const std::vector<std::string>& args,
+                             const std::vector<std::string>& extra_env = {}) {
   std::vector<std::string> argv_s{path};
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   std::vector<std::string> env_s{"ATTNSEL_LOG_LEVEL=off"};
@@ -99,6 +99,11 @@ inline CliResult run_attnsel(const std::vector<std::string>& args, const std::ve
   }
   result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   return result;
+}
+
+/// Runs `attnsel args...` as run_program does.
+inline CliResult run_attnsel(const std::vector<std::string>& args, const std::vector<std::string>& extra_env = {}) {
+  return run_program(cli_path(), args, extra_env);
 }
 
 }  // namespace attnsel::test

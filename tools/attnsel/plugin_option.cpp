@@ -7,7 +7,7 @@
 namespace attnsel::cli {
 
 void add_plugin_option(CLI::App& app) {
-  register_builtin_backends();  // also loads ATTNSEL_PLUGINS
+  register_builtin_backends();  // ATTNSEL_PLUGINS now, so that its warnings come first
   // Subcommands pass options they do not know to the main app, so --plugin may follow
   // the subcommand's name too.
   app.fallthrough();

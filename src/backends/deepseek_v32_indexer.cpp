@@ -1,6 +1,6 @@
-#include "model/indexer_backend.hpp"
+#include "backends/deepseek_v32_indexer.hpp"
 
-namespace attnsel::model {
+namespace attnsel::backends {
 
 namespace {
 
@@ -27,6 +27,4 @@ std::shared_ptr<const AttentionBackend> deepseek_v32_indexer_backend() {
   return kInstance;
 }
 
-int indexer_bytes_per_token(int index_head_dim) { return index_head_dim + index_head_dim / 128 * 4; }
-
-}  // namespace attnsel::model
+}  // namespace attnsel::backends

@@ -1,0 +1,74 @@
+# The layers of src/ as build targets (the rule: src/layers.txt).
+#
+# Every layer's target compiles with one include root of its own,
+# <build>/layers/<layer>/, which holds a link to src/<dir> for the layer itself and for
+# each layer it uses, and nothing else. Sources name internal headers by their path under
+# src/ ("core/log.hpp"), so an include of a layer the table does not allow finds no file
+# and the build fails. tests/layers/ proves it for every layer.
+
+# ATTNSEL_LAYERS (in the table's order) and ATTNSEL_LAYER_USES_<layer>.
+file(STRINGS ${PROJECT_SOURCE_DIR}/src/layers.txt _attnsel_layer_lines REGEX "^[a-z]")
+set(ATTNSEL_LAYERS "")
+foreach(_line IN LISTS _attnsel_layer_lines)
+  string(REGEX REPLACE "[ \t]+" ";" _words "${_line}")
+  list(POP_FRONT _words _layer)
+  list(APPEND ATTNSEL_LAYERS ${_layer})
+  set(ATTNSEL_LAYER_USES_${_layer} ${_words})
+endforeach()
+set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/layers.txt)
+
+# The directory a layer's sources live in: src/<layer>, tools/ for tools.
+function(attnsel_layer_source_dir layer out)
+  if(layer STREQUAL "tools")
+    set(${out} ${PROJECT_SOURCE_DIR}/tools PARENT_SCOPE)
+  else()
+    set(${out} ${PROJECT_SOURCE_DIR}/src/${layer} PARENT_SCOPE)
+  endif()
+endfunction()
+
+# <build>/layers/<layer>/: links to the directories of the layer and of those it uses.
+# Stale links (a layer dropped from the line) are removed; nothing else is touched.
+function(attnsel_layer_include_root layer out)
+  set(root ${PROJECT_BINARY_DIR}/layers/${layer})
+  file(MAKE_DIRECTORY ${root})
+  set(wanted ${layer} ${ATTNSEL_LAYER_USES_${layer}})
+  list(REMOVE_ITEM wanted tools)
+  file(GLOB existing LIST_DIRECTORIES true RELATIVE ${root} ${root}/*)
+  foreach(name IN LISTS existing)
+    if(IS_SYMLINK ${root}/${name} AND NOT name IN_LIST wanted)
+      file(REMOVE ${root}/${name})
+    endif()
+  endforeach()
+  foreach(name IN LISTS wanted)
+    if(NOT IS_SYMLINK ${root}/${name})
+      file(CREATE_LINK ${PROJECT_SOURCE_DIR}/src/${name} ${root}/${name} SYMBOLIC)
+    endif()
+  endforeach()
+  set(${out} ${root} PARENT_SCOPE)
+endfunction()
+
+# What every layer compiles with: the public API, the generated headers, the libraries the
+# API's headers use, hidden visibility (libattnsel.so exports only what ATTNSEL_API marks).
+add_library(attnsel_layer_base INTERFACE)
+target_include_directories(attnsel_layer_base INTERFACE
+  $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include>
+  $<BUILD_INTERFACE:${PROJECT_BINARY_DIR}/include>)
+target_link_libraries(attnsel_layer_base INTERFACE fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json)
+target_compile_definitions(attnsel_layer_base INTERFACE SPDLOG_FMT_EXTERNAL)
+
+# attnsel_layer_<layer>: an object library of the layer's sources, compiled against its
+# include root only.
+function(attnsel_add_layer layer)
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "" "SOURCES")
+  if(NOT layer IN_LIST ATTNSEL_LAYERS)
+    message(FATAL_ERROR "attnsel: layer '${layer}' is not in src/layers.txt")
+  endif()
+  set(target attnsel_layer_${layer})
+  add_library(${target} OBJECT ${arg_SOURCES})
+  attnsel_warnings(${target})
+  attnsel_layer_include_root(${layer} root)
+  target_include_directories(${target} PRIVATE ${root})
+  target_link_libraries(${target} PUBLIC attnsel_layer_base)
+  set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
+                                             CUDA_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+endfunction()
