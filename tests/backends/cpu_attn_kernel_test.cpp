@@ -2,7 +2,12 @@
 // the CPU kernel, and that kernel computes what the reference computes.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <memory>
+#include <vector>
+
 #include "attnsel/selector.hpp"
+#include "kernels/cpu/cpu_attention.hpp"
 #include "kernels/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
@@ -40,6 +45,22 @@ TEST(CpuAttnBackend, IsRunnableOnTheCpuAndItsKernelMatchesTheReference) {
   const std::vector<std::int32_t> tokens = {0, 1, 20, 33};
   const auto want = kernel::reference::attend(p, w.query(), w.cache(), w.metadata(), tokens);
   EXPECT_TRUE(runtime::compare_with_reference(w.output(), tokens, want, runtime::tolerance_for(spec.dtype)).passed());
+}
+
+// CPU_ATTN declares vLLM's head sizes (cpu_attn.py) and its kernel keeps its own list of what
+// it computes: the two must be the same set, so a capability is never a promise the kernel
+// does not keep, nor a kernel size left undeclared.
+TEST(CpuAttnBackend, DeclaresExactlyTheHeadSizesItsKernelComputes) {
+  reset_registry_for_testing();
+  const auto cls = std::dynamic_pointer_cast<const AttentionBackend>(
+      resolve_class("attnsel::backends::CPUAttentionBackend"));
+  ASSERT_NE(cls, nullptr);
+  std::vector<int> declared = cls->capabilities(make_platform("cpu")->env()).head_sizes;
+  const auto computed = kernel::cpu::supported_head_sizes();
+  std::vector<int> kernel_sizes(computed.begin(), computed.end());
+  std::sort(declared.begin(), declared.end());
+  std::sort(kernel_sizes.begin(), kernel_sizes.end());
+  EXPECT_EQ(declared, kernel_sizes);
 }
 
 }  // namespace

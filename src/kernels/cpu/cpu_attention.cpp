@@ -43,8 +43,8 @@ KvType kv_type_of(ScalarType stored) {
 void check_layer(const LayerParams& p) {
   validate_layer_params(p);
   if (p.batch_invariant)  // how work is split across threads depends on the batch
-    throw ValueError("CPU_ATTN does not support batch-invariant mode (LayerParams::batch_invariant); backends that "
-                     "declare batch invariance: FLASH_ATTN, TRITON_ATTN, FLEX_ATTENTION");
+    throw ValueError("CPU_ATTN does not support batch-invariant mode (LayerParams::batch_invariant); choose a "
+                     "backend that declares batch invariance (`attnsel list` shows which do)");
   if (std::find(kHeadSizes.begin(), kHeadSizes.end(), p.head_size) == kHeadSizes.end())
     throw ValueError(fmt::format("head_size {} is not supported by CPU_ATTN; supported head sizes: {}", p.head_size,
                                  fmt::join(kHeadSizes, ", ")));
