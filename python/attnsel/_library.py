@@ -285,6 +285,21 @@ def call_json(fn, *args):
     return json.loads(take_string(out))
 
 
+def call_json_report(fn, *args):
+    """Calls a function whose last argument is a `char**` JSON report, which it writes on
+    failure too (the candidates and their reasons, a partial plan). Returns (report, None) on
+    success and (report, message) on failure; a failure without a report raises as check()."""
+    out = c_void_p()
+    status = fn(*args, ctypes.byref(out))
+    text = take_string(out)
+    if status == 0:
+        return json.loads(text), None
+    message = last_error()
+    if text is None:
+        check(status)
+    return json.loads(text), message
+
+
 def encode(text):
     return None if text is None else str(text).encode("utf-8")
 

@@ -117,19 +117,13 @@ def plan(model=None, platform: Optional[str] = None, *, mode=None, facts=(), att
     r.kv_transfer_config = text(kv_transfer_config)
     r.kv_cache_layout = text(kv_cache_layout)
     r.batch_invariant = 1 if batch_invariant else 0
-    out = ctypes.c_void_p()
-    status = L.lib.attnsel_plan_json(ctypes.byref(r), ctypes.byref(out))
-    result = L.take_string(out)
-    if status != 0:
-        message = L.last_error()
-        if result is None:
-            L.check(status)
-        j = json.loads(result)
+    j, message = L.call_json_report(L.lib.attnsel_plan_json, ctypes.byref(r))
+    if message is not None:
         partial = _plan(j["plan"]) if j.get("plan") else None
         if j.get("error_type") == "ValueError":
             raise PlanError(message, partial)
         raise selection_error(j.get("error_type"), message, [])
-    return _plan(json.loads(result))
+    return _plan(j)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -150,16 +150,10 @@ def select(platform: Optional[str] = None, head_size: int = 128, dtype="bfloat16
                              head_size=head_size, dtype=dtype, kv_cache_dtype=kv_cache_dtype,
                              block_size=block_size, attn_type=attn_type, num_heads=num_heads,
                              run_cache_dtype=run_cache_dtype, **switches)
-    out = ctypes.c_void_p()
-    status = L.lib.attnsel_select_json(ctypes.byref(request), ctypes.byref(out))
-    text = L.take_string(out)
-    if status != 0:
-        message = L.last_error()
-        if text is None:
-            L.check(status)
-        j = json.loads(text)
+    j, message = L.call_json_report(L.lib.attnsel_select_json, ctypes.byref(request))
+    if message is not None:
         raise selection_error(j.get("error_type"), message, _candidates(j.get("candidates", [])))
-    return _parse_selection(json.loads(text))
+    return _parse_selection(j)
 
 
 def get_attn_backend(head_size: int, dtype, kv_cache_dtype: Optional[str] = None, block_size: Optional[int] = None,

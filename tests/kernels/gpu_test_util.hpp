@@ -3,11 +3,30 @@
 
 #include <gtest/gtest.h>
 
+#include <numeric>
+#include <vector>
+
+#include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/output_error.hpp"
+#include "kernels/reference.hpp"
 
 namespace attnsel::kernel::cuda::testing {
 
 inline bool gpu_available() { return cuda_kernels_built() && cuda_kernels_unavailable_reason().empty(); }
+
+/// The device output `out` of every token of `md` against the reference for `query` over
+/// `cache` (both on the host).
+inline kernel::testing::OutputError device_output_error(const LayerParams& lp, const TensorView& query,
+                                                        const KVCacheView& cache, const AttentionMetadata& md,
+                                                        const DeviceTensor& out) {
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(md.num_actual_tokens));
+  std::iota(tokens.begin(), tokens.end(), 0);
+  const std::vector<double> ref = reference::attend(lp, query, cache, md, tokens);
+  std::vector<std::uint8_t> host(span_bytes(out.view));
+  out.buffer.download(host.data(), host.size());
+  return kernel::testing::output_error(host.data(), out.view.dtype, ref);
+}
 
 }  // namespace attnsel::kernel::cuda::testing
 

@@ -114,12 +114,7 @@ void expect_lse_near(const std::vector<float>& got, const std::vector<float>& wa
 /// Outputs of the device tensor `o` against the reference: no NaN, relative L2 in bounds.
 void expect_output_near(const LayerParams& lp, const TensorView& query, const KVCacheView& cache,
                         const AttentionMetadata& md, const DeviceTensor& o, const std::string& what) {
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(md.num_actual_tokens));
-  std::iota(tokens.begin(), tokens.end(), 0);
-  const std::vector<double> ref = reference::attend(lp, query, cache, md, tokens);
-  std::vector<std::uint8_t> host(span_bytes(o.view));
-  o.buffer.download(host.data(), host.size());
-  const kernel::testing::OutputError e = kernel::testing::output_error(host.data(), o.view.dtype, ref);
+  const kernel::testing::OutputError e = testing::device_output_error(lp, query, cache, md, o);
   EXPECT_EQ(e.not_finite, 0) << what;
   EXPECT_LT(e.rel_l2, o.view.dtype == ScalarType::bf16 ? 1.6e-2 : 4e-3) << what;
 }

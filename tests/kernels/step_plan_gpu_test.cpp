@@ -40,12 +40,7 @@ WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed) {
 /// over `cache` (host) and `md`: no NaN, relative L2 and largest error within bf16's bounds.
 void expect_matches(const LayerParams& lp, const TensorView& query, const KVCacheView& cache,
                     const AttentionMetadata& md, const DeviceTensor& out, const std::string& what) {
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(md.num_actual_tokens));
-  std::iota(tokens.begin(), tokens.end(), 0);
-  const std::vector<double> ref = reference::attend(lp, query, cache, md, tokens);
-  std::vector<std::uint8_t> host(span_bytes(out.view));
-  out.buffer.download(host.data(), host.size());
-  const kernel::testing::OutputError e = kernel::testing::output_error(host.data(), out.view.dtype, ref);
+  const kernel::testing::OutputError e = testing::device_output_error(lp, query, cache, md, out);
   EXPECT_EQ(e.not_finite, 0) << what;
   EXPECT_LT(e.rel_l2, 1.6e-2) << what;
   EXPECT_LT(e.max_abs, 0.4) << what;
