@@ -45,15 +45,10 @@
 
 #include "attnsel/export.hpp"
 #include "attnsel/kv_cache_layout.hpp"
+#include "attnsel/scalar_type.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel::kernel {
-
-/// Element types a tensor view can hold.
-enum class ScalarType : std::uint8_t { f32, f16, bf16, fp8_e4m3, fp8_e5m2, u8, i32, i64 };
-
-ATTNSEL_API std::string_view to_string(ScalarType t);
-ATTNSEL_API std::size_t element_size(ScalarType t);
 
 /// Where the memory of a tensor lives.
 enum class DeviceKind : std::uint8_t { cpu, cuda };

@@ -1,3 +1,4 @@
+// DeepSeek-V3.2's indexer-cache backend (vLLM's vllm/v1/attention/backends/mla/indexer.py).
 #include "backends/deepseek_v32_indexer.hpp"
 
 namespace attnsel::backends {
@@ -7,7 +8,7 @@ namespace {
 class DeepseekV32IndexerBackend : public AttentionBackend {
  public:
   std::string get_name() const override { return "DEEPSEEK_V32_INDEXER"; }
-  std::string qualname() const override { return "attnsel::models::deepseek_v32::DeepseekV32IndexerBackend"; }
+  std::string qualname() const override { return "attnsel::backends::DeepseekV32IndexerBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c;
     // vLLM: [1, 64] on ROCm, [64] elsewhere.

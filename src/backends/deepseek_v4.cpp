@@ -33,6 +33,14 @@ BackendCapabilities deepseek_v4_flashinfer_mla_sparse_capabilities() {
   return c;
 }
 
+}  // namespace attnsel::backends
+
+// vLLM defines these classes in its model code (vllm.models.deepseek_v4.sparse_mla); their C++
+// classes live in the namespace their class paths name.
+namespace attnsel::models::deepseek_v4 {
+using backends::deepseek_v4_flashinfer_mla_sparse_capabilities;
+using backends::deepseek_v4_flashmla_capabilities;
+
 namespace {
 class DeepseekV4FlashMLABackend : public AttentionBackend {
  public:
@@ -59,17 +67,21 @@ class DeepseekV4ROCMAiterMLASparseBackend : public AttentionBackend {
     return "attnsel::models::deepseek_v4::DeepseekV4ROCMAiterMLASparseBackend";
   }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
-    BackendCapabilities c = deepseek_v4_sparse_mla_capabilities();
+    BackendCapabilities c = backends::deepseek_v4_sparse_mla_capabilities();
     c.kv_cache_dtypes = {"auto", "fp8_ds_mla", "fp8"};
     return c;
   }
 };
 }  // namespace
 
+}  // namespace attnsel::models::deepseek_v4
+
+namespace attnsel::backends {
+
 void append_deepseek_v4(ClassList& out) {
-  out.push_back(std::make_shared<const DeepseekV4FlashMLABackend>());
-  out.push_back(std::make_shared<const DeepseekV4FlashInferMLASparseBackend>());
-  out.push_back(std::make_shared<const DeepseekV4ROCMAiterMLASparseBackend>());
+  out.push_back(std::make_shared<const models::deepseek_v4::DeepseekV4FlashMLABackend>());
+  out.push_back(std::make_shared<const models::deepseek_v4::DeepseekV4FlashInferMLASparseBackend>());
+  out.push_back(std::make_shared<const models::deepseek_v4::DeepseekV4ROCMAiterMLASparseBackend>());
 }
 
 }  // namespace attnsel::backends

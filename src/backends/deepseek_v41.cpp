@@ -4,18 +4,22 @@
 #include "backends/deepseek_v4.hpp"
 #include "backends/runtime_facts.hpp"
 
-namespace attnsel::backends {
+// vLLM defines these classes in its model code (vllm.models.deepseek_v41.sparse_mla); their C++
+// classes live in the namespace their class paths name.
+namespace attnsel::models::deepseek_v41 {
+using backends::deepseek_v4_flashinfer_mla_sparse_capabilities;
+using backends::deepseek_v4_flashmla_capabilities;
 
 namespace {
 /// V4.1's FlashMLA path: 64-token pages on SM 9.x, 256 elsewhere.
 BackendCapabilities deepseek_v41_flashmla_capabilities(const RuntimeEnv& env) {
   BackendCapabilities c = deepseek_v4_flashmla_capabilities();
-  if (is_capability_family(env, 9)) c.kernel_block_sizes = {64};
+  if (backends::is_capability_family(env, 9)) c.kernel_block_sizes = {64};
   else c.kernel_block_sizes = {256};
   return c;
 }
 
-class DeepseekV41FlashMLABackend : public AttentionBackend {
+class DeepseekV4FlashMLABackend : public AttentionBackend {
  public:
   std::string get_name() const override { return "FLASHMLA_SPARSE_DSV41"; }
   std::string qualname() const override { return "attnsel::models::deepseek_v41::DeepseekV4FlashMLABackend"; }
@@ -24,7 +28,7 @@ class DeepseekV41FlashMLABackend : public AttentionBackend {
   }
 };
 
-class DeepseekV41FlashInferMLASparseBackend : public AttentionBackend {
+class DeepseekV4FlashInferMLASparseBackend : public AttentionBackend {
  public:
   std::string get_name() const override { return "FLASHINFER_MLA_SPARSE_DSV41"; }
   std::string qualname() const override {
@@ -45,10 +49,14 @@ class FlashMLAMegaAttnBackend : public AttentionBackend {
 };
 }  // namespace
 
+}  // namespace attnsel::models::deepseek_v41
+
+namespace attnsel::backends {
+
 void append_deepseek_v41(ClassList& out) {
-  out.push_back(std::make_shared<const DeepseekV41FlashMLABackend>());
-  out.push_back(std::make_shared<const DeepseekV41FlashInferMLASparseBackend>());
-  out.push_back(std::make_shared<const FlashMLAMegaAttnBackend>());
+  out.push_back(std::make_shared<const models::deepseek_v41::DeepseekV4FlashMLABackend>());
+  out.push_back(std::make_shared<const models::deepseek_v41::DeepseekV4FlashInferMLASparseBackend>());
+  out.push_back(std::make_shared<const models::deepseek_v41::FlashMLAMegaAttnBackend>());
 }
 
 }  // namespace attnsel::backends

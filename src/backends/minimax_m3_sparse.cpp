@@ -1,9 +1,11 @@
-// MiniMax M3's block-sparse GQA backends (vllm/v1/attention/backends/minimax_m3_sparse.py):
-// model-driven; AttentionConfig maps the MSA decode names to minimax_m3_msa_decode_backend.
+// MiniMax M3's block-sparse GQA backends (vLLM's minimax_m3 model code): model-driven;
+// AttentionConfig maps the MSA decode names to minimax_m3_msa_decode_backend.
 #include "backends/class_factories.hpp"
 #include "backends/common.hpp"
 
-namespace attnsel::backends {
+// vLLM defines these classes in its model code (vllm.models.minimax_m3.common.sparse_attention); their C++
+// classes live in the namespace their class paths name.
+namespace attnsel::models::minimax_m3 {
 
 namespace {
 BackendCapabilities minimax_m3_sparse_capabilities() {
@@ -28,7 +30,7 @@ class MiniMaxM3SparseCutlassBackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::models::minimax_m3::MiniMaxM3SparseCutlassBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = minimax_m3_sparse_capabilities();
-    c.compute_capability_rule = majors({10});
+    c.compute_capability_rule = backends::majors({10});
     return c;
   }
 };
@@ -41,10 +43,14 @@ class MiniMaxM3SparseTritonBackend : public AttentionBackend {
 };
 }  // namespace
 
+}  // namespace attnsel::models::minimax_m3
+
+namespace attnsel::backends {
+
 void append_minimax_m3_sparse(ClassList& out) {
-  out.push_back(std::make_shared<const MiniMaxM3SparseBackend>());
-  out.push_back(std::make_shared<const MiniMaxM3SparseCutlassBackend>());
-  out.push_back(std::make_shared<const MiniMaxM3SparseTritonBackend>());
+  out.push_back(std::make_shared<const models::minimax_m3::MiniMaxM3SparseBackend>());
+  out.push_back(std::make_shared<const models::minimax_m3::MiniMaxM3SparseCutlassBackend>());
+  out.push_back(std::make_shared<const models::minimax_m3::MiniMaxM3SparseTritonBackend>());
 }
 
 }  // namespace attnsel::backends

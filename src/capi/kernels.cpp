@@ -254,7 +254,7 @@ attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* 
     if (dtype != nullptr) {
       const std::optional<DType> d = parse_dtype(dtype);
       if (!d) throw ValueError(fmt::format("unknown dtype '{}'; valid values are: {}", dtype, fmt::join(dtype_names(), ", ")));
-      activation = *d == DType::float16 ? ScalarType::f16 : *d == DType::float32 ? ScalarType::f32 : ScalarType::bf16;
+      activation = kernel::scalar_type(*d);
     }
     const kernel::KernelInfo k = cls->kernel_info(activation, kv_cache_dtype != nullptr ? kv_cache_dtype : "auto");
     fill_info(k, interned(k.isa),

@@ -1,15 +1,15 @@
 // Scalar fp8 <-> float conversions: OCP E4M3FN (bias 7, no infinities, max 448, 0x7F/0xFF
 // are NaN) and E5M2 (bias 15, IEEE-like, max 57344). Encoding rounds to nearest even and
 // saturates to the largest finite value, as vLLM's cache writers do (SATFINITE).
-// Header-only so kernels (CPU and CUDA host code) can share it.
+// `f` is ScalarType::fp8_e4m3 or fp8_e5m2. Header-only so kernels (CPU and CUDA host code) can share it.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
 
-namespace attnsel::kernel {
+#include "attnsel/scalar_type.hpp"
 
-enum class Fp8Format : std::uint8_t { e4m3, e5m2 };
+namespace attnsel::kernel {
 
 namespace fp8_detail {
 struct Format {
@@ -20,18 +20,19 @@ struct Format {
 };
 constexpr Format kE4M3{3, 7, 15, 6};
 constexpr Format kE5M2{2, 15, 30, 3};
-constexpr const Format& format(Fp8Format f) { return f == Fp8Format::e4m3 ? kE4M3 : kE5M2; }
+/// fp8_e4m3 → E4M3FN; any other type is read as fp8_e5m2 (callers pass one of the two).
+constexpr const Format& format(ScalarType f) { return f == ScalarType::fp8_e4m3 ? kE4M3 : kE5M2; }
 }  // namespace fp8_detail
 
-inline float fp8_to_float(std::uint8_t b, Fp8Format f) {
+inline float fp8_to_float(std::uint8_t b, ScalarType f) {
   const auto& F = fp8_detail::format(f);
   const bool neg = (b & 0x80u) != 0;
   const int exp = (b & 0x7F) >> F.man_bits;
   const int man = b & ((1 << F.man_bits) - 1);
   float v;
-  if (f == Fp8Format::e4m3 && exp == 15 && man == 7) {
+  if (f == ScalarType::fp8_e4m3 && exp == 15 && man == 7) {
     v = NAN;
-  } else if (f == Fp8Format::e5m2 && exp == 31) {
+  } else if (f == ScalarType::fp8_e5m2 && exp == 31) {
     v = man == 0 ? INFINITY : NAN;
   } else if (exp == 0) {
     v = std::ldexp(static_cast<float>(man), 1 - F.bias - F.man_bits);
@@ -41,7 +42,7 @@ inline float fp8_to_float(std::uint8_t b, Fp8Format f) {
   return neg ? -v : v;
 }
 
-inline std::uint8_t float_to_fp8(float x, Fp8Format f) {
+inline std::uint8_t float_to_fp8(float x, ScalarType f) {
   const auto& F = fp8_detail::format(f);
   const std::uint8_t sign = std::signbit(x) ? 0x80 : 0x00;
   if (std::isnan(x)) return sign | 0x7F;  // the NaN encoding of both formats

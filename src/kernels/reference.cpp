@@ -30,8 +30,8 @@ double load(const void* base, ScalarType t, std::int64_t offset) {
       std::memcpy(&h, b, 2);
       return bf16_to_float(h);
     }
-    case ScalarType::fp8_e4m3: return fp8_to_float(*b, Fp8Format::e4m3);
-    case ScalarType::fp8_e5m2: return fp8_to_float(*b, Fp8Format::e5m2);
+    case ScalarType::fp8_e4m3: return fp8_to_float(*b, ScalarType::fp8_e4m3);
+    case ScalarType::fp8_e5m2: return fp8_to_float(*b, ScalarType::fp8_e5m2);
     default: throw ValueError("reference::load: not a floating-point type: " + std::string(to_string(t)));
   }
 }
@@ -51,8 +51,8 @@ void store(void* base, ScalarType t, std::int64_t offset, double v) {
       std::memcpy(b, &h, 2);
       return;
     }
-    case ScalarType::fp8_e4m3: *b = float_to_fp8(f, Fp8Format::e4m3); return;
-    case ScalarType::fp8_e5m2: *b = float_to_fp8(f, Fp8Format::e5m2); return;
+    case ScalarType::fp8_e4m3: *b = float_to_fp8(f, ScalarType::fp8_e4m3); return;
+    case ScalarType::fp8_e5m2: *b = float_to_fp8(f, ScalarType::fp8_e5m2); return;
     default: throw ValueError("reference::store: not a floating-point type: " + std::string(to_string(t)));
   }
 }

@@ -9,34 +9,6 @@
 
 namespace attnsel::kernel {
 
-std::string_view to_string(ScalarType t) {
-  switch (t) {
-    case ScalarType::f32: return "f32";
-    case ScalarType::f16: return "f16";
-    case ScalarType::bf16: return "bf16";
-    case ScalarType::fp8_e4m3: return "fp8_e4m3";
-    case ScalarType::fp8_e5m2: return "fp8_e5m2";
-    case ScalarType::u8: return "u8";
-    case ScalarType::i32: return "i32";
-    case ScalarType::i64: return "i64";
-  }
-  return "?";
-}
-
-std::size_t element_size(ScalarType t) {
-  switch (t) {
-    case ScalarType::f32:
-    case ScalarType::i32: return 4;
-    case ScalarType::f16:
-    case ScalarType::bf16: return 2;
-    case ScalarType::fp8_e4m3:
-    case ScalarType::fp8_e5m2:
-    case ScalarType::u8: return 1;
-    case ScalarType::i64: return 8;
-  }
-  return 0;
-}
-
 TensorView TensorView::contiguous(void* data, ScalarType dtype, std::initializer_list<std::int64_t> shape,
                                   DeviceKind device) {
   if (shape.size() > static_cast<std::size_t>(kMaxDims))

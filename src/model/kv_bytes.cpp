@@ -1,5 +1,7 @@
 #include "model/kv_bytes.hpp"
 
+#include "attnsel/scalar_type.hpp"
+
 namespace attnsel::model {
 
 namespace {
@@ -10,7 +12,7 @@ int indexer_bytes_per_token(int index_head_dim) { return index_head_dim + index_
 }  // namespace
 
 std::optional<int> kv_cache_element_bytes(std::string_view cache_dtype, DType model_dtype) {
-  if (cache_dtype == "auto") return model_dtype == DType::float32 ? 4 : 2;
+  if (cache_dtype == "auto") return static_cast<int>(kernel::element_size(kernel::scalar_type(model_dtype)));
   if (cache_dtype == "float16" || cache_dtype == "bfloat16") return 2;
   if (cache_dtype == "fp8" || cache_dtype == "fp8_e4m3" || cache_dtype == "fp8_e5m2" || cache_dtype == "fp8_inc" ||
       cache_dtype == "fp8_ds_mla")
@@ -50,7 +52,7 @@ MambaStateElements mamba_state_elements(const MambaLayerSpec& m) {
 }
 
 std::int64_t mamba_state_bytes(const MambaLayerSpec& m, DType model_dtype) {
-  auto size = [](DType d) -> std::int64_t { return d == DType::float32 ? 4 : 2; };
+  auto size = [](DType d) { return static_cast<std::int64_t>(kernel::element_size(kernel::scalar_type(d))); };
   const MambaStateElements e = mamba_state_elements(m);
   return e.conv * size(model_dtype) + e.ssm * size(m.ssm_state_dtype.value_or(model_dtype));
 }

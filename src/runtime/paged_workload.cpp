@@ -43,8 +43,8 @@ void put(std::uint8_t* buf, ScalarType t, std::size_t i, float x) {
       std::memcpy(buf + 2 * i, &h, 2);
       break;
     }
-    case ScalarType::fp8_e4m3: buf[i] = kernel::float_to_fp8(x, kernel::Fp8Format::e4m3); break;
-    case ScalarType::fp8_e5m2: buf[i] = kernel::float_to_fp8(x, kernel::Fp8Format::e5m2); break;
+    case ScalarType::fp8_e4m3: buf[i] = kernel::float_to_fp8(x, kernel::ScalarType::fp8_e4m3); break;
+    case ScalarType::fp8_e5m2: buf[i] = kernel::float_to_fp8(x, kernel::ScalarType::fp8_e5m2); break;
     default: throw ValueError("PagedWorkload: unsupported element type " + std::string(kernel::to_string(t)));
   }
 }

@@ -1,7 +1,12 @@
 // Every registry member resolves to a class named like vLLM's, except vLLM's deliberate gaps.
 #include <gtest/gtest.h>
 
+#include <cxxabi.h>
+
+#include <cstdlib>
+#include <memory>
 #include <set>
+#include <typeinfo>
 
 #include "attnsel/errors.hpp"
 #include "attnsel/registry.hpp"
@@ -34,6 +39,34 @@ TEST_F(BuiltinClasses, EveryAttentionMemberResolvesToItsNamedClass) {
     ++resolved;
   }
   EXPECT_EQ(resolved, static_cast<int>(backends::builtin_attention_members().size()) - 3);
+}
+
+// The C++ name of an object's class, without the anonymous namespaces it is defined in.
+std::string cpp_class_name(const AttentionBackend& b) {
+  int status = 0;
+  std::unique_ptr<char, decltype(&std::free)> d(abi::__cxa_demangle(typeid(b).name(), nullptr, nullptr, &status),
+                                                &std::free);
+  std::string name = status == 0 ? d.get() : typeid(b).name();
+  for (std::size_t at; (at = name.find("(anonymous namespace)::")) != std::string::npos;)
+    name.erase(at, std::string_view("(anonymous namespace)::").size());
+  return name;
+}
+
+// A class path names a real C++ class: the one the member resolves to, unless that is one
+// implementation shared by several members (composites; those name their vLLM class).
+TEST_F(BuiltinClasses, ClassPathsNameTheCppClassesThatImplementThem) {
+  int checked = 0;
+  for (const BackendMember& m : AttentionBackendEnum.members()) {
+    const std::string& name = m.name();
+    if (name == "TORCH_SDPA" || name == "CUSTOM" || name == "NO_ATTENTION") continue;
+    SCOPED_TRACE(name);
+    const std::shared_ptr<const AttentionBackend> cls = m.get_attention_class();
+    const std::string cpp = cpp_class_name(*cls);
+    if (cpp == "attnsel::backends::CompositeAttentionBackend") continue;
+    EXPECT_EQ(cls->qualname(), cpp);
+    ++checked;
+  }
+  EXPECT_GE(checked, 30);
 }
 
 TEST_F(BuiltinClasses, EveryMambaMemberResolvesToItsNamedClass) {

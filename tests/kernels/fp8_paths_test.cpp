@@ -29,7 +29,7 @@ using runtime::WorkloadSpec;
 
 /// The finite byte codes of a format (NaN, and e5m2's infinities, left out: a cache the
 /// writer fills never holds them).
-std::vector<std::uint8_t> finite_codes(Fp8Format f) {
+std::vector<std::uint8_t> finite_codes(ScalarType f) {
   std::vector<std::uint8_t> out;
   for (int b = 0; b < 256; ++b)
     if (std::isfinite(fp8_to_float(static_cast<std::uint8_t>(b), f))) out.push_back(static_cast<std::uint8_t>(b));
@@ -45,7 +45,7 @@ void fill_with_codes(const TensorView& t, const std::vector<std::uint8_t>& codes
 }
 
 /// The codes of magnitude at most `limit`.
-std::vector<std::uint8_t> codes_up_to(Fp8Format f, float limit) {
+std::vector<std::uint8_t> codes_up_to(ScalarType f, float limit) {
   std::vector<std::uint8_t> out;
   for (std::uint8_t b : finite_codes(f))
     if (std::fabs(fp8_to_float(b, f)) <= limit) out.push_back(b);
@@ -55,11 +55,11 @@ std::vector<std::uint8_t> codes_up_to(Fp8Format f, float limit) {
 /// Every finite code in K (values of moderate size in V), then every finite code in V
 /// (queries so small that every probability is exactly 1, so the output is the plain mean
 /// of V and no rounding of probabilities hides a wrong conversion).
-void fill_with_every_code(PagedWorkload& w, Fp8Format f, int stride, bool codes_in_v) {
+void fill_with_every_code(PagedWorkload& w, ScalarType f, int stride, bool codes_in_v) {
   const KVCacheView cache = w.cache();
   const std::vector<std::uint8_t> all = finite_codes(f);
   fill_with_codes(cache.key, all, stride);
-  fill_with_codes(cache.value, codes_in_v ? all : codes_up_to(f, f == Fp8Format::e4m3 ? 2.0f : 1.0f), stride + 2);
+  fill_with_codes(cache.value, codes_in_v ? all : codes_up_to(f, f == ScalarType::fp8_e4m3 ? 2.0f : 1.0f), stride + 2);
 }
 
 WorkloadSpec fp8_spec(const char* kv, ScalarType dtype, int head_size, std::vector<SequenceShape> seqs) {
@@ -83,11 +83,11 @@ TEST(Fp8PathsCpu, EveryFiniteByteValueOnDecodeAndPrefillItems) {
   for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
     for (int hs : {64, 80, 96, 112, 128, 256})
       for (bool bf16_dot : {true, false}) {
-        const Fp8Format f = std::string(kv) == "fp8_e5m2" ? Fp8Format::e5m2 : Fp8Format::e4m3;
+        const ScalarType f = std::string(kv) == "fp8_e5m2" ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
         for (bool codes_in_v : {false, true}) {
           WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, hs, {{61, 1}, {40, 40}, {97, 1}, {33, 5}});
           // Keep the largest codes (448, 57344) from saturating the softmax into one key.
-          spec.k_scale = f == Fp8Format::e4m3 ? 1.0f / 256 : 1.0f / 8192;
+          spec.k_scale = f == ScalarType::fp8_e4m3 ? 1.0f / 256 : 1.0f / 8192;
           spec.v_scale = codes_in_v ? 1.0f / 4096 : 0.5f;
           if (codes_in_v) spec.query_range = 1e-20f;
           PagedWorkload w(spec);
@@ -110,11 +110,11 @@ TEST(Fp8PathsCpu, EveryDecodeRowCountOnEveryByteValue) {
   for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
     for (int group : {1, 2, 4, 8})
       for (int hs : {80, 128}) {
-        const Fp8Format f = std::string(kv) == "fp8_e5m2" ? Fp8Format::e5m2 : Fp8Format::e4m3;
+        const ScalarType f = std::string(kv) == "fp8_e5m2" ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
         WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, hs, {{61, 1}, {97, 2}, {33, 1}, {150, 1}});
         spec.num_kv_heads = 2;
         spec.num_heads = 2 * group;
-        spec.k_scale = f == Fp8Format::e4m3 ? 1.0f / 256 : 1.0f / 8192;
+        spec.k_scale = f == ScalarType::fp8_e4m3 ? 1.0f / 256 : 1.0f / 8192;
         spec.v_scale = 0.5f;
         PagedWorkload w(spec);
         fill_with_every_code(w, f, 29, false);
@@ -247,7 +247,7 @@ TEST(Fp8PathsGpu, EveryFiniteByteValueInDecode) {
         spec.v_scale = codes_in_v ? 1.0f / 64 : 0.5f;
         if (codes_in_v) spec.query_range = 1e-20f;
         PagedWorkload wl(spec);
-        fill_with_every_code(wl, Fp8Format::e4m3, 37, codes_in_v);
+        fill_with_every_code(wl, ScalarType::fp8_e4m3, 37, codes_in_v);
         const GpuResult r = run_gpu(wl, gpu_params(spec));
         SCOPED_TRACE(fmt::format("d={} {} codes in {} {}", hs, to_string(dt), codes_in_v ? "V" : "K",
                                  r.summary.decode_loads));

@@ -11,33 +11,33 @@ namespace attnsel::kernel {
 namespace {
 
 TEST(Fp8, E4M3KnownValues) {
-  EXPECT_EQ(fp8_to_float(0x00, Fp8Format::e4m3), 0.0f);
-  EXPECT_EQ(fp8_to_float(0x38, Fp8Format::e4m3), 1.0f);
-  EXPECT_EQ(fp8_to_float(0x7E, Fp8Format::e4m3), 448.0f);
-  EXPECT_EQ(fp8_to_float(0xFE, Fp8Format::e4m3), -448.0f);
-  EXPECT_EQ(fp8_to_float(0x01, Fp8Format::e4m3), std::ldexp(1.0f, -9));  // smallest subnormal
-  EXPECT_EQ(fp8_to_float(0x08, Fp8Format::e4m3), std::ldexp(1.0f, -6));  // smallest normal
-  EXPECT_TRUE(std::isnan(fp8_to_float(0x7F, Fp8Format::e4m3)));
-  EXPECT_EQ(float_to_fp8(1.0f, Fp8Format::e4m3), 0x38);
-  EXPECT_EQ(float_to_fp8(1000.0f, Fp8Format::e4m3), 0x7E);  // saturates
-  EXPECT_EQ(float_to_fp8(-INFINITY, Fp8Format::e4m3), 0xFE);
-  EXPECT_EQ(float_to_fp8(NAN, Fp8Format::e4m3) & 0x7F, 0x7F);
+  EXPECT_EQ(fp8_to_float(0x00, ScalarType::fp8_e4m3), 0.0f);
+  EXPECT_EQ(fp8_to_float(0x38, ScalarType::fp8_e4m3), 1.0f);
+  EXPECT_EQ(fp8_to_float(0x7E, ScalarType::fp8_e4m3), 448.0f);
+  EXPECT_EQ(fp8_to_float(0xFE, ScalarType::fp8_e4m3), -448.0f);
+  EXPECT_EQ(fp8_to_float(0x01, ScalarType::fp8_e4m3), std::ldexp(1.0f, -9));  // smallest subnormal
+  EXPECT_EQ(fp8_to_float(0x08, ScalarType::fp8_e4m3), std::ldexp(1.0f, -6));  // smallest normal
+  EXPECT_TRUE(std::isnan(fp8_to_float(0x7F, ScalarType::fp8_e4m3)));
+  EXPECT_EQ(float_to_fp8(1.0f, ScalarType::fp8_e4m3), 0x38);
+  EXPECT_EQ(float_to_fp8(1000.0f, ScalarType::fp8_e4m3), 0x7E);  // saturates
+  EXPECT_EQ(float_to_fp8(-INFINITY, ScalarType::fp8_e4m3), 0xFE);
+  EXPECT_EQ(float_to_fp8(NAN, ScalarType::fp8_e4m3) & 0x7F, 0x7F);
   // 1 + 1/16 is halfway between 1 and 1.125: ties to even (1.0).
-  EXPECT_EQ(float_to_fp8(1.0625f, Fp8Format::e4m3), 0x38);
-  EXPECT_EQ(float_to_fp8(1.1875f, Fp8Format::e4m3), 0x3A);  // halfway 1.125/1.25 -> 1.25 (even)
+  EXPECT_EQ(float_to_fp8(1.0625f, ScalarType::fp8_e4m3), 0x38);
+  EXPECT_EQ(float_to_fp8(1.1875f, ScalarType::fp8_e4m3), 0x3A);  // halfway 1.125/1.25 -> 1.25 (even)
 }
 
 TEST(Fp8, E5M2KnownValues) {
-  EXPECT_EQ(fp8_to_float(0x3C, Fp8Format::e5m2), 1.0f);
-  EXPECT_EQ(fp8_to_float(0x7B, Fp8Format::e5m2), 57344.0f);
-  EXPECT_EQ(fp8_to_float(0x01, Fp8Format::e5m2), std::ldexp(1.0f, -16));
-  EXPECT_TRUE(std::isinf(fp8_to_float(0x7C, Fp8Format::e5m2)));
-  EXPECT_EQ(float_to_fp8(1e6f, Fp8Format::e5m2), 0x7B);
-  EXPECT_EQ(float_to_fp8(-1.0f, Fp8Format::e5m2), 0xBC);
+  EXPECT_EQ(fp8_to_float(0x3C, ScalarType::fp8_e5m2), 1.0f);
+  EXPECT_EQ(fp8_to_float(0x7B, ScalarType::fp8_e5m2), 57344.0f);
+  EXPECT_EQ(fp8_to_float(0x01, ScalarType::fp8_e5m2), std::ldexp(1.0f, -16));
+  EXPECT_TRUE(std::isinf(fp8_to_float(0x7C, ScalarType::fp8_e5m2)));
+  EXPECT_EQ(float_to_fp8(1e6f, ScalarType::fp8_e5m2), 0x7B);
+  EXPECT_EQ(float_to_fp8(-1.0f, ScalarType::fp8_e5m2), 0xBC);
 }
 
 TEST(Fp8, EveryFiniteCodeRoundTrips) {
-  for (auto f : {Fp8Format::e4m3, Fp8Format::e5m2}) {
+  for (auto f : {ScalarType::fp8_e4m3, ScalarType::fp8_e5m2}) {
     for (int b = 0; b < 256; ++b) {
       const float x = fp8_to_float(static_cast<std::uint8_t>(b), f);
       if (!std::isfinite(x)) continue;
@@ -54,11 +54,11 @@ TEST(Fp8, EveryFiniteCodeRoundTrips) {
 TEST(Fp8, RoundsToNearest) {
   // For every adjacent pair of e4m3 codes, a value just below the midpoint rounds down.
   for (int b = 0; b < 0x7E; ++b) {
-    const float lo = fp8_to_float(static_cast<std::uint8_t>(b), Fp8Format::e4m3);
-    const float hi = fp8_to_float(static_cast<std::uint8_t>(b + 1), Fp8Format::e4m3);
+    const float lo = fp8_to_float(static_cast<std::uint8_t>(b), ScalarType::fp8_e4m3);
+    const float hi = fp8_to_float(static_cast<std::uint8_t>(b + 1), ScalarType::fp8_e4m3);
     const float mid = 0.5f * (lo + hi);
-    EXPECT_EQ(float_to_fp8(std::nextafter(mid, lo), Fp8Format::e4m3), b);
-    EXPECT_EQ(float_to_fp8(std::nextafter(mid, hi), Fp8Format::e4m3), b + 1);
+    EXPECT_EQ(float_to_fp8(std::nextafter(mid, lo), ScalarType::fp8_e4m3), b);
+    EXPECT_EQ(float_to_fp8(std::nextafter(mid, hi), ScalarType::fp8_e4m3), b + 1);
   }
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "attnsel/kv_cache_layout.hpp"
+#include "attnsel/scalar_type.hpp"
 #include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
 #include "kernels/cuda/device_memory.hpp"
@@ -11,14 +12,6 @@
 namespace attnsel::cli {
 
 namespace {
-
-kernel::ScalarType scalar_type(DType d) {
-  switch (d) {
-    case DType::float16: return kernel::ScalarType::f16;
-    case DType::float32: return kernel::ScalarType::f32;
-    default: return kernel::ScalarType::bf16;
-  }
-}
 
 // The physical order of one layer's cache blocks for a layout name or enum.
 runtime::CacheLayout cache_layout_of(KVCacheLayout l) {
@@ -109,7 +102,7 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   layer.kv_cache_dtype = m.kv_cache_dtype;
   layer.num_heads = m.num_heads;
   layer.attn_type = AttentionType::decoder;
-  out.dtype = scalar_type(layer.dtype);
+  out.dtype = kernel::scalar_type(layer.dtype);
 
   Selector selector(out.platform);
   out.selection = *selector.select(engine, layer);

@@ -40,15 +40,15 @@ HWY_INLINE VF ExpNonPositive(DF df, VF x) {
 
 // ---------------------------------------------------------------------------------------
 // KV element types: load L elements of a cache row as fp32 (converted in registers).
-template <KvType K>
+template <ScalarType K>
 struct Kv;
 template <>
-struct Kv<KvType::f32> {
+struct Kv<ScalarType::f32> {
   static constexpr std::size_t kBytes = 4;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) { return hn::LoadU(df, reinterpret_cast<const float*>(p)); }
 };
 template <>
-struct Kv<KvType::bf16> {
+struct Kv<ScalarType::bf16> {
   static constexpr std::size_t kBytes = 2;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
     const hn::Rebind<hwy::bfloat16_t, DF> d;
@@ -56,7 +56,7 @@ struct Kv<KvType::bf16> {
   }
 };
 template <>
-struct Kv<KvType::f16> {
+struct Kv<ScalarType::f16> {
   static constexpr std::size_t kBytes = 2;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
     const hn::Rebind<hwy::float16_t, DF> d;
@@ -65,7 +65,7 @@ struct Kv<KvType::f16> {
 };
 // E5M2 is the upper byte of an IEEE half: shift and widen.
 template <>
-struct Kv<KvType::e5m2> {
+struct Kv<ScalarType::fp8_e5m2> {
   static constexpr std::size_t kBytes = 1;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
     const hn::Rebind<std::uint8_t, DF> d8;
@@ -78,7 +78,7 @@ struct Kv<KvType::e5m2> {
 // E4M3 placed in a half's bit layout reads as value / 256 (subnormals included); the
 // driver folds the 256 into the dequantisation scale.
 template <>
-struct Kv<KvType::e4m3> {
+struct Kv<ScalarType::fp8_e4m3> {
   static constexpr std::size_t kBytes = 1;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
     const hn::Rebind<std::uint8_t, DF> d8;
@@ -521,12 +521,12 @@ HWY_INLINE void PackQueryF32(const LayerCtx& c, const WorkItem& it, const ItemGe
 }
 
 // K rows of the tile as fp32 pointers (converted into scratch unless the cache is fp32).
-template <KvType K>
+template <ScalarType K>
 HWY_INLINE void ConvertTileF32(const DF df, const KeyTile& t, int D, const std::uint8_t* const* rows, float* dst,
                                const float** out_rows) {
   const std::size_t L = hn::Lanes(df);
   for (int n = 0; n < kTileKeys; ++n) {
-    if constexpr (K == KvType::f32) {
+    if constexpr (K == ScalarType::f32) {
       out_rows[n] = reinterpret_cast<const float*>(rows[n]);
     } else {
       float* row = dst + static_cast<std::size_t>(n) * static_cast<std::size_t>(D);
@@ -568,7 +568,7 @@ HWY_INLINE void QkF32(const LayerCtx& c, const KeyTile& t, const float* const* k
 }
 
 #if HWY_TARGET == HWY_AVX3
-template <KvType K, int R>
+template <ScalarType K, int R>
 HWY_INLINE void QkF32FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
   constexpr int KB = 16 / R;
   const DF df;
@@ -682,13 +682,13 @@ struct Fp8Bf16 {
   __m512i sign;                // 0x80 in every byte
 };
 
-template <KvType K>
+template <ScalarType K>
 HWY_INLINE const Fp8Bf16& Fp8Bf16Tables() {
   static const Fp8Bf16 tables = [] {
     HWY_ALIGN std::uint8_t lo[128], hi[128], pk[64], pv[64];
-    const Fp8Format f = K == KvType::e4m3 ? Fp8Format::e4m3 : Fp8Format::e5m2;
+    const ScalarType f = K == ScalarType::fp8_e4m3 ? ScalarType::fp8_e4m3 : ScalarType::fp8_e5m2;
     for (int b = 0; b < 128; ++b) {
-      const float v = fp8_to_float(static_cast<std::uint8_t>(b), f) / (K == KvType::e4m3 ? 256.0f : 1.0f);
+      const float v = fp8_to_float(static_cast<std::uint8_t>(b), f) / (K == ScalarType::fp8_e4m3 ? 256.0f : 1.0f);
       const std::uint16_t bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);  // exact
       lo[b] = static_cast<std::uint8_t>(bits & 0xFF);
       hi[b] = static_cast<std::uint8_t>(bits >> 8);
@@ -800,10 +800,10 @@ HWY_INLINE void Fp8OutputToNaturalOrder(int rows, int D, Scratch& s) {
 }
 
 // K rows as bf16: the cache itself when it is bf16, else converted (exactly) into scratch.
-template <KvType K>
+template <ScalarType K>
 HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** out_rows, Scratch& s) {
   for (int n = 0; n < kTileKeys; ++n) {
-    if constexpr (K == KvType::bf16) {
+    if constexpr (K == ScalarType::bf16) {
       out_rows[n] = reinterpret_cast<const std::uint16_t*>(t.k[n]);
     } else {
       const Fp8Bf16& cv = Fp8Bf16Tables<K>();
@@ -823,7 +823,7 @@ HWY_INLINE void ConvertKeysBf16(const KeyTile& t, int D, const std::uint16_t** o
 }
 
 // V tile as bf16 pairs: vp[pair][d] = (V[2 pair][d], V[2 pair + 1][d]).
-template <KvType K>
+template <ScalarType K>
 HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
   const __m512i idx = _mm512_set_epi16(47, 15, 46, 14, 45, 13, 44, 12, 43, 11, 42, 10, 41, 9, 40, 8, 39, 7, 38, 6, 37,
                                        5, 36, 4, 35, 3, 34, 2, 33, 1, 32, 0);
@@ -831,7 +831,7 @@ HWY_INLINE void PackValuesBf16(const KeyTile& t, int D, Scratch& s) {
   const int pairs = (t.nk + 1) / 2;
   for (int pr = 0; pr < pairs; ++pr) {
     if (s.pf) s.pf->issue();
-    if constexpr (K == KvType::bf16) {
+    if constexpr (K == ScalarType::bf16) {
       for (int d = 0; d < D; d += 16) {
         const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr] + 2 * d));
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.v[2 * pr + 1] + 2 * d));
@@ -951,7 +951,7 @@ HWY_INLINE void Fp8KeyWords(const Fp8Bf16& t, const std::uint8_t* p, int n, __m5
 // dims at a time, and used at once by every row against queries packed in the same dim
 // order (PackQueryRowsFp8); nothing goes through scratch. A tail of 16-48 dims is a masked
 // load: its zeros widen to +0 and meet zero queries.
-template <KvType K, int R>
+template <ScalarType K, int R>
 HWY_INLINE void QkFp8FewRows(const LayerCtx& c, const KeyTile& t, Scratch& s) {
   constexpr int KB = 16 / R;
   const int D = c.head_size, DP = Fp8QueryStride(D);
@@ -1074,7 +1074,7 @@ HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, std::size_t rp, Scr
 // FR > 0: the few-row (decode) form with rows padded to FR; FR == 0: rows across lanes.
 // The item's KV heads share the tile walk: a decode item reads each block of the cache
 // (all its heads) in one pass.
-template <KvType K, int NV, int FR = 0>
+template <ScalarType K, int NV, int FR = 0>
 HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_slot, void* scratch) {
   const DF df;
   const std::size_t L = hn::Lanes(df);
@@ -1104,7 +1104,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     hs[j].v_scale = c.v_scale * (c.v_head_scales ? c.v_head_scales[sub[j].kv_head] : 1.0f);
     if constexpr (FR > 0) {
 #if ATTNSEL_BF16_VARIANT
-      if constexpr (K == KvType::e4m3 || K == KvType::e5m2) PackQueryRowsFp8<FR>(c, sub[j], g, hs[j]);
+      if constexpr (is_fp8(K)) PackQueryRowsFp8<FR>(c, sub[j], g, hs[j]);
       else PackQueryRows<FR>(c, sub[j], g, hs[j], true);
 #else
       PackQueryRows<FR>(c, sub[j], g, hs[j], false);
@@ -1234,7 +1234,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
 #if ATTNSEL_BF16_VARIANT
       const std::uint16_t* krow[kTileKeys];
       if constexpr (FR > 0) {
-        if constexpr (K == KvType::bf16) {
+        if constexpr (K == ScalarType::bf16) {
           ConvertKeysBf16<K>(t, D, krow, s);
           QkBf16FewRows<FR>(c, t, krow, s);
         } else {
@@ -1273,7 +1273,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     }
   }
 #if ATTNSEL_BF16_VARIANT
-  if constexpr (K == KvType::e4m3 || K == KvType::e5m2)
+  if constexpr (is_fp8(K))
     for (int j = 0; j < H; ++j) Fp8OutputToNaturalOrder(g.rows, D, hs[j]);
 #endif
   for (int j = 0; j < H; ++j) {
@@ -1284,7 +1284,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
 }
 
 // Dispatch on KV type and the number of row vectors.
-template <KvType K>
+template <ScalarType K>
 HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
   const DF df;
   const int L = static_cast<int>(hn::Lanes(df));
@@ -1317,16 +1317,17 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, 
 HWY_NOINLINE void RunItemAnyKv(const LayerCtx& c, const WorkItem& it, float* part, void* scratch) {
   switch (c.kv) {
 #if ATTNSEL_BF16_VARIANT
-    case KvType::bf16: return RunItemRows<KvType::bf16>(c, it, part, scratch);
-    case KvType::e4m3: return RunItemRows<KvType::e4m3>(c, it, part, scratch);
-    case KvType::e5m2: return RunItemRows<KvType::e5m2>(c, it, part, scratch);
+    case ScalarType::bf16: return RunItemRows<ScalarType::bf16>(c, it, part, scratch);
+    case ScalarType::fp8_e4m3: return RunItemRows<ScalarType::fp8_e4m3>(c, it, part, scratch);
+    case ScalarType::fp8_e5m2: return RunItemRows<ScalarType::fp8_e5m2>(c, it, part, scratch);
     default: return;  // the driver never asks the BF16 path for other caches
 #else
-    case KvType::f32: return RunItemRows<KvType::f32>(c, it, part, scratch);
-    case KvType::f16: return RunItemRows<KvType::f16>(c, it, part, scratch);
-    case KvType::bf16: return RunItemRows<KvType::bf16>(c, it, part, scratch);
-    case KvType::e4m3: return RunItemRows<KvType::e4m3>(c, it, part, scratch);
-    case KvType::e5m2: return RunItemRows<KvType::e5m2>(c, it, part, scratch);
+    case ScalarType::f32: return RunItemRows<ScalarType::f32>(c, it, part, scratch);
+    case ScalarType::f16: return RunItemRows<ScalarType::f16>(c, it, part, scratch);
+    case ScalarType::bf16: return RunItemRows<ScalarType::bf16>(c, it, part, scratch);
+    case ScalarType::fp8_e4m3: return RunItemRows<ScalarType::fp8_e4m3>(c, it, part, scratch);
+    case ScalarType::fp8_e5m2: return RunItemRows<ScalarType::fp8_e5m2>(c, it, part, scratch);
+    default: return;  // cache_encoding stores no other element type
 #endif
   }
 }

@@ -45,7 +45,7 @@ void ProcessItem(const LayerCtx& c, const WorkItem& it, float* part, void* scrat
   // An fp8 cache is widened to bfloat16 in registers by byte-table lookups (AVX512-VBMI):
   // without VBMI its items take the fp32 path, which widens through half precision.
   static const bool has_vbmi = __builtin_cpu_supports("avx512vbmi");
-  const bool fp8 = c.kv == KvType::e4m3 || c.kv == KvType::e5m2;
+  const bool fp8 = is_fp8(c.kv);
   if (c.bf16_dot && (!fp8 || has_vbmi)) return bf16::RunItemAnyKv(c, it, part, scratch);
 #endif
   RunItemAnyKv(c, it, part, scratch);

@@ -30,15 +30,6 @@ constexpr std::array<int, 11> kHeadSizes = {32, 64, 80, 96, 112, 128, 160, 192, 
 constexpr std::int64_t kMaxPositions = 1 << 24;  // positions are exact in fp32 lanes
 constexpr double kParallelCost = 2e5;             // ~100 us of work (WorkItem::cost units)
 
-KvType kv_type_of(ScalarType stored) {
-  switch (stored) {
-    case ScalarType::f32: return KvType::f32;
-    case ScalarType::f16: return KvType::f16;
-    case ScalarType::bf16: return KvType::bf16;
-    case ScalarType::fp8_e4m3: return KvType::e4m3;
-    default: return KvType::e5m2;
-  }
-}
 
 void check_layer(const LayerParams& p) {
   validate_layer_params(p);
@@ -257,10 +248,10 @@ LayerCtx CpuAttentionImpl::layer_ctx(const TensorView& query, const KVCacheView&
   LayerCtx c;
   c.head_size = p.head_size;
   c.group = p.num_heads / p.num_kv_heads;
-  c.kv = kv_type_of(enc.stored);
+  c.kv = enc.stored;
   // E4M3 bytes decode as value / 256 in the kernels (see Kv<e4m3>). Per-head scales act per
   // KV head on top of the layer's factor (the kernels apply them per item head).
-  const float fp8_unit = c.kv == KvType::e4m3 ? 256.0f : 1.0f;
+  const float fp8_unit = c.kv == ScalarType::fp8_e4m3 ? 256.0f : 1.0f;
   const bool k_per_head = enc.quantized && !p.k_scales.empty();
   const bool v_per_head = enc.quantized && !p.v_scales.empty();
   const float k_deq = enc.quantized ? (k_per_head ? 1.0f : p.k_scale) * fp8_unit : 1.0f;
@@ -275,7 +266,7 @@ LayerCtx CpuAttentionImpl::layer_ctx(const TensorView& query, const KVCacheView&
   c.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
   c.q_type = query.dtype;
   c.bf16_dot = options_.allow_bf16_dot && query.dtype == ScalarType::bf16 &&
-               (c.kv == KvType::bf16 || c.kv == KvType::e4m3 || c.kv == KvType::e5m2) && cpu_has_bf16_dot();
+               (c.kv == ScalarType::bf16 || is_fp8(c.kv)) && cpu_has_bf16_dot();
   c.query = static_cast<const std::uint8_t*>(query.data);
   c.q_stride[0] = query.stride[0];
   c.q_stride[1] = query.stride[1];
@@ -426,8 +417,8 @@ void CpuAttentionImpl::write_rows(const TensorView& key, const TensorView& value
     for (int d = 0; d < D; ++d) {
       const float x = load_activation(src.dtype, in, src_off + d);
       switch (enc.stored) {
-        case ScalarType::fp8_e4m3: out[d] = float_to_fp8(x * inv, Fp8Format::e4m3); break;
-        case ScalarType::fp8_e5m2: out[d] = float_to_fp8(x * inv, Fp8Format::e5m2); break;
+        case ScalarType::fp8_e4m3: out[d] = float_to_fp8(x * inv, ScalarType::fp8_e4m3); break;
+        case ScalarType::fp8_e5m2: out[d] = float_to_fp8(x * inv, ScalarType::fp8_e5m2); break;
         default: store_activation(enc.stored, out, d, x); break;
       }
     }
@@ -455,8 +446,8 @@ std::unique_ptr<AttentionImpl> make_cpu_attention_impl(const LayerParams& params
 
 std::string cpu_attention_isa(ScalarType dtype, const std::string& kv_cache_dtype, CpuAttentionOptions options) {
   LayerCtx c;
-  const KvType kv = kv_type_of(cache_encoding(kv_cache_dtype, dtype).stored);
-  c.bf16_dot = options.allow_bf16_dot && dtype == ScalarType::bf16 && kv != KvType::f32 && kv != KvType::f16 &&
+  const ScalarType kv = cache_encoding(kv_cache_dtype, dtype).stored;
+  c.bf16_dot = options.allow_bf16_dot && dtype == ScalarType::bf16 && kv != ScalarType::f32 && kv != ScalarType::f16 &&
                cpu_has_bf16_dot();
   return kernel_target_name(c);
 }

@@ -17,9 +17,6 @@ inline constexpr int kMaxHeadSize = 512;
 inline constexpr int kFewRows = 8;         ///< rows per KV head up to which an item is "decode-like"
 inline constexpr int kMaxItemKvHeads = 8;  ///< KV heads one decode-like item may cover
 
-/// How the cache stores an element.
-enum class KvType : std::uint8_t { f32, f16, bf16, e4m3, e5m2 };
-
 struct LayerCtx {
   int head_size = 0;
   int group = 1;            ///< query heads per KV head
@@ -36,7 +33,7 @@ struct LayerCtx {
   const float* sinks = nullptr;  ///< [num_heads] or null
 
   ScalarType q_type = ScalarType::f32;  ///< query and output element type
-  KvType kv = KvType::f32;
+  ScalarType kv = ScalarType::f32;  ///< how the cache stores an element: f32, f16, bf16 or fp8
   bool bf16_dot = false;    ///< use the AVX-512-BF16 path (bf16 queries, bf16-exact KV)
 
   const std::uint8_t* query = nullptr;

@@ -67,7 +67,7 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
 
 }  // namespace
 
-void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, bool programmatic, void* stream) {
+void launch_cache_write(const CacheWriteParams& p, ScalarType e, bool to_fp8, bool programmatic, void* stream) {
   if (p.num_tokens == 0) return;
   auto cfg = [&] {
     return cfg_string("tokens={} kv_heads={} head_size={} block_size={} cache={}", p.num_tokens, p.num_kv_heads,

@@ -431,7 +431,7 @@ __global__ void __launch_bounds__(128)
 
 }  // namespace
 
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
+void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
                    const void* kv_maps, int box_rows, bool programmatic, void* stream) {
   if (p.num_work == 0) return;
   CUtensorMap maps[2] = {};
@@ -447,7 +447,7 @@ void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads lo
                                                    : "tma";
         auto cfg = [&] {
           return cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
-                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
+                            to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
                             p.num_kv_heads, p.num_work, C::kSmemBytes, how, C::kStages, box_rows);
         };
         static std::atomic<std::uint64_t> smem_set{0};

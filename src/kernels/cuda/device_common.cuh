@@ -14,10 +14,6 @@ namespace attnsel::kernel::cuda {
 
 inline constexpr float kLog2e = 1.4426950408889634f;
 
-template <class T> struct ElemOf;
-template <> struct ElemOf<__nv_bfloat16> { static constexpr Elem value = Elem::bf16; };
-template <> struct ElemOf<__half> { static constexpr Elem value = Elem::f16; };
-
 // ---- conversions -------------------------------------------------------------------
 template <class T> __device__ __forceinline__ std::uint32_t pack2(float lo, float hi);
 template <> __device__ __forceinline__ std::uint32_t pack2<__nv_bfloat16>(float lo, float hi) {

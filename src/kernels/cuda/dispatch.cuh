@@ -21,8 +21,8 @@ inline constexpr int kHeadDimPads[] = {32, 64, 96, 128, 160, 192, 224, 256};
 inline int pad_head_dim(int head_size) { return (head_size + 31) / 32 * 32; }
 
 template <class F>
-void dispatch_elem(Elem e, F&& f) {
-  if (e == Elem::bf16) f.template operator()<__nv_bfloat16>();
+void dispatch_elem(ScalarType e, F&& f) {  // e: f16 or bf16 (the planner checked)
+  if (e == ScalarType::bf16) f.template operator()<__nv_bfloat16>();
   else f.template operator()<__half>();
 }
 

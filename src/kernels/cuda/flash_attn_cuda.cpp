@@ -86,8 +86,6 @@ class StreamBuffer {
   std::size_t bytes_ = 0;
 };
 
-Elem elem_of(ScalarType t) { return t == ScalarType::bf16 ? Elem::bf16 : Elem::f16; }
-
 /// Whether the layer's cache is e4m3 (the only fp8 format FLASH_ATTN declares); checks that
 /// the cache tensor holds what the layer says.
 bool uses_fp8_cache(const LayerParams& lp, const TensorView& cache, ScalarType activations) {
@@ -265,7 +263,7 @@ const char kCudaPlanFamily = 0;
 struct FlashAttnCuda::CudaPlan final : public StepPlan {
   // Fixed when the plan is made (the group's geometry and the device).
   int device = 0;
-  Elem elem = Elem::bf16;
+  ScalarType elem = ScalarType::bf16;  // activations: f16 or bf16
   bool kv_fp8 = false;    // e4m3 cache: every kernel copies it raw and widens it exactly
   int head_dim_pad = 0;
   int block_size = 16;
@@ -419,7 +417,7 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
     p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
     p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
   }
-  launch_cache_write(p, elem_of(key.dtype), fp8, false, nullptr);
+  launch_cache_write(p, key.dtype, fp8, false, nullptr);
 }
 
 std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, const StepShape& shape, Stream stream,
@@ -451,7 +449,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
 
   auto plan = std::make_unique<CudaPlan>();
   plan->device = device;
-  plan->elem = elem_of(shape.dtype);
+  plan->elem = shape.dtype;
   plan->kv_fp8 = kv_fp8;
   plan->constants = constants_;
   plan->head_dim_pad = (params_.head_size + 31) / 32 * 32;

@@ -6,10 +6,12 @@
 #include <cstdint>
 #include <string>
 
+#include "attnsel/scalar_type.hpp"
+
 namespace attnsel::kernel::cuda {
 
-/// Element type of queries, outputs and a 16-bit KV cache.
-enum class Elem : std::uint8_t { f16, bf16 };
+// The launchers' ScalarType `e` is the element type of queries, outputs and a 16-bit KV
+// cache: f16 or bf16.
 
 /// One CTA's work in the split-KV (decode) kernel: rows of packed query heads of one KV
 /// head, over one slice of the sequence's keys.
@@ -106,16 +108,16 @@ enum DecodeLoads : int {
 /// the two encoded tensor maps (K, V) for kLoadsTma, else unused (may be null).
 /// programmatic: launch with programmatic stream serialization (sm_90+; see
 /// programmatic_launch.cuh), so the launch overlaps the tail of the kernel before it.
-void launch_decode(const AttnParams& p, Elem e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
+void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
                    const void* kv_maps, int box_rows, bool programmatic, void* stream);
-void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream);
+void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bool kv_fp8, void* stream);
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
 /// kv_fp8: an e4m3 cache (head sizes up to 128), widened to f16 by the producer warpgroup;
 /// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
 /// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, int ctas, const void* tma,
+void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, bool kv_fp8, int ctas, const void* tma,
                          int box_rows, void* stream);
 
 struct CacheWriteParams {
@@ -138,7 +140,7 @@ struct CacheWriteParams {
 };
 /// to_fp8 = false copies 16-bit elements; true quantises `e` elements to e4m3.
 /// programmatic: as for launch_decode.
-void launch_cache_write(const CacheWriteParams& p, Elem e, bool to_fp8, bool programmatic, void* stream);
+void launch_cache_write(const CacheWriteParams& p, ScalarType e, bool to_fp8, bool programmatic, void* stream);
 
 /// Decode kernel geometry, shared with the planner.
 inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA

@@ -140,7 +140,7 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
 
 }  // namespace
 
-void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_fp8, void* stream) {
+void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bool kv_fp8, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
@@ -149,7 +149,7 @@ void launch_prefill_sm80(const AttnParams& p, Elem e, int head_dim_pad, bool kv_
         auto kernel = prefill_sm80_kernel<T, DP, FP8>;
         auto cfg = [&] {
           return cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={}",
-                            e == Elem::bf16 ? "bf16" : "f16", FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
+                            to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
                             p.num_kv_heads, p.num_work, C::kSmemBytes);
         };
         static std::atomic<std::uint64_t> smem_set{0};

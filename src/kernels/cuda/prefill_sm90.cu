@@ -529,7 +529,7 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8, int ctas, const void* tma,
+void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, bool kv_fp8, int ctas, const void* tma,
                          int box_rows, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
@@ -540,7 +540,7 @@ void launch_prefill_sm90(const AttnParams& p, Elem e, int head_size, bool kv_fp8
       auto cfg = [&] {
         return cfg_string("elem={} head_size={} (as {}) kv={} heads={}/{} work={} ctas={} box_rows={} block_size={} "
                           "smem={}",
-                          e == Elem::bf16 ? "bf16" : "f16", head_size, D, FP8 ? "fp8_e4m3" : "16-bit", p.num_heads,
+                          to_string(e), head_size, D, FP8 ? "fp8_e4m3" : "16-bit", p.num_heads,
                           p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
