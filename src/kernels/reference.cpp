@@ -100,6 +100,14 @@ CacheReader make_reader(const LayerParams& p, const KVCacheView& cache, const At
   return rd;
 }
 
+// Tokens are independent: large checks (the GPU tests' long sequences) run them on all cores.
+// Small ones stay on the calling thread, where an OpenMP team would cost more than it saves.
+bool worth_threads(const LayerParams& p, const AttentionMetadata& md, std::int64_t tokens) {
+  std::int64_t longest = 0;
+  for (const std::int32_t l : md.seq_lens) longest = std::max<std::int64_t>(longest, l);
+  return static_cast<double>(tokens) * static_cast<double>(longest) * p.num_heads * p.head_size > 5e7;
+}
+
 // Exact attention of one query token, all heads, into out[num_heads * head_size].
 // lse (optional): [num_heads] natural-log softmax denominators, sinks included.
 void attend_token(const LayerParams& p, const TensorView& query, const CacheReader& rd, const AttentionMetadata& md,
@@ -206,9 +214,10 @@ void forward(const LayerParams& p, const TensorView& query, const KVCacheView& c
               lse->shape[1] != p.num_heads || lse->device != DeviceKind::cpu))
     throw ValueError("reference::forward: lse must be a host f32 [num_tokens, num_heads] view, got " + lse->describe());
   const CacheReader rd = make_reader(p, cache, md, query.dtype);
-  std::vector<double> out(idx(p.num_heads) * idx(p.head_size));
-  std::vector<double> row_lse(idx(p.num_heads));
+#pragma omp parallel for schedule(dynamic, 1) if (worth_threads(p, md, md.num_actual_tokens))
   for (int t = 0; t < md.num_actual_tokens; ++t) {
+    std::vector<double> out(idx(p.num_heads) * idx(p.head_size));
+    std::vector<double> row_lse(idx(p.num_heads));
     attend_token(p, query, rd, md, t, out.data(), row_lse.data());
     if (lse)
       for (int h = 0; h < p.num_heads; ++h)
@@ -224,13 +233,14 @@ std::vector<double> attend(const LayerParams& p, const TensorView& query, const 
   validate_forward_args(p, query, cache, md, query);
   const CacheReader rd = make_reader(p, cache, md, query.dtype);
   const size_t per_token = idx(p.num_heads) * idx(p.head_size);
-  std::vector<double> out(tokens.size() * per_token);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    if (tokens[i] < 0 || tokens[i] >= md.num_actual_tokens)
-      throw ValueError("reference::attend: token " + std::to_string(tokens[i]) + " is outside [0, " +
+  for (const std::int32_t t : tokens)
+    if (t < 0 || t >= md.num_actual_tokens)
+      throw ValueError("reference::attend: token " + std::to_string(t) + " is outside [0, " +
                        std::to_string(md.num_actual_tokens) + ")");
-    attend_token(p, query, rd, md, tokens[i], out.data() + i * per_token);
-  }
+  std::vector<double> out(tokens.size() * per_token);
+  const std::int64_t n = static_cast<std::int64_t>(tokens.size());
+#pragma omp parallel for schedule(dynamic, 1) if (worth_threads(p, md, n))
+  for (std::int64_t i = 0; i < n; ++i) attend_token(p, query, rd, md, tokens[idx(i)], out.data() + idx(i) * per_token);
   return out;
 }
 
