@@ -45,9 +45,12 @@ enum class DecodeCopies {
 
 /// How the Hopper prefill multiplies with an fp8 (e4m3) cache.
 enum class Fp8PrefillProducts {
-  automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else e4m3
-  e4m3,       ///< fp8 wgmma: queries per row and probabilities quantised to e4m3 (FlashAttention-3's way)
-  f16,        ///< K and V widened to f16 exactly by the producer warpgroup; f16 products (more accurate, slower)
+  automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else f16
+  /// fp8 wgmma: queries (scaled per row) and probabilities quantised to e4m3, K as stored, V
+  /// transposed by the producer warpgroup (FlashAttention-3's way). Not yet measured on a GPU:
+  /// the default stays f16 until it is (docs/kernels-fp8.md).
+  e4m3,
+  f16,  ///< K and V widened to f16 exactly by the producer warpgroup; f16 products (exact K and V)
 };
 
 /// Planner knobs (defaults are the tuned values; the benchmark sweeps them).

@@ -40,6 +40,7 @@
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
+#include "kernels/cuda/fp8_wgmma_layout.hpp"
 #include "kernels/cuda/tile_common.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 
@@ -85,12 +86,12 @@ struct HopperConfig {
   static_assert(kQBytes % 1024 == 0 && kKOffset % 1024 == 0 && kVOffset % 1024 == 0 && kRawOffset % 1024 == 0 &&
                     kRawVOffset % 1024 == 0,
                 "tiles start on the 128-byte swizzle's 1024-byte period");
-  // Registers per thread after setmaxnreg (the producer widens fp8 tiles: it needs more).
-  // setmaxnreg.inc only takes what the producer's .dec gave back: the sum must stay within
-  // the CTA's launch allocation (168 × 384 under __launch_bounds__(384, 1)), or the
-  // consumers wait for registers forever.
-  static constexpr int kProducerRegs = kFp8 ? 48 : 32;
-  static constexpr int kConsumerRegs = kFp8 ? 224 : 232;
+  // Registers per thread after setmaxnreg (the producer widens or transposes fp8 tiles: it
+  // needs more; a transposing lane holds 16 output words). setmaxnreg.inc only takes what
+  // the producer's .dec gave back: the sum must stay within the CTA's launch allocation
+  // (168 × 384 under __launch_bounds__(384, 1)), or the consumers wait for registers forever.
+  static constexpr int kProducerRegs = kE4m3 ? 64 : kFp8 ? 48 : 32;
+  static constexpr int kConsumerRegs = kE4m3 ? 216 : kFp8 ? 224 : 232;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384, "more registers than the CTA holds");
 };
 
@@ -163,60 +164,16 @@ __device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned ch
 }
 
 /// e4m3: transposes one raw V tile (kKeys rows × 128 swizzled bytes, d along the row) into
-/// the K-major B operand of P·V: D rows (one per d) of kKeys key bytes, 128-byte swizzled.
-/// Within each 16-key chunk the keys go in the order P's A fragments hold them: byte
-/// 4q + i is key 8·(i/2) + 2q + i%2. Keys at or past `valid` become zeros (unloaded or
-/// stale bytes, maybe NaN, would poison P = 0). `tid` in [0, kWideners).
-///
-/// A lane owns one 4-byte column of d values (d = 4w..4w+3) of 16 keys: 16 loads of 4 bytes
-/// (a warp's lanes read one key row: no bank conflicts), byte permutes, and 4 stores of 16
-/// bytes, one per d row. Lane pairs start at different rows (rot), so each quarter warp's
-/// stores hit 8 different 16-byte bank groups.
+/// the K-major B operand of P·V (fp8_layout::transpose_v_lane has the layout). `tid` in
+/// [0, kWideners).
 template <class C, int D>
 __device__ __forceinline__ void transpose_v_e4m3(const unsigned char* raw, unsigned char* vt, int valid, int tid) {
-  constexpr int kWords = D / 4;                  // 4-byte d columns per key row
-  constexpr int kGroups = C::kKeys / 16;         // 16-key chunks
-  constexpr int kGroupsPerWarp = 32 / kWords;    // 1 at d=128, 2 at d=64
-  constexpr int kWarps = kWideners / 32;
-  const int warp = tid / 32, lane = tid % 32;
-  const int w = lane % kWords;
-  const std::uint32_t rot = (lane / 2) % 4;
-  // Rows of the four store slots: slot j is d row (j + rot) % 4 of this lane's column.
-  auto row_of = [&](int j) { return (std::uint32_t(j) + rot) & 3u; };
-  const std::uint32_t r0 = row_of(0), r1 = row_of(1), r2 = row_of(2), r3 = row_of(3);
-  // prmt selectors: bytes r_a of x and y, then bytes r_b of x and y.
-  const std::uint32_t sel01 = r0 | ((4 + r0) << 4) | (r1 << 8) | ((4 + r1) << 12);
-  const std::uint32_t sel23 = r2 | ((4 + r2) << 4) | (r3 << 8) | ((4 + r3) << 12);
-  for (int g0 = warp * kGroupsPerWarp; g0 < kGroups; g0 += kWarps * kGroupsPerWarp) {
-    const int grp = g0 + lane / kWords;
-    if (grp >= kGroups) continue;
-    const int key0 = 16 * grp;
-    std::uint32_t out[4][4];  // [store slot][word q of the 16-byte chunk]
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      std::uint32_t src[4];
-      const int keys[4] = {2 * q, 2 * q + 1, 2 * q + 8, 2 * q + 9};
-#pragma unroll
-      for (int m = 0; m < 4; ++m) {
-        const int key = key0 + keys[m];
-        src[m] = key < valid ? *reinterpret_cast<const std::uint32_t*>(raw + key * 128 +
-                                                                       (((w / 4) ^ (keys[m] % 8)) << 4) + (w % 4) * 4)
-                             : 0u;
-      }
-      const std::uint32_t x01 = __byte_perm(src[0], src[1], sel01), y01 = __byte_perm(src[2], src[3], sel01);
-      const std::uint32_t x23 = __byte_perm(src[0], src[1], sel23), y23 = __byte_perm(src[2], src[3], sel23);
-      out[0][q] = __byte_perm(x01, y01, 0x5410);
-      out[1][q] = __byte_perm(x01, y01, 0x7632);
-      out[2][q] = __byte_perm(x23, y23, 0x5410);
-      out[3][q] = __byte_perm(x23, y23, 0x7632);
-    }
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int d = 4 * w + int(row_of(j));
-      *reinterpret_cast<uint4*>(vt + d * C::kKeys + ((grp ^ (d % 8)) << 4)) =
-          make_uint4(out[j][0], out[j][1], out[j][2], out[j][3]);
-    }
-  }
+  static_assert(C::kKeys == fp8_layout::kRowBytes, "a transposed row holds one tile's keys");
+  fp8_layout::transpose_v_lane<D, kWideners>(
+      tid, valid, [&](int off) { return *reinterpret_cast<const std::uint32_t*>(raw + off); },
+      [&](int off, std::uint32_t w0, std::uint32_t w1, std::uint32_t w2, std::uint32_t w3) {
+        *reinterpret_cast<uint4*>(vt + off) = make_uint4(w0, w1, w2, w3);
+      });
 }
 
 /// Two 16-bit values (packed) -> two floats.
@@ -629,14 +586,18 @@ __global__ void __launch_bounds__(384, 1)
     #pragma unroll
         for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
           if constexpr (kE4m3) {
-            // A register j of a k32 step: row lane/4 (+8 for j odd), columns 4·(lane%4)..+3
-            // (+16 for j ≥ 2): keys 2q, 2q+1, 2q+8, 2q+9 of its 16-key half (the order the
-            // transposed V holds them in).
-            const int n0 = 4 * kb;
-            pa[kb][0] = e4m3x4(sacc[n0][0], sacc[n0][1], sacc[n0 + 1][0], sacc[n0 + 1][1]);
-            pa[kb][1] = e4m3x4(sacc[n0][2], sacc[n0][3], sacc[n0 + 1][2], sacc[n0 + 1][3]);
-            pa[kb][2] = e4m3x4(sacc[n0 + 2][0], sacc[n0 + 2][1], sacc[n0 + 3][0], sacc[n0 + 3][1]);
-            pa[kb][3] = e4m3x4(sacc[n0 + 2][2], sacc[n0 + 2][3], sacc[n0 + 3][2], sacc[n0 + 3][3]);
+            // Byte b of A register j: the accumulator element fp8_layout::p_source names
+            // (keys in the order the transposed V holds them).
+    #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              float v[4];
+    #pragma unroll
+              for (int b = 0; b < 4; ++b) {
+                const fp8_layout::AccElement a = fp8_layout::p_source(j, b);
+                v[b] = sacc[4 * kb + a.n][a.e];
+              }
+              pa[kb][j] = e4m3x4(v[0], v[1], v[2], v[3]);
+            }
           } else {
             pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
             pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
