@@ -495,7 +495,8 @@ __global__ void __launch_bounds__(384, 1)
       WarpState<D> st;
       st.init();
       float sacc[C::kNT][4];
-      // Per-row factors of the query's f16 scaling (fp8 with bf16 queries), 1 otherwise.
+      // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
+      // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
       float undo[2] = {1.0f, 1.0f};
       wait_phase<kAsmWait>(q_full, n & 1);
       if constexpr (kE4m3) {
