@@ -129,8 +129,8 @@ bool programmatic_launch_allowed() {
 }
 
 /// The products of the Hopper prefill on an fp8 cache: the tuning's choice, or with
-/// `automatic` the environment variable ATTNSEL_CUDA_FP8_PREFILL ("e4m3" or "f16"), else f16
-/// (the measured path; e4m3 products become the default once measured faster within their bound).
+/// `automatic` the environment variable ATTNSEL_CUDA_FP8_PREFILL ("e4m3" or "f16"), else f16:
+/// the products that keep the fp8 cache's error bound (e4m3 ones are faster, not as accurate).
 Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
   if (want != Fp8PrefillProducts::automatic) return want;
   static const Fp8PrefillProducts from_env = [] {
