@@ -237,6 +237,8 @@ std::vector<Shape> shapes(bool quick) {
     prefill(2, 16384, 16, 64, false);
     prefill(4, 4096, 16, 128, true);
     prefill(2, 16384, 16, 128, false, 128);
+    prefill(2, 16384, 16, 128, false, 16, true);
+    prefill(2, 16384, 16, 64, false, 16, true);
   }
   return v;
 }
@@ -309,6 +311,14 @@ int main(int argc, char** argv) {
           variants.push_back({fmt::format("minsplit{}", keys), m});
         }
       }
+      // fp8 prefill: both products of the Hopper kernel, beside the default.
+      if (s.kind == "prefill" && s.kv_fp8)
+        for (auto [name, products] : {std::pair{"e4m3", cu::Fp8PrefillProducts::e4m3},
+                                      std::pair{"f16", cu::Fp8PrefillProducts::f16}}) {
+          cu::CudaTuning t;
+          t.fp8_prefill = products;
+          variants.push_back({name, t});
+        }
       if (sweep && s.kind == "prefill") {
         cu::CudaTuning t;
         t.hopper_ctas = -1;

@@ -126,6 +126,22 @@ bool programmatic_launch_allowed() {
   return allowed;
 }
 
+/// The products of the Hopper prefill on an fp8 cache: the tuning's choice, or with
+/// `automatic` the environment variable ATTNSEL_CUDA_FP8_PREFILL ("e4m3" or "f16"), else f16:
+/// the products that keep the fp8 cache's error bound (e4m3 ones are faster, not as accurate).
+Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
+  if (want != Fp8PrefillProducts::automatic) return want;
+  static const Fp8PrefillProducts from_env = [] {
+    const char* v = std::getenv("ATTNSEL_CUDA_FP8_PREFILL");
+    if (v == nullptr || *v == '\0') return Fp8PrefillProducts::f16;
+    const std::string_view s(v);
+    if (s == "e4m3") return Fp8PrefillProducts::e4m3;
+    if (s == "f16") return Fp8PrefillProducts::f16;
+    throw ValueError(fmt::format("ATTNSEL_CUDA_FP8_PREFILL='{}': expected e4m3 or f16", s));
+  }();
+  return from_env;
+}
+
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 /// The decode kernel's copies for a tuning choice on a device of compute capability `major`.
@@ -185,7 +201,9 @@ std::string PlanSummary::describe() const {
                        decode_seqs, decode_ctas, max_splits, merge_rows);
   if (prefill_ctas) {
     if (!out.empty()) out += "; ";
-    out += fmt::format("prefill ({}): {} sequences, {} CTAs", prefill_kernel, prefill_seqs, prefill_ctas);
+    out += fmt::format("prefill ({}{}): {} sequences, {} CTAs", prefill_kernel,
+                       prefill_products.empty() ? "" : ", " + prefill_products + " products", prefill_seqs,
+                       prefill_ctas);
   }
   return out.empty() ? "nothing to do" : out;
 }
@@ -270,6 +288,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   DecodeLoads decode_loads = kLoadsCpAsync;
   int decode_box_rows = 0;  // keys per TMA box in decode (kLoadsTma)
   bool hopper = false;      // prefill on the sm_90a kernel
+  KvPath hopper_kv = KvPath::b16;  // its cache and products
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
   int sms = 0;              // the device's multiprocessors (a persistent Hopper prefill's grid)
   std::int32_t split_align = 16;
@@ -471,6 +490,9 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
   if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
+  plan->hopper_kv = !kv_fp8 ? KvPath::b16
+                    : fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3 ? KvPath::e4m3
+                                                                                            : KvPath::f16_widened;
   plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
   plan->sms = facts.sms;
   for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
@@ -705,6 +727,9 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   sum.prefill_seqs = static_cast<int>(plan.prefill_seqs.size());
   sum.prefill_ctas = plan.num_prefill_work;
   sum.prefill_kernel = plan.prefill_seqs.empty() ? "" : (plan.hopper ? "sm90-wgmma" : "sm80-mma");
+  sum.prefill_products = plan.prefill_seqs.empty() || !plan.hopper || !plan.kv_fp8 ? ""
+                         : plan.hopper_kv == KvPath::e4m3                           ? "e4m3"
+                                                                                    : "f16";
 }
 
 void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
@@ -804,7 +829,7 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
       if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
       const int ctas = tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas;
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.kv_fp8, ctas, maps.bytes.data(), plan.box_rows, s);
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, ctas, maps.bytes.data(), plan.box_rows, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }

@@ -43,6 +43,17 @@ enum class DecodeCopies {
   tma_boxes,  ///< sm_90: one TMA box per page slice and 64 columns (head size padded to 64s)
 };
 
+/// How the Hopper prefill multiplies with an fp8 (e4m3) cache.
+enum class Fp8PrefillProducts {
+  automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else f16
+  /// fp8 wgmma: queries (scaled per row) and probabilities quantised to e4m3, K as stored, V
+  /// transposed by the producer warpgroup (FlashAttention-3's way). 1.6× faster than f16 on
+  /// the H200, at ~10× the error (rel. L2 ~0.023 against ~0.0016): outside the fp8 cache's
+  /// bound, so not the default (docs/kernels-fp8.md).
+  e4m3,
+  f16,  ///< K and V widened to f16 exactly by the producer warpgroup; f16 products (exact K and V)
+};
+
 /// Planner knobs (defaults are the tuned values; the benchmark sweeps them).
 struct CudaTuning {
   double split_waves = 1.0;   ///< decode: split long sequences until the grid fills this many waves
@@ -60,6 +71,7 @@ struct CudaTuning {
   /// launch, so each launch overlaps the tail of the kernel before it (the environment
   /// variable ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH=0 turns it off, for comparisons).
   bool programmatic_launch = true;
+  Fp8PrefillProducts fp8_prefill = Fp8PrefillProducts::automatic;  ///< sm_90 prefill on an fp8 cache
 };
 
 /// What a plan will launch (for reports and the benchmark).
@@ -72,6 +84,7 @@ struct PlanSummary {
   int prefill_seqs = 0;
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
+  std::string prefill_products;  ///< sm90-wgmma on an fp8 cache: "e4m3" or "f16"; "" otherwise
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
   std::string describe() const;
 };

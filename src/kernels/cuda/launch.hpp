@@ -111,13 +111,18 @@ enum DecodeLoads : int {
 void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
                    const void* kv_maps, int box_rows, bool programmatic, void* stream);
 void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bool kv_fp8, void* stream);
+/// The Hopper prefill's cache and products: a 16-bit cache; an e4m3 cache widened to f16
+/// by the producer warpgroup (f16 products, exact K and V); or an e4m3 cache used as fp8
+/// wgmma operands (queries and probabilities quantised to e4m3, V transposed by the producer).
+enum class KvPath { b16, f16_widened, e4m3 };
+
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
-/// kv_fp8: an e4m3 cache (head sizes up to 128), widened to f16 by the producer warpgroup;
+/// kv: KvPath::b16 for a 16-bit cache; an e4m3 cache (head sizes up to 128) either way;
 /// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
 /// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
-void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, bool kv_fp8, int ctas, const void* tma,
+void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
                          int box_rows, void* stream);
 
 struct CacheWriteParams {

@@ -16,13 +16,23 @@
 // stages and phases continue from item to item, and the next item's first K/V tiles load
 // while the consumers store the previous output.
 //
-// fp8 (e4m3) cache, head sizes up to 128: TMA lands the raw bytes in a staging ring, the
-// producer's other three warps widen them (exact, e4m3 -> f16) into the swizzled f16
-// layout the consumers read, writing zeros for keys past the sequence. The products then
-// run in f16: each consumer converts its bf16 query rows to f16 once, scaled per row by a
-// power of two (exact) that keeps them inside the half's range, and takes the factor back
-// in the score scale. k_scale joins the score scale, v_scale the output (per KV head where
-// given).
+// fp8 (e4m3) cache, head sizes up to 128, two ways (KvPath):
+//  * e4m3 products (fp8 wgmma, m64nNk32): K is the TMA tile as stored (K-major, what fp8
+//    wgmma takes); V lands raw in a staging ring and the producer's other three warps
+//    transpose it into a K-major tile (d rows of keys), writing zeros for keys past the
+//    sequence. Each consumer quantises its query rows to e4m3 once, each row scaled so its
+//    largest magnitude becomes 448, the row's descale folded into its score scale. P is
+//    computed as 256·exp2(s − m) (the e4m3 range, fewer subnormals; l carries the same
+//    factor) and converted to e4m3 straight from the accumulators: the four bytes a thread
+//    packs per A register are keys {2q, 2q+1, 2q+8, 2q+9} (+16 for the upper two), and the
+//    transposing warps store V's keys in that same order, so no register moves across
+//    lanes are needed.
+//  * f16 products: TMA lands the raw bytes of K and V in a staging ring, the producer's
+//    other three warps widen them (exact, e4m3 -> f16) into the swizzled f16 layout the
+//    consumers read. Each consumer converts its bf16 query rows to f16 once, scaled per
+//    row by a power of two (exact) that keeps them inside the half's range, and takes the
+//    factor back in the score scale.
+// Either way k_scale joins the score scale, v_scale the output (per KV head where given).
 //
 // Every head size up to 256 (16-bit cache) takes this path, computed as 64, 128 or 256
 // with the columns past the real size read as zeros by TMA.
@@ -30,40 +40,58 @@
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
+#include "kernels/cuda/fp8_wgmma_layout.hpp"
 #include "kernels/cuda/tile_common.cuh"
 #include "kernels/cuda/wgmma_ops.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
 
-/// fp8: the producer's warps 1-3 widen the raw tiles.
+/// fp8: the producer's warps 1-3 widen or transpose the raw tiles.
 constexpr int kWideners = 96;
+/// e4m3 products: probabilities are computed as 2^8·exp2(s − m), up to 256 of e4m3's 448.
+constexpr int kE4m3ProbLog2 = 8;
 
-template <class T, int D, bool FP8>
+template <class T, int D, KvPath P>
 struct HopperConfig {
-  static_assert(!FP8 || D <= 128, "the fp8 staging ring fits shared memory up to d=128");
+  static constexpr bool kFp8 = P != KvPath::b16;
+  static constexpr bool kWiden = P == KvPath::f16_widened;  // raw K and V widened to f16
+  static constexpr bool kE4m3 = P == KvPath::e4m3;          // fp8 wgmma; raw V transposed
+  static_assert(!kFp8 || D <= 128, "the fp8 staging ring fits shared memory up to d=128");
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
   static constexpr int kKeys = hopper_key_tile(D);
   static constexpr int kNT = kKeys / 8;
   static_assert(kKeys % 16 == 0, "P·V steps over 16 keys");
-  static constexpr int kStages = 2;
+  static_assert(!kE4m3 || kKeys == 128, "e4m3: one 128-byte swizzle atom of keys per transposed V row");
+  // e4m3 tiles are half the bytes: a third stage fits.
+  static constexpr int kStages = kE4m3 ? 3 : 2;
   static constexpr int kChunks = D / 64;  // 64-column (128-byte) swizzle atoms per row
-  static constexpr std::uint32_t kQBytes = kRows * D * 2;
-  static constexpr std::uint32_t kKVBytes = kKeys * D * 2;
-  static constexpr std::uint32_t kRawBytes = FP8 ? kKeys * 128 : 0;  // one 128-byte box column
-  static constexpr std::uint32_t kRawOffset = kQBytes + 2 * kStages * kKVBytes;
-  static constexpr std::uint32_t kBarOffset = kRawOffset + 2 * kStages * kRawBytes;
-  static constexpr std::uint32_t kNumBars = 2 + 4 * kStages + (FP8 ? 4 * kStages : 0);
+  static constexpr std::uint32_t kQBytes = kRows * D * 2;  // the 16-bit queries as loaded
+  static constexpr std::uint32_t kQ8Bytes = kE4m3 ? kRows * 128 : 0;  // e4m3 queries
+  // One stage of K and of V as the wgmma reads them: e4m3 K as stored (128 bytes a key),
+  // e4m3 V transposed (D rows of 128 keys), or 16-bit tiles.
+  static constexpr std::uint32_t kKBytes = kE4m3 ? kKeys * 128 : kKeys * D * 2;
+  static constexpr std::uint32_t kVBytes = kE4m3 ? D * kKeys : kKeys * D * 2;
+  static constexpr std::uint32_t kRawBytes = kFp8 ? kKeys * 128 : 0;  // one 128-byte box column
+  static constexpr std::uint32_t kKOffset = kQBytes + kQ8Bytes;
+  static constexpr std::uint32_t kVOffset = kKOffset + kStages * kKBytes;
+  static constexpr std::uint32_t kRawOffset = kVOffset + kStages * kVBytes;
+  static constexpr std::uint32_t kRawVOffset = kRawOffset + (kWiden ? kStages * kRawBytes : 0);
+  static constexpr std::uint32_t kBarOffset = kRawVOffset + kStages * kRawBytes;
+  static constexpr std::uint32_t kNumBars = 2 + 4 * kStages + (kFp8 ? 4 * kStages : 0);
   static constexpr std::uint32_t kUndoOffset = kBarOffset + 8 * kNumBars;  // fp8: per-row query factors
-  static constexpr std::size_t kSmemBytes = kUndoOffset + (FP8 ? 4 * kRows : 0) + 1024;  // + alignment slack
+  static constexpr std::size_t kSmemBytes = kUndoOffset + (kFp8 ? 4 * kRows : 0) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "more shared memory than a Hopper CTA may have");
-  // Registers per thread after setmaxnreg (the producer widens fp8 tiles: it needs more).
-  // setmaxnreg.inc only takes what the producer's .dec gave back: the sum must stay within
-  // the CTA's launch allocation (168 × 384 under __launch_bounds__(384, 1)), or the
-  // consumers wait for registers forever.
-  static constexpr int kProducerRegs = FP8 ? 48 : 32;
-  static constexpr int kConsumerRegs = FP8 ? 224 : 232;
+  static_assert(kQBytes % 1024 == 0 && kKOffset % 1024 == 0 && kVOffset % 1024 == 0 && kRawOffset % 1024 == 0 &&
+                    kRawVOffset % 1024 == 0,
+                "tiles start on the 128-byte swizzle's 1024-byte period");
+  // Registers per thread after setmaxnreg (the producer widens or transposes fp8 tiles: it
+  // needs more; a transposing lane holds 16 output words). setmaxnreg.inc only takes what
+  // the producer's .dec gave back: the sum must stay within the CTA's launch allocation
+  // (168 × 384 under __launch_bounds__(384, 1)), or the consumers wait for registers forever.
+  static constexpr int kProducerRegs = kE4m3 ? 64 : kFp8 ? 48 : 32;
+  static constexpr int kConsumerRegs = kE4m3 ? 216 : kFp8 ? 224 : 232;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384, "more registers than the CTA holds");
 };
 
@@ -135,6 +163,74 @@ __device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned ch
   }
 }
 
+/// e4m3: transposes one raw V tile (kKeys rows × 128 swizzled bytes, d along the row) into
+/// the K-major B operand of P·V (fp8_layout::transpose_v_lane has the layout). `tid` in
+/// [0, kWideners).
+template <class C, int D>
+__device__ __forceinline__ void transpose_v_e4m3(const unsigned char* raw, unsigned char* vt, int valid, int tid) {
+  static_assert(C::kKeys == fp8_layout::kRowBytes, "a transposed row holds one tile's keys");
+  fp8_layout::transpose_v_lane<D, kWideners>(
+      tid, valid, [&](int off) { return *reinterpret_cast<const std::uint32_t*>(raw + off); },
+      [&](int off, std::uint32_t w0, std::uint32_t w1, std::uint32_t w2, std::uint32_t w3) {
+        *reinterpret_cast<uint4*>(vt + off) = make_uint4(w0, w1, w2, w3);
+      });
+}
+
+/// Two 16-bit values (packed) -> two floats.
+template <class T> __device__ __forceinline__ float2 unpack2(std::uint32_t v);
+template <> __device__ __forceinline__ float2 unpack2<__nv_bfloat16>(std::uint32_t v) {
+  return make_float2(__uint_as_float(v << 16), __uint_as_float(v & 0xFFFF0000u));
+}
+template <> __device__ __forceinline__ float2 unpack2<__half>(std::uint32_t v) {
+  return __half22float2(*reinterpret_cast<const __half2*>(&v));
+}
+
+/// e4m3: quantises a consumer's 64 16-bit query rows (swizzled) into the e4m3 query tile
+/// (128 bytes a row, 128-byte swizzle), each row scaled so that its largest magnitude
+/// becomes 448 (e4m3's largest finite value); undo[r] is row r's descale. Two threads per row.
+template <class T, int D, int ROWS>
+__device__ __forceinline__ void queries_to_e4m3(const unsigned char* q, unsigned char* q8, int row0, int ctid,
+                                                float* undo) {
+  const int r = row0 + ctid / 2, half = ctid % 2;
+  constexpr int kUnits = D / 16;  // 16-byte (8-element) units per thread: half of the row
+  uint4 v[kUnits];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kUnits; ++i) {
+    const int unit = half * kUnits + i;  // logical unit of the row
+    v[i] = *reinterpret_cast<const uint4*>(q + (unit / 8) * ROWS * 128 + r * 128 + (((unit % 8) ^ (r % 8)) << 4));
+    const std::uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const float2 f = unpack2<T>(w[k]);
+      amax = fmaxf(amax, fmaxf(fabsf(f.x), fabsf(f.y)));
+    }
+  }
+  amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
+  // Zero, non-finite or (as a scale) overflowing rows keep the factor 1.
+  const float sc = amax > 0.0f && amax < INFINITY ? fminf(448.0f / amax, 0x1p126f) : 1.0f;
+#pragma unroll
+  for (int i = 0; i < kUnits; ++i) {
+    const int unit = half * kUnits + i;
+    const std::uint32_t w[4] = {v[i].x, v[i].y, v[i].z, v[i].w};
+    std::uint32_t b[2];
+#pragma unroll
+    for (int k = 0; k < 2; ++k) {
+      const float2 f0 = unpack2<T>(w[2 * k]), f1 = unpack2<T>(w[2 * k + 1]);
+      b[k] = std::uint32_t(float2_to_e4m3x2(f0.x * sc, f0.y * sc)) |
+             (std::uint32_t(float2_to_e4m3x2(f1.x * sc, f1.y * sc)) << 16);
+    }
+    const int d = 8 * unit;
+    *reinterpret_cast<uint2*>(q8 + r * 128 + (((d / 16) ^ (r % 8)) << 4) + d % 16) = make_uint2(b[0], b[1]);
+  }
+  if (half == 0) undo[r] = 1.0f / sc;
+}
+
+/// Four floats -> four e4m3 bytes (round to nearest even, saturating), a first.
+__device__ __forceinline__ std::uint32_t e4m3x4(float a, float b, float c, float d) {
+  return std::uint32_t(float2_to_e4m3x2(a, b)) | (std::uint32_t(float2_to_e4m3x2(c, d)) << 16);
+}
+
 /// Converts a consumer's 64 bf16 query rows (swizzled, in place) to f16, each row scaled by
 /// a power of two that puts its largest magnitude in [2^14, 2^15): exact, far from the
 /// half's overflow, and bf16's 8 bits stay within the half's 11 down to 2^-15 of the row's
@@ -178,24 +274,26 @@ __device__ __forceinline__ void queries_to_f16(unsigned char* q, int row0, int c
   if (half == 0) undo[r] = back;
 }
 
-template <class T, int D, bool FP8>
+template <class T, int D, KvPath KP>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const int box_rows) {
 #ifdef ATTNSEL_SM90A
-  using C = HopperConfig<T, D, FP8>;
-  using M = std::conditional_t<FP8, __half, T>;  // the products' element type
+  using C = HopperConfig<T, D, KP>;
+  constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
+  using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
   constexpr bool kAsmWait = D > 128 || FP8;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
   unsigned char* base_ptr = smem_raw + (base - raw);
   const std::uint32_t q_s = base;
-  auto k_s = [&](int s) { return base + C::kQBytes + s * C::kKVBytes; };
-  auto v_s = [&](int s) { return base + C::kQBytes + (C::kStages + s) * C::kKVBytes; };
+  const std::uint32_t q8_s = base + C::kQBytes;  // e4m3 queries
+  auto k_s = [&](int s) { return base + C::kKOffset + s * C::kKBytes; };
+  auto v_s = [&](int s) { return base + C::kVOffset + s * C::kVBytes; };
   auto rk_s = [&](int s) { return base + C::kRawOffset + s * C::kRawBytes; };
-  auto rv_s = [&](int s) { return base + C::kRawOffset + (C::kStages + s) * C::kRawBytes; };
+  auto rv_s = [&](int s) { return base + C::kRawVOffset + s * C::kRawBytes; };
   auto ptr = [&](std::uint32_t a) { return base_ptr + (a - base); };
   const std::uint32_t bars = base + C::kBarOffset;
   const std::uint32_t q_full = bars;
@@ -203,7 +301,8 @@ __global__ void __launch_bounds__(384, 1)
   auto v_full = [&](int s) { return bars + 8 * (1 + C::kStages + s); };
   auto k_empty = [&](int s) { return bars + 8 * (1 + 2 * C::kStages + s); };
   auto v_empty = [&](int s) { return bars + 8 * (1 + 3 * C::kStages + s); };
-  // fp8: the raw staging ring's barriers (TMA -> wideners, wideners -> TMA).
+  // fp8: the raw staging ring's barriers (TMA -> wideners, wideners -> TMA); e4m3 uses
+  // the V ones only (K goes straight to the consumers).
   auto rk_full = [&](int s) { return bars + 8 * (1 + 4 * C::kStages + s); };
   auto rv_full = [&](int s) { return bars + 8 * (1 + 5 * C::kStages + s); };
   auto rk_empty = [&](int s) { return bars + 8 * (1 + 6 * C::kStages + s); };
@@ -242,7 +341,7 @@ __global__ void __launch_bounds__(384, 1)
     mbar_init(q_full, 1);
     mbar_init(q_empty, 8);  // the consumer warps are done with the Q rows (and the staged output)
     for (int s = 0; s < C::kStages; ++s) {
-      mbar_init(k_full(s), FP8 ? 3 : 1);  // fp8: one arrival per widening warp
+      mbar_init(k_full(s), C::kWiden ? 3 : 1);  // widened: one arrival per widening warp
       mbar_init(v_full(s), FP8 ? 3 : 1);
       mbar_init(k_empty(s), 8);  // one arrival per consumer warp
       mbar_init(v_empty(s), 8);
@@ -296,11 +395,11 @@ __global__ void __launch_bounds__(384, 1)
             page = block_row[key / p.block_size];
             off = key % p.block_size;
           }
-          const std::uint32_t kdst = FP8 ? rk_s(s) : k_s(s), vdst = FP8 ? rv_s(s) : v_s(s);
-          const std::uint32_t kbar = FP8 ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
+          const std::uint32_t kdst = C::kWiden ? rk_s(s) : k_s(s), vdst = FP8 ? rv_s(s) : v_s(s);
+          const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
           const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
           if (lane == 0) {
-            wait_phase<kAsmWait>(FP8 ? rk_empty(s) : k_empty(s), par ^ 1);
+            wait_phase<kAsmWait>(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
             mbar_arrive_expect_tx(kbar, bytes);
           }
           __syncwarp();
@@ -316,6 +415,23 @@ __global__ void __launch_bounds__(384, 1)
             for (int c = 0; c < kBoxChunks; ++c)
               tma_load_4d(vdst + c * rows_stride + lane * box_rows * 128, &tm_v, vbar, c * 64, it.kvh, off, page);
           if (t == 0) load_q();
+        }
+      } else if constexpr (kE4m3) {
+        // Warps 1-3 transpose each landed raw V tile into the K-major tile P·V reads.
+        const int tid = threadIdx.x - 32;
+        for (int t = 0; t < ntiles; ++t) {
+          const int s = (g + t) % C::kStages;
+          const std::uint32_t par = ((g + t) / C::kStages) & 1;
+          const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
+          mbar_wait(rv_full(s), par);
+          mbar_wait(v_empty(s), par ^ 1);
+          transpose_v_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid);
+          fence_async_shared();
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(rv_empty(s));
+            mbar_arrive(v_full(s));
+          }
         }
       } else if constexpr (FP8) {
         // Warps 1-3 widen each landed raw tile into the f16 ring the consumers read.
@@ -379,10 +495,17 @@ __global__ void __launch_bounds__(384, 1)
       WarpState<D> st;
       st.init();
       float sacc[C::kNT][4];
-      // Per-row factors of the query's f16 scaling (fp8 with bf16 queries), 1 otherwise.
+      // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
+      // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
       float undo[2] = {1.0f, 1.0f};
       wait_phase<kAsmWait>(q_full, n & 1);
-      if constexpr (FP8 && !std::is_same_v<T, __half>) {
+      if constexpr (kE4m3) {
+        queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
+        fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
+        named_barrier(2 + cw, 128);
+    #pragma unroll
+        for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
+      } else if constexpr (FP8 && !std::is_same_v<T, __half>) {
         queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
         fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
         named_barrier(2 + cw, 128);
@@ -391,22 +514,36 @@ __global__ void __launch_bounds__(384, 1)
       }
       const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
 
-      const std::uint64_t q_desc = smem_desc(q_s + wg_row0 * 128, 16, 1024);
+      const std::uint64_t q_desc = smem_desc((kE4m3 ? q8_s : q_s) + wg_row0 * 128, 16, 1024);
       const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
-      const std::uint64_t v_desc = smem_desc(v_s(0), C::kKeys * 128, 1024);
+      // 16-bit V is read transposed (MN-major); e4m3 V was transposed to K-major (d rows).
+      const std::uint64_t v_desc = smem_desc(v_s(0), kE4m3 ? 16 : C::kKeys * 128, 1024);
+      // P as register A-fragments: 16 keys per register quadruple (16-bit), 32 (e4m3).
+      constexpr int kPK = kE4m3 ? 32 : 16;
       auto issue_qk = [&](int s) {
+        if constexpr (kE4m3) {
     #pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
-          const std::uint64_t db = desc_at(k_desc, s * C::kKVBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
-          WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
+          for (int kk = 0; kk < D / 32; ++kk)
+            WgmmaE4m3SS<C::kKeys>::run(sacc, desc_at(q_desc, kk * 32), desc_at(k_desc, s * C::kKBytes + kk * 32),
+                                       kk > 0 ? 1 : 0);
+        } else {
+    #pragma unroll
+          for (int kk = 0; kk < D / 16; ++kk) {
+            const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
+            const std::uint64_t db = desc_at(k_desc, s * C::kKBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
+            WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
+          }
         }
       };
-      auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / 16][4]) {
+      auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / kPK][4]) {
     #pragma unroll
-        for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-          const std::uint64_t dv = desc_at(v_desc, s * C::kKVBytes + kb * 16 * 128);
-          WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
+        for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
+          if constexpr (kE4m3) {
+            WgmmaE4m3RS<D>::run(st.o, pa[kb], desc_at(v_desc, s * C::kVBytes + kb * 32), 1);
+          } else {
+            const std::uint64_t dv = desc_at(v_desc, s * C::kVBytes + kb * 16 * 128);
+            WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
+          }
         }
       };
       // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain.
@@ -419,7 +556,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
           return;
         }
-        if constexpr (FP8 && !std::is_same_v<T, __half>) {
+        if constexpr (kE4m3 || (FP8 && !std::is_same_v<T, __half>)) {
     #pragma unroll
           for (int n = 0; n < C::kNT; ++n)
     #pragma unroll
@@ -446,13 +583,28 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       };
-      auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / 16][4]) {
+      auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / kPK][4]) {
     #pragma unroll
-        for (int kb = 0; kb < C::kKeys / 16; ++kb) {
-          pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
-          pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
-          pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
-          pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+        for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
+          if constexpr (kE4m3) {
+            // Byte b of A register j: the accumulator element fp8_layout::p_source names
+            // (keys in the order the transposed V holds them).
+    #pragma unroll
+            for (int j = 0; j < 4; ++j) {
+              float v[4];
+    #pragma unroll
+              for (int b = 0; b < 4; ++b) {
+                const fp8_layout::AccElement a = fp8_layout::p_source(j, b);
+                v[b] = sacc[4 * kb + a.n][a.e];
+              }
+              pa[kb][j] = e4m3x4(v[0], v[1], v[2], v[3]);
+            }
+          } else {
+            pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
+            pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
+            pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
+            pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+          }
         }
       };
 
@@ -470,12 +622,13 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(k_empty(s));
         scores(key0);
-        softmax_tile<D, C::kNT>(st, sacc);
+        // e4m3: P = 256·exp2(s − m), inside e4m3's range with fewer subnormals.
+        softmax_tile<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0>(st, sacc);
         wait_phase<kAsmWait>(v_full(s), par);
         zero_tail(s, key0);
         // P as register A-fragments, all packed before the first wgmma so the compiler need
         // not fence between them.
-        std::uint32_t pa[C::kKeys / 16][4];
+        std::uint32_t pa[C::kKeys / kPK][4];
         pack_p(pa);
         fence_operand<D / 8>(st.o);
         wgmma_fence();
@@ -490,7 +643,8 @@ __global__ void __launch_bounds__(384, 1)
       // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
       named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
       const bool has_sink = p.sinks != nullptr;
-      const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+      // e4m3: l carries P's factor 256; so must the sink's term.
+      const float sink = has_sink ? p.sinks[head] * kLog2e + (kE4m3 ? float(kE4m3ProbLog2) : 0.0f) : 0.0f;
       const float out_sc = output_scale(p, kvh);
     #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -529,18 +683,22 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, bool kv_fp8, int ctas, const void* tma,
+void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
                          int box_rows, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   dispatch_elem(e, [&]<class T>() {
-    auto go = [&]<int D, bool FP8>() {
-      using C = HopperConfig<T, D, FP8>;
-      auto kernel = prefill_sm90_kernel<T, D, FP8>;
+    auto go = [&]<int D, KvPath KP>() {
+      using C = HopperConfig<T, D, KP>;
+      auto kernel = prefill_sm90_kernel<T, D, KP>;
       auto cfg = [&] {
         return cfg_string("elem={} head_size={} (as {}) kv={} heads={}/{} work={} ctas={} box_rows={} block_size={} "
                           "smem={}",
-                          to_string(e), head_size, D, FP8 ? "fp8_e4m3" : "16-bit", p.num_heads,
+                          to_string(e), head_size, D,
+                          KP == KvPath::b16           ? "16-bit"
+                          : KP == KvPath::f16_widened ? "fp8_e4m3 (f16 products)"
+                                                      : "fp8_e4m3 (e4m3 products)",
+                          p.num_heads,
                           p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
@@ -551,20 +709,23 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, bool 
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
     const int d = hopper_head_dim(head_size);
+    const bool kv_fp8 = kv != KvPath::b16;
     if (kv_fp8 && d != 64 && d != 128)
       throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                        cfg_string("an fp8 cache with head size {} (the fp8 path takes head sizes up to 128)",
                                   head_size));
     switch (d) {
       case 64:
-        if (kv_fp8) go.template operator()<64, true>();
-        else go.template operator()<64, false>();
+        if (kv == KvPath::e4m3) go.template operator()<64, KvPath::e4m3>();
+        else if (kv == KvPath::f16_widened) go.template operator()<64, KvPath::f16_widened>();
+        else go.template operator()<64, KvPath::b16>();
         break;
       case 128:
-        if (kv_fp8) go.template operator()<128, true>();
-        else go.template operator()<128, false>();
+        if (kv == KvPath::e4m3) go.template operator()<128, KvPath::e4m3>();
+        else if (kv == KvPath::f16_widened) go.template operator()<128, KvPath::f16_widened>();
+        else go.template operator()<128, KvPath::b16>();
         break;
-      case 256: go.template operator()<256, false>(); break;
+      case 256: go.template operator()<256, KvPath::b16>(); break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                          cfg_string("head size {} is above 256", head_size));

@@ -389,7 +389,9 @@ __device__ __forceinline__ void score_tile(const AttnParams& p, const ScoreScale
 }
 
 /// Online softmax over a score tile (in place: s becomes probabilities); rescales O.
-template <int DP, int NT>
+/// PROB_LOG2 > 0 computes the probabilities as 2^PROB_LOG2·exp2(s − m) (l and O carry the
+/// same factor, which the final normalisation cancels): for fp8 products.
+template <int DP, int NT, int PROB_LOG2 = 0>
 __device__ __forceinline__ void softmax_tile(WarpState<DP>& st, float (&s)[NT][4]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -404,10 +406,11 @@ __device__ __forceinline__ void softmax_tile(WarpState<DP>& st, float (&s)[NT][4
     const float corr = fast_exp2(st.m[h] - ref);
     st.m[h] = m_new;
     float sum = 0.0f;
+    const float sub = ref - float(PROB_LOG2);
 #pragma unroll
     for (int n = 0; n < NT; ++n) {
-      s[n][2 * h] = fast_exp2(s[n][2 * h] - ref);
-      s[n][2 * h + 1] = fast_exp2(s[n][2 * h + 1] - ref);
+      s[n][2 * h] = fast_exp2(s[n][2 * h] - sub);
+      s[n][2 * h + 1] = fast_exp2(s[n][2 * h + 1] - sub);
       sum += s[n][2 * h] + s[n][2 * h + 1];
     }
     st.l[h] = st.l[h] * corr + sum;
