@@ -17,6 +17,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <mutex>
 #include <numeric>
 
@@ -277,12 +278,16 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
   bool programmatic = false;  // cache writes and decode kernels use programmatic dependent launch
+  // An execute with new keys and values ran fused on this capturable plan: a graph may hold
+  // that launch, so later batches must keep their slots where the kernel writes them.
+  mutable std::atomic<bool> fused_captured{false};
 
   // The batch (rebuilt by update).
   int num_tokens = 0;
   int block_table_stride = 0;
   int num_decode_work = 0, num_prefill_work = 0;
   int part_tokens = 0, max_splits = 1, counters = 0;
+  bool fused_append = false;  // see PlanSummary::fused_append
   std::size_t o_qsl = 0, o_sl = 0, o_bt = 0, o_sp = 0, o_dw = 0, o_pw = 0, o_slots = 0, meta_bytes = 0;
   std::size_t part_floats = 0;
   PlanSummary summary;
@@ -514,6 +519,11 @@ void FlashAttnCuda::update_plan(StepPlan& base, const AttentionMetadata& md, Str
        plan.num_decode_work != before_dw || plan.num_prefill_work != before_pw))
     throw ValueError("update: this batch's query lengths differ from those the graph-capturable plan was built for "
                      "(its launch shapes would change); build a new plan and capture a new graph");
+  if (plan.graph_capturable() && plan.fused_captured.load() && !plan.fused_append)
+    throw ValueError("update: an execute with new keys and values ran on this graph-capturable plan with the keys "
+                     "appended inside the decode launch, which writes each token at its position in the block table; "
+                     "this batch has a slot_mapping entry elsewhere, so a replay would write it to the wrong slot — "
+                     "build a new plan and capture a new graph");
 }
 
 void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const {
@@ -614,6 +624,19 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   // ---- layout of the upload ---------------------------------------------------------------
   const std::size_t tokens = std::size_t(md.num_actual_tokens);
   const bool slots = md.slot_mapping.size() >= tokens && tokens > 0;
+  // The decode kernel can append the new keys itself when it will read each one back from
+  // the slot it writes: every slot is -1 or the token's own position in the block table.
+  bool in_place = slots && plan.pwork.empty();
+  for (int s = 0; in_place && s < n; ++s) {
+    const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
+    for (int i = 0; in_place && i < q_len; ++i) {
+      const std::int64_t slot = md.slot_mapping[std::size_t(md.query_start_loc[s]) + i];
+      const std::int64_t pos = std::int64_t(md.seq_lens[s]) - q_len + i;
+      const std::int64_t block = md.block_table[std::size_t(s) * md.max_blocks_per_seq + pos / plan.block_size];
+      in_place = slot < 0 || slot == block * plan.block_size + pos % plan.block_size;
+    }
+  }
+  plan.fused_append = in_place;
   const std::size_t stride = std::size_t(plan.block_table_stride);
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
@@ -704,6 +727,7 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
                      : plan.decode_loads == kLoadsBulk ? "bulk"
                                                        : "cp.async";
   sum.kv_fp8 = plan.kv_fp8;
+  sum.fused_append = plan.fused_append;
   sum.prefill_seqs = static_cast<int>(plan.prefill_seqs.size());
   sum.prefill_ctas = plan.num_prefill_work;
   sum.prefill_kernel = plan.prefill_seqs.empty() ? "" : (plan.hopper ? "sm90-wgmma" : "sm80-mma");
@@ -711,7 +735,32 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
 
 void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
                                  const TensorView& output, Stream stream, const TensorView* lse) const {
+  launch(static_cast<const CudaPlan&>(base), query, cache, output, stream, lse, nullptr);
+}
+
+void FlashAttnCuda::execute_append_plan(const StepPlan& base, const TensorView& query, const NewKeysValues& new_kv,
+                                        const KVCacheView& cache, const TensorView& output, Stream stream,
+                                        const TensorView* lse) const {
   const auto& plan = static_cast<const CudaPlan&>(base);
+  if (!plan.fused_append) {  // prefill sequences, or slots elsewhere: the write, then the attention
+    write_kv_cache_plan(plan, new_kv.key, new_kv.value, cache, stream);
+    launch(plan, query, cache, output, stream, lse, nullptr);
+    return;
+  }
+  for (auto [t, name] : {std::pair{&new_kv.key, "new_kv.key"}, {&new_kv.value, "new_kv.value"}}) {
+    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
+      throw ValueError(fmt::format("{} must be 16-byte aligned for the CUDA kernels: {}", name, t->describe()));
+    if ((t->shape[0] > 1 && t->stride[0] % 8 != 0) || (t->shape[1] > 1 && t->stride[1] % 8 != 0))
+      throw ValueError(fmt::format("{} strides must be multiples of 8 elements (16 bytes) for the CUDA kernels: {}",
+                                   name, t->describe()));
+  }
+  if (plan.graph_capturable()) plan.fused_captured.store(true);
+  launch(plan, query, cache, output, stream, lse, &new_kv);
+}
+
+void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache,
+                           const TensorView& output, Stream stream, const TensorView* lse,
+                           const NewKeysValues* append) const {
   if (lse && plan.num_prefill_work > 0)
     throw NotImplementedError(fmt::format(
         "FLASH_ATTN's CUDA kernels write the log-sum-exp for decode batches only, and this plan's batch has {} "
@@ -786,6 +835,21 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
     p.part_lse = p.part_o + std::size_t(plan.max_splits) * plan.part_tokens * lp.num_heads * lp.head_size;
     p.num_part_tokens = plan.part_tokens;
     p.split_counters = reinterpret_cast<std::int32_t*>(p.part_o + plan.part_floats);
+  }
+  if (append) {
+    p.new_k = append->key.data;
+    p.new_v = append->value.data;
+    p.new_k_stride_tok = append->key.stride[0];
+    p.new_k_stride_head = append->key.stride[1];
+    p.new_v_stride_tok = append->value.stride[0];
+    p.new_v_stride_head = append->value.stride[1];
+    p.slot_mapping = static_cast<const std::int64_t*>(plan.at(plan.o_slots));
+    if (plan.kv_fp8) {
+      p.k_inv_scale = 1.0f / lp.k_scale;
+      p.v_inv_scale = 1.0f / lp.v_scale;
+      p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
+      p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
+    }
   }
   void* s = stream.native;
   if (plan.num_decode_work) {

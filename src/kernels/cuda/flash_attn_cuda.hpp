@@ -73,6 +73,9 @@ struct PlanSummary {
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
+  /// An execute with new keys and values appends them inside the decode launch: every
+  /// sequence takes the decode kernel and every slot is -1 or its token's block-table position.
+  bool fused_append = false;
   std::string describe() const;
 };
 
@@ -108,6 +111,11 @@ class FlashAttnCuda final : public AttentionImpl {
                     Stream stream, const TensorView* lse) const override;
   void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
                            const KVCacheView& cache, Stream stream) const override;
+  /// Fused into the decode launch where the plan allows it (fused_append in its summary),
+  /// else the cache write and then the attention.
+  void execute_append_plan(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
+                           const KVCacheView& cache, const TensorView& output, Stream stream,
+                           const TensorView* lse) const override;
   const void* plan_family() const override;
 
  private:
@@ -115,6 +123,9 @@ class FlashAttnCuda final : public AttentionImpl {
   struct CudaPlan;
   struct ForwardCache;     // the one-call form's reused plan
   void build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const;
+  /// The attention launches of a plan; `append` (null = none) is written by the decode CTAs.
+  void launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+              Stream stream, const TensorView* lse, const NewKeysValues* append) const;
 
   CudaTuning tuning_;
   std::shared_ptr<const DeviceConstants> constants_;
