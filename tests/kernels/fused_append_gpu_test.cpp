@@ -74,6 +74,8 @@ struct FusedCase {
   std::optional<int> window;
   /// Rewrites the batch's slot mapping (padding, slots elsewhere); null = as built.
   std::function<void(std::vector<std::int64_t>&, const PagedWorkload&)> slots;
+  /// Rewrites the batch's block table (max_blocks_per_seq entries a row); null = as built.
+  std::function<void(std::vector<std::int32_t>&, int)> table;
   bool expect_fused = true;
 };
 
@@ -89,6 +91,9 @@ void expect_fused_equals_write_then_execute(const FusedCase& c, std::uint64_t se
   std::vector<std::int64_t> slots(md.slot_mapping.begin(), md.slot_mapping.end());
   if (c.slots) c.slots(slots, w);
   md.slot_mapping = slots;
+  std::vector<std::int32_t> table(md.block_table.begin(), md.block_table.end());
+  if (c.table) c.table(table, md.max_blocks_per_seq);
+  md.block_table = table;
 
   DeviceTensor q = to_device(w.query());
   DeviceTensor nk = to_device(w.new_keys()), nv = to_device(w.new_values());
@@ -190,6 +195,16 @@ TEST(FusedAppendGpu, SlotsOutsideTheBlockTableWriteFirst) {
   };
   c.expect_fused = false;
   expect_fused_equals_write_then_execute(c, 71);
+}
+
+TEST(FusedAppendGpu, BlockReadThroughAnotherEntryWritesFirst) {
+  REQUIRE_GPU();
+  // The second sequence reads the first one's last block (as its own first block): a CTA of
+  // the second could read the block before the first's CTA appends its token there.
+  FusedCase c{{{64, 1}, {30, 1}, {4099, 1}}};
+  c.table = [](std::vector<std::int32_t>& t, int row) { t[std::size_t(row)] = t[3]; };
+  c.expect_fused = false;
+  expect_fused_equals_write_then_execute(c, 76);
 }
 
 /// Several layers on one cache, each appending its own new keys into the same slots: every

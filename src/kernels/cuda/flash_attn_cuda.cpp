@@ -259,6 +259,58 @@ class DeviceArena {
 
 std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
 
+/// The cache blocks a step's new tokens go to, kept from step to step: a stamp per block
+/// (the check that marked it) instead of clearing, and which block-table entry writes it.
+struct AppendBlocks {
+  std::vector<std::uint32_t> stamp;
+  std::vector<std::int64_t> writer;  // seq * max_blocks_per_seq + index in its block table
+  std::uint32_t now = 0;
+  std::size_t bytes() const { return stamp.capacity() * sizeof(std::uint32_t) + writer.capacity() * sizeof(std::int64_t); }
+};
+
+/// Whether the decode kernel can append the step's new tokens itself with the result of a
+/// separate cache write before it. Each decode CTA writes the new tokens inside its own key
+/// slice and reads back only what it wrote, so: every slot must be -1 or its token's own
+/// position in the block table, and no block a token goes to may be read through any other
+/// block-table entry of the batch (another sequence sharing it, or the same block twice in a
+/// table), where a CTA could read it before the one writing it has.
+bool appends_in_place(const AttentionMetadata& md, int block_size, std::int64_t num_blocks, AppendBlocks& m) {
+  if (m.stamp.size() != static_cast<std::size_t>(num_blocks)) {
+    m.stamp.assign(static_cast<std::size_t>(num_blocks), 0);
+    m.writer.assign(static_cast<std::size_t>(num_blocks), -1);
+    m.now = 0;
+  }
+  if (++m.now == 0) {  // the stamps wrapped around: start afresh
+    std::fill(m.stamp.begin(), m.stamp.end(), 0);
+    m.now = 1;
+  }
+  const std::int64_t stride = md.max_blocks_per_seq;
+  for (int s = 0; s < md.num_seqs; ++s) {
+    const int q_begin = md.query_start_loc[s], q_len = md.query_start_loc[s + 1] - q_begin;
+    for (int i = 0; i < q_len; ++i) {
+      const std::int64_t slot = md.slot_mapping[std::size_t(q_begin) + std::size_t(i)];
+      if (slot < 0) continue;
+      const std::int64_t pos = std::int64_t(md.seq_lens[s]) - q_len + i;
+      const std::int64_t entry = s * stride + pos / block_size;
+      const std::int64_t block = md.block_table[std::size_t(entry)];
+      if (slot != block * block_size + pos % block_size) return false;
+      const auto b = static_cast<std::size_t>(block);
+      if (m.stamp[b] == m.now && m.writer[b] != entry) return false;
+      m.stamp[b] = m.now;
+      m.writer[b] = entry;
+    }
+  }
+  for (int s = 0; s < md.num_seqs; ++s) {
+    if (md.query_start_loc[s + 1] == md.query_start_loc[s]) continue;  // no queries: nothing reads
+    const std::int64_t blocks = (std::int64_t(md.seq_lens[s]) + block_size - 1) / block_size;
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const auto b = static_cast<std::size_t>(md.block_table[std::size_t(s * stride + j)]);
+      if (m.stamp[b] == m.now && m.writer[b] != s * stride + j) return false;
+    }
+  }
+  return true;
+}
+
 const char kCudaPlanFamily = 0;
 
 }  // namespace
@@ -288,6 +340,8 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   int num_decode_work = 0, num_prefill_work = 0;
   int part_tokens = 0, max_splits = 1, counters = 0;
   bool fused_append = false;  // see PlanSummary::fused_append
+  std::int64_t num_blocks = 0;  // of the group's cache
+  AppendBlocks append_blocks;
   std::size_t o_qsl = 0, o_sl = 0, o_bt = 0, o_sp = 0, o_dw = 0, o_pw = 0, o_slots = 0, meta_bytes = 0;
   std::size_t part_floats = 0;
   PlanSummary summary;
@@ -318,7 +372,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
       if (e) cudaEventDestroy(e);
   }
   std::size_t workspace_bytes() const override {
-    return staging[0].size() + staging[1].size() + meta.size() + workspace.size();
+    return staging[0].size() + staging[1].size() + meta.size() + workspace.size() + append_blocks.bytes();
   }
   std::string describe() const override { return summary.describe(); }
   const void* at(std::size_t off) const { return meta.data() + off; }
@@ -461,6 +515,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->constants = constants_;
   plan->head_dim_pad = (params_.head_size + 31) / 32 * 32;
   plan->block_size = static_cast<int>(shape.cache_shape[1]);
+  plan->num_blocks = shape.cache_shape[0];
   plan->decode_loads = choose_decode_loads(tuning_.decode_copies, facts.major, kv_fp8, plan->head_dim_pad);
   plan->split_align =
       static_cast<std::int32_t>(std::bit_ceil(static_cast<unsigned>(std::max(16, tuning_.split_align_keys))));
@@ -624,19 +679,8 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   // ---- layout of the upload ---------------------------------------------------------------
   const std::size_t tokens = std::size_t(md.num_actual_tokens);
   const bool slots = md.slot_mapping.size() >= tokens && tokens > 0;
-  // The decode kernel can append the new keys itself when it will read each one back from
-  // the slot it writes: every slot is -1 or the token's own position in the block table.
-  bool in_place = slots && plan.pwork.empty();
-  for (int s = 0; in_place && s < n; ++s) {
-    const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
-    for (int i = 0; in_place && i < q_len; ++i) {
-      const std::int64_t slot = md.slot_mapping[std::size_t(md.query_start_loc[s]) + i];
-      const std::int64_t pos = std::int64_t(md.seq_lens[s]) - q_len + i;
-      const std::int64_t block = md.block_table[std::size_t(s) * md.max_blocks_per_seq + pos / plan.block_size];
-      in_place = slot < 0 || slot == block * plan.block_size + pos % plan.block_size;
-    }
-  }
-  plan.fused_append = in_place;
+  plan.fused_append =
+      slots && plan.pwork.empty() && appends_in_place(md, plan.block_size, plan.num_blocks, plan.append_blocks);
   const std::size_t stride = std::size_t(plan.block_table_stride);
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
