@@ -239,9 +239,15 @@ __global__ void __launch_bounds__(128)
   allow_dependent_grids();
   load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
   // The new tokens in this slice, when the kernel appends them (a CTA-uniform condition).
+  // Tiles wholly before the first of them are issued first, so their copies are in flight
+  // while the tokens are written; the rest wait for the append and a barrier.
   const int new_first = max(kv_begin, pr.ctx), new_last = min(kv_end, seq_len);
   const bool appends = p.new_k != nullptr && new_first < new_last;
-  if (appends) append_new_tokens<T, FP8>(p, pr, kvh, new_first, new_last);
+  const int early = appends ? min(C::kStages - 1, (new_first - kv_begin) / C::kKeys) : C::kStages - 1;
+  auto append = [&] {
+    append_new_tokens<T, FP8>(p, pr, kvh, new_first, new_last);  // fenced for the async proxy
+    __syncthreads();  // every thread's rows written before any thread copies them
+  };
   if constexpr (kMbar) {
     cp_async_commit();
     // Bulk copies write only head_size columns: zero the padding columns once (TMA boxes
@@ -257,17 +263,22 @@ __global__ void __launch_bounds__(128)
       for (int s = 0; s < C::kStages; ++s) mbar_init(bars + 8 * s, 1);
       mbar_fence_init();
     }
-    __syncthreads();  // also: the appended rows (fenced for the async proxy) before any copy
-    for (int s = 0; s < C::kStages - 1; ++s)
+    __syncthreads();
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (appends && s == early) append();
       if (s < ntiles) issue(s);
+    }
   } else {
-    if (appends) __syncthreads();  // the appended rows, before any thread copies them
 #pragma unroll
     for (int s = 0; s < C::kStages - 1; ++s) {
+      if (appends && s == early) append();
       if (s < ntiles) issue(s);
       cp_async_commit();
     }
   }
+  // Every prologue tile lay before the new tokens: they are written before the main loop
+  // issues the tiles that hold them.
+  if (appends && early == C::kStages - 1) append();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   WarpState<DP> st;
