@@ -13,11 +13,11 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <atomic>
 #include <mutex>
 #include <numeric>
 
@@ -786,11 +786,8 @@ void FlashAttnCuda::execute_append_plan(const StepPlan& base, const TensorView& 
                                         const KVCacheView& cache, const TensorView& output, Stream stream,
                                         const TensorView* lse) const {
   const auto& plan = static_cast<const CudaPlan&>(base);
-  if (!plan.fused_append) {  // prefill sequences, or slots elsewhere: the write, then the attention
-    write_kv_cache_plan(plan, new_kv.key, new_kv.value, cache, stream);
-    launch(plan, query, cache, output, stream, lse, nullptr);
-    return;
-  }
+  // Every check before anything is written or launched.
+  check_launch(plan, query, cache, output, lse);
   for (auto [t, name] : {std::pair{&new_kv.key, "new_kv.key"}, {&new_kv.value, "new_kv.value"}}) {
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
       throw ValueError(fmt::format("{} must be 16-byte aligned for the CUDA kernels: {}", name, t->describe()));
@@ -798,13 +795,17 @@ void FlashAttnCuda::execute_append_plan(const StepPlan& base, const TensorView& 
       throw ValueError(fmt::format("{} strides must be multiples of 8 elements (16 bytes) for the CUDA kernels: {}",
                                    name, t->describe()));
   }
+  if (!plan.fused_append) {  // prefill sequences, or slots elsewhere: the write, then the attention
+    write_kv_cache_plan(plan, new_kv.key, new_kv.value, cache, stream);
+    launch(plan, query, cache, output, stream, lse, nullptr);
+    return;
+  }
   if (plan.graph_capturable()) plan.fused_captured.store(true);
   launch(plan, query, cache, output, stream, lse, &new_kv);
 }
 
-void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache,
-                           const TensorView& output, Stream stream, const TensorView* lse,
-                           const NewKeysValues* append) const {
+void FlashAttnCuda::check_launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache,
+                                 const TensorView& output, const TensorView* lse) const {
   if (lse && plan.num_prefill_work > 0)
     throw NotImplementedError(fmt::format(
         "FLASH_ATTN's CUDA kernels write the log-sum-exp for decode batches only, and this plan's batch has {} "
@@ -813,8 +814,8 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
         plan.prefill_seqs.size(), tuning_.decode_max_rows));
   if (lse && reinterpret_cast<std::uintptr_t>(lse->data) % alignof(float) != 0)
     throw ValueError(fmt::format("lse must be 4-byte aligned for the CUDA kernels: {}", lse->describe()));
-  if (plan.num_tokens == 0) return;
-  // Per layer: alignment of this layer's tensors (16-byte vector loads), then the launch.
+  if (plan.num_tokens == 0) return;  // nothing is read
+  // Alignment of this layer's tensors (16-byte vector loads).
   for (const TensorView* t : {&query, &output, &cache.key, &cache.value})
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
       throw ValueError(fmt::format("{} must be 16-byte aligned for the CUDA kernels: {}",
@@ -824,6 +825,13 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
     if ((t->shape[0] > 1 && t->stride[0] % 8 != 0) || (t->shape[1] > 1 && t->stride[1] % 8 != 0))
       throw ValueError(fmt::format("{} strides must be multiples of 8 elements (16 bytes) for the CUDA kernels: {}",
                                    t == &query ? "query" : "output", t->describe()));
+}
+
+void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache,
+                           const TensorView& output, Stream stream, const TensorView* lse,
+                           const NewKeysValues* append) const {
+  check_launch(plan, query, cache, output, lse);
+  if (plan.num_tokens == 0) return;
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != plan.device) check(cudaSetDevice(plan.device), "cudaSetDevice");
 

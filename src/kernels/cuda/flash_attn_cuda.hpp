@@ -123,6 +123,9 @@ class FlashAttnCuda final : public AttentionImpl {
   struct CudaPlan;
   struct ForwardCache;     // the one-call form's reused plan
   void build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const;
+  /// The per-layer checks of an execute (lse, alignment and strides), before anything runs.
+  void check_launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+                    const TensorView* lse) const;
   /// The attention launches of a plan; `append` (null = none) is written by the decode CTAs.
   void launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
               Stream stream, const TensorView* lse, const NewKeysValues* append) const;
