@@ -429,8 +429,9 @@ ATTNSEL_C_API attnsel_status attnsel_kernel_execute(const attnsel_kernel* kernel
  *  keys and values (`key`, `value`) are written to the plan's slot mapping (slot -1 skipped;
  *  an fp8 cache stores them quantised) and the queries attend over the cache with them. The
  *  result is that of the two calls. FLASH_ATTN's CUDA kernels do both in the decode launch
- *  when every sequence is a decode sequence and every slot is -1 or its token's position in
- *  the block table; otherwise, and on the CPU, the write runs first. Needs a plan whose
+ *  when every sequence is a decode sequence, every slot is -1 or its token's position in the
+ *  block table and no such block is read through another block-table entry; otherwise, and
+ *  on the CPU, the write runs first. Needs a plan whose
  *  batch has a slot_mapping; every tensor is checked against the plan before any is read
  *  (an error names the tensor). */
 ATTNSEL_C_API attnsel_status attnsel_kernel_execute_append(const attnsel_kernel* kernel, const attnsel_step_plan* plan,

@@ -291,9 +291,10 @@ class ATTNSEL_API AttentionImpl {
   /// write_kv_cache(plan, new_kv.key, new_kv.value, cache, stream) followed by
   /// execute(plan, query, cache, output, stream, lse). Needs a plan whose batch came with a
   /// slot_mapping. FLASH_ATTN's CUDA kernels fuse the two into the decode launch when every
-  /// sequence of the plan takes the decode kernel and every slot is -1 or its token's own
-  /// position in the block table (docs/STEP_PLAN.md, "Appending in execute"); otherwise
-  /// they launch the cache write and then the attention. Host kernels write, then attend.
+  /// sequence of the plan takes the decode kernel, every slot is -1 or its token's own
+  /// position in the block table, and no block a token goes to is read through another
+  /// block-table entry (docs/STEP_PLAN.md, "Appending in execute"); otherwise they launch
+  /// the cache write and then the attention. Host kernels write, then attend.
   void execute(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv, const KVCacheView& cache,
                const TensorView& output, Stream stream, const TensorView* lse = nullptr) const;
 
