@@ -74,7 +74,8 @@ struct PlanSummary {
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
   /// An execute with new keys and values appends them inside the decode launch: every
-  /// sequence takes the decode kernel and every slot is -1 or its token's block-table position.
+  /// sequence takes the decode kernel, every slot is -1 or its token's block-table position,
+  /// and no block a new token goes to is read through another block-table entry.
   bool fused_append = false;
   std::string describe() const;
 };
