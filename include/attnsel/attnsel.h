@@ -256,6 +256,11 @@ ATTNSEL_C_API attnsel_status attnsel_loaded_plugins(char** out_json);
  *     attnsel_kernel_execute(layer[l], plan, query[l], key_cache[l], value_cache[l], output[l], NULL, s);
  *   attnsel_kernel_update_plan(layer[0], plan, &next_batch, s);   (next step: same buffers)
  *
+ * or, one call per layer (the write and the attention together, fused into one launch by the
+ * CUDA kernels for decode batches; attnsel_kernel_execute_append):
+ *     attnsel_kernel_execute_append(layer[l], plan, query[l], key[l], value[l], key_cache[l],
+ *                                   value_cache[l], output[l], NULL, s);
+ *
  * Tensors are DLPack DLTensors (from any framework's __dlpack__ / to_dlpack) where the kernel
  * wants them (attnsel_kernel_info: host memory for CPU kernels, device memory for CUDA ones).
  * Shapes:
@@ -419,6 +424,21 @@ ATTNSEL_C_API attnsel_status attnsel_kernel_execute(const attnsel_kernel* kernel
                                                     const DLTensor* query, const DLTensor* key_cache,
                                                     const DLTensor* value_cache, const DLTensor* output,
                                                     const DLTensor* lse, attnsel_stream stream);
+
+/** attnsel_kernel_write_kv_cache and then attnsel_kernel_execute, in one call: the step's new
+ *  keys and values (`key`, `value`) are written to the plan's slot mapping (slot -1 skipped;
+ *  an fp8 cache stores them quantised) and the queries attend over the cache with them. The
+ *  result is that of the two calls. FLASH_ATTN's CUDA kernels do both in the decode launch
+ *  when every sequence is a decode sequence, every slot is -1 or its token's position in the
+ *  block table and no such block is read through another block-table entry; otherwise, and
+ *  on the CPU, the write runs first. Needs a plan whose
+ *  batch has a slot_mapping; every tensor is checked against the plan before any is read
+ *  (an error names the tensor). */
+ATTNSEL_C_API attnsel_status attnsel_kernel_execute_append(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
+                                                           const DLTensor* query, const DLTensor* key,
+                                                           const DLTensor* value, const DLTensor* key_cache,
+                                                           const DLTensor* value_cache, const DLTensor* output,
+                                                           const DLTensor* lse, attnsel_stream stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

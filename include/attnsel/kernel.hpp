@@ -14,7 +14,10 @@
 //   * execute()   — once per layer: checks only the layer's tensors against the plan and
 //                   launches, on the caller's stream; no allocation, no synchronisation,
 //                   no pageable host-to-device copy, no logging;
-//   * write_kv_cache(plan, ...) — the cache write of the step, per layer, likewise.
+//   * write_kv_cache(plan, ...) — the cache write of the step, per layer, likewise;
+//   * execute(plan, query, new_kv, ...) — both in one call (FlashAttention's
+//                   flash_attn_with_kvcache(k=, v=)): writes the step's new keys and values
+//                   to their slots and attends over them, as write_kv_cache then execute.
 // forward(query, cache, md, output) stays as the one-call form: a plan and an execute.
 //
 // Tensors are plain views (data pointer, dtype, shape, strides in elements).
@@ -130,6 +133,14 @@ struct ATTNSEL_API KVCacheView {
   int block_size() const { return static_cast<int>(key.shape[1]); }
   int num_kv_heads() const { return static_cast<int>(key.shape[2]); }
   int head_size() const { return static_cast<int>(key.shape[3]); }
+};
+
+/// The step's new keys and values, for an execute that appends them to the cache itself:
+/// each [tokens, num_kv_heads, head_size] in the plan's activation dtype (at least the
+/// plan's num_actual_tokens rows; only those are read), token i going to slot_mapping[i].
+struct ATTNSEL_API NewKeysValues {
+  TensorView key;
+  TensorView value;
 };
 
 /// A stream to run device work on, without CUDA's headers: a cudaStream_t cast to void*.
@@ -270,6 +281,17 @@ class ATTNSEL_API AttentionImpl {
   /// The step's cache write for this layer (slot_mapping from the plan).
   void write_kv_cache(const StepPlan& plan, const TensorView& key, const TensorView& value, const KVCacheView& cache,
                       Stream stream) const;
+  /// The step's cache write and this layer's attention in one call: the result (cache and
+  /// output, fp8 caches quantised alike, slot -1 skipped) is that of
+  /// write_kv_cache(plan, new_kv.key, new_kv.value, cache, stream) followed by
+  /// execute(plan, query, cache, output, stream, lse). Needs a plan whose batch came with a
+  /// slot_mapping. FLASH_ATTN's CUDA kernels fuse the two into the decode launch when every
+  /// sequence of the plan takes the decode kernel, every slot is -1 or its token's own
+  /// position in the block table, and no block a token goes to is read through another
+  /// block-table entry (docs/STEP_PLAN.md, "Appending in execute"); otherwise they launch
+  /// the cache write and then the attention. Host kernels write, then attend.
+  void execute(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv, const KVCacheView& cache,
+               const TensorView& output, Stream stream, const TensorView* lse = nullptr) const;
 
   // ---- one-call API ----------------------------------------------------------------------
   /// key/value: [num_tokens, num_kv_heads, head_size]; writes token i to slot_mapping[i]
@@ -298,6 +320,10 @@ class ATTNSEL_API AttentionImpl {
                             const TensorView& output, Stream stream, const TensorView* lse) const;
   virtual void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
                                    const KVCacheView& cache, Stream stream) const;
+  /// The appending execute; the default is write_kv_cache_plan, then execute_plan.
+  virtual void execute_append_plan(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
+                                   const KVCacheView& cache, const TensorView& output, Stream stream,
+                                   const TensorView* lse) const;
   /// The family tag an implementation stamps on its plans (execute refuses another's).
   virtual const void* plan_family() const;
   static void set_family(StepPlan& plan, const void* family) { plan.family_ = family; }
@@ -326,6 +352,11 @@ ATTNSEL_API void validate_execute_args(const LayerParams& p, const StepShape& sh
                                        const KVCacheView& cache, const TensorView& output, const TensorView* lse);
 ATTNSEL_API void validate_plan_cache_write_args(const LayerParams& p, const StepShape& shape, const TensorView& key,
                                                 const TensorView& value, const KVCacheView& cache);
+/// The checks of the appending execute: execute's, and the new keys and values (named
+/// "new_kv.key" / "new_kv.value" in the messages) against the plan's shape.
+ATTNSEL_API void validate_execute_append_args(const LayerParams& p, const StepShape& shape, const TensorView& query,
+                                              const NewKeysValues& new_kv, const KVCacheView& cache,
+                                              const TensorView& output, const TensorView* lse);
 /// The shape a plan for this batch, geometry and layer has.
 ATTNSEL_API StepShape step_shape(const LayerParams& p, const KVCacheView& cache, ScalarType dtype,
                                  const AttentionMetadata& md);

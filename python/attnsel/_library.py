@@ -206,6 +206,7 @@ _SIGNATURES = {
     "attnsel_step_plan_workspace_bytes": (ctypes.c_uint64, [c_void_p]),
     "attnsel_kernel_write_kv_cache": (status_t, [c_void_p] * 7),
     "attnsel_kernel_execute": (status_t, [c_void_p] * 8),
+    "attnsel_kernel_execute_append": (status_t, [c_void_p] * 10),
 }
 
 ENUM_ATTENTION = 0

@@ -7,6 +7,8 @@ the CPU or CUDA), without copies, in the shape of an inference engine's step:
     for l, layer in enumerate(layers):                                            # every layer
         attn.write_kv_cache(key, value, key_caches[l], value_caches[l], step)
         attn.forward(query, key_caches[l], value_caches[l], step, output)
+        # or both in one call (FlashAttention's flash_attn_with_kvcache(k=, v=)):
+        # attn.forward(query, key_caches[l], value_caches[l], step, output, key=key, value=value)
     attn.update(step, query_start_loc, seq_lens, block_table, slot_mapping)       # the next step
 
 A plan serves every layer of a KV-cache group: the layers with the same heads, head size,
@@ -253,6 +255,7 @@ class PagedAttention:
         # The per-layer calls, looked up once.
         self._execute = L.lib.attnsel_kernel_execute
         self._write = L.lib.attnsel_kernel_write_kv_cache
+        self._execute_append = L.lib.attnsel_kernel_execute_append
 
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
@@ -329,10 +332,16 @@ class PagedAttention:
         if status:
             L.check(status)
 
-    def forward(self, query, key_cache, value_cache, plan: StepPlan, output=None, stream=None, lse=None):
+    def forward(self, query, key_cache, value_cache, plan: StepPlan, output=None, stream=None, lse=None, *,
+                key=None, value=None):
         """Attention of the step's queries against the cache; writes and returns `output`
         (allocated like `query` when not given). `lse`: a float32 [num_tokens, num_heads] tensor
-        that receives each row's log-sum-exp (the plan must be built with lse=True)."""
+        that receives each row's log-sum-exp (the plan must be built with lse=True). `key` and
+        `value` ([num_tokens, num_kv_heads, head_size], both or neither): the step's new keys and
+        values, written to the plan's slot mapping and attended over in the same call, as
+        write_kv_cache then forward (one launch for decode batches on CUDA)."""
+        if (key is None) != (value is None):
+            raise ValueError("forward: give both key and value (the step's new keys and values), or neither")
         if output is None:
             output = _empty_like(query)
         q = exported(query, "query")
@@ -340,9 +349,16 @@ class PagedAttention:
         vc = exported(value_cache, "value_cache")
         o = exported(output, "output")
         lse_entry = exported(lse, "lse") if lse is not None else None
-        status = self._execute(self._handle, plan._handle, q.pointer, kc.pointer, vc.pointer, o.pointer,
-                               lse_entry.pointer if lse_entry is not None else None,
-                               self._stream(stream, query, q) if self._cuda else None)
+        lse_pointer = lse_entry.pointer if lse_entry is not None else None
+        raw = self._stream(stream, query, q) if self._cuda else None
+        if key is None:
+            status = self._execute(self._handle, plan._handle, q.pointer, kc.pointer, vc.pointer, o.pointer,
+                                   lse_pointer, raw)
+        else:
+            k = exported(key, "key")
+            v = exported(value, "value")
+            status = self._execute_append(self._handle, plan._handle, q.pointer, k.pointer, v.pointer, kc.pointer,
+                                          vc.pointer, o.pointer, lse_pointer, raw)
         if status:
             L.check(status)
         return output

@@ -292,3 +292,36 @@ def test_bad_layer_parameters_raise():
         attnsel.PagedAttention(2, 32, device="tpu")
     with pytest.raises(ValueError, match="Unknown attention backend"):
         attnsel.PagedAttention(2, 32, backend="NOPE")
+
+
+def test_forward_appends_the_new_keys_and_values_in_one_call():
+    """forward(..., key=, value=) equals write_kv_cache then forward, byte for byte, on the caches
+    and the output; a padding slot (-1) is not written; new keys of another shape are refused by
+    name; key without value is refused."""
+    rng = np.random.default_rng(17)
+    h, kvh, d, bs, nb = 4, 2, 32, 16, 9
+    seq_lens, new_tokens = [37, 5, 61], [1, 3, 1]  # decode, a speculative chunk, decode
+    table, qsl, all_slots = make_step(rng, seq_lens, new_tokens, kvh, d, bs, nb)
+    slots = np.concatenate([s[length - new:] for s, length, new in zip(all_slots, seq_lens, new_tokens)])
+    slots[2] = -1  # a padding token
+    key_cache = rng.uniform(-1, 1, (nb, bs, kvh, d)).astype(np.float32)
+    value_cache = rng.uniform(-1, 1, (nb, bs, kvh, d)).astype(np.float32)
+    k = rng.uniform(-1, 1, (qsl[-1], kvh, d)).astype(np.float32)
+    v = rng.uniform(-1, 1, (qsl[-1], kvh, d)).astype(np.float32)
+    q = rng.uniform(-1, 1, (qsl[-1], h, d)).astype(np.float32)
+    attn = attnsel.PagedAttention(h, d, kvh)
+    kc_a, vc_a, kc_b, vc_b = key_cache.copy(), value_cache.copy(), key_cache.copy(), value_cache.copy()
+    step = attn.plan(kc_a, vc_a, qsl, seq_lens, table, slots)
+    attn.write_kv_cache(k, v, kc_a, vc_a, step)
+    out_a = attn.forward(q, kc_a, vc_a, step)
+    out_b = attn.forward(q, kc_b, vc_b, step, key=k, value=v)
+    assert np.array_equal(kc_a, kc_b) and np.array_equal(vc_a, vc_b)
+    assert np.array_equal(out_a, out_b) and not np.isnan(out_b).any()
+    written = slots[slots >= 0]
+    assert not np.array_equal(kc_b.reshape(-1, kvh, d)[written], key_cache.reshape(-1, kvh, d)[written])
+    pad_slot = all_slots[1][seq_lens[1] - new_tokens[1] + 1]  # the padding token's own position: untouched
+    assert np.array_equal(kc_b.reshape(-1, kvh, d)[pad_slot], key_cache.reshape(-1, kvh, d)[pad_slot])
+    with pytest.raises(ValueError, match="new_kv.key"):
+        attn.forward(q, kc_b, vc_b, step, key=k[:, :1], value=v)
+    with pytest.raises(ValueError, match="both key and value"):
+        attn.forward(q, kc_b, vc_b, step, key=k)

@@ -141,6 +141,18 @@ void AttentionImpl::write_kv_cache(const StepPlan& plan, const TensorView& key, 
   write_kv_cache_plan(plan, key, value, cache, stream);
 }
 
+void AttentionImpl::execute(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
+                            const KVCacheView& cache, const TensorView& output, Stream stream,
+                            const TensorView* lse) const {
+  if (plan.family_ != plan_family())
+    throw ValueError("execute: the plan was built by another kind of kernel implementation (plans are built by the "
+                     "implementation of a layer of the same group)");
+  validate_execute_append_args(params_, plan.shape(), query, new_kv, cache, output, lse);
+  if (lse && !plan.lse())
+    throw ValueError("execute: an lse output needs a plan built with PlanOptions::lse = true");
+  execute_append_plan(plan, query, new_kv, cache, output, stream, lse);
+}
+
 const void* AttentionImpl::plan_family() const { return &kHostCopyFamily; }
 
 std::unique_ptr<StepPlan> AttentionImpl::make_plan(const AttentionMetadata& md, const StepShape&, Stream,
@@ -163,6 +175,13 @@ void AttentionImpl::execute_plan(const StepPlan& plan, const TensorView& query, 
 void AttentionImpl::write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
                                         const KVCacheView& cache, Stream) const {
   write_kv_cache(key, value, cache, static_cast<const HostCopyPlan&>(plan).metadata());
+}
+
+void AttentionImpl::execute_append_plan(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
+                                        const KVCacheView& cache, const TensorView& output, Stream stream,
+                                        const TensorView* lse) const {
+  write_kv_cache_plan(plan, new_kv.key, new_kv.value, cache, stream);
+  execute_plan(plan, query, cache, output, stream, lse);
 }
 
 }  // namespace attnsel::kernel

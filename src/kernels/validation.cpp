@@ -360,4 +360,15 @@ void validate_plan_cache_write_args(const LayerParams& p, const StepShape& s, co
   check_planned_cache(cache, s);
 }
 
+void validate_execute_append_args(const LayerParams& p, const StepShape& s, const TensorView& query,
+                                  const NewKeysValues& new_kv, const KVCacheView& cache, const TensorView& output,
+                                  const TensorView* lse) {
+  validate_execute_args(p, s, query, cache, output, lse);
+  if (!s.slot_mapping)
+    fail("execute with new keys and values: the plan's batch came without a slot_mapping "
+         "(AttentionMetadata::slot_mapping was empty), so there is nowhere to write them");
+  check_planned_activation(new_kv.key, "new_kv.key", s, s.num_kv_heads);
+  check_planned_activation(new_kv.value, "new_kv.value", s, s.num_kv_heads);
+}
+
 }  // namespace attnsel::kernel

@@ -28,6 +28,9 @@ struct BenchResult {
   bool decode = true;
   double seconds = 0.0;      ///< median of the timed passes (see `timed`)
   double forward_seconds = 0.0;  ///< GPU: median of forward() calls, host planning included
+  /// GPU: median of one execute that also appends the step's new keys and values (the cache
+  /// write and the attention of a layer in one call, as `attnsel run` issues them)
+  double append_seconds = 0.0;
   double execute_host_us = 0.0;  ///< GPU: host time of one layer's execute (checks and launch), median
   double plan_host_us = 0.0;     ///< GPU: host time of one step's plan update (work split and upload), median
   std::string timed = "forward";  ///< "forward", or "kernels of one plan" (execute of a step plan)
@@ -76,7 +79,8 @@ std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const 
 
 /// run_bench_case on the GPU: the workload is built on the host and copied to device
 /// memory; passes are timed with CUDA events (median of `repeats` after a warm-up): the
-/// kernels of one step plan (execute), and forward() with its planning beside them; the
+/// kernels of one step plan (execute), the execute that appends the new keys and values,
+/// and forward() with its planning beside them; the
 /// host time of one execute and of one plan update are timed with the clock; decode passes are paired with device
 /// read-bandwidth probes; a sample of the outputs is copied back and checked against the
 /// reference. Prefill has no measured ceiling (ceiling 0). Throws NotImplementedError

@@ -49,6 +49,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   const kernel::KVCacheView host_cache = w.cache();
   DeviceTensor q = to_device(w.query()), k = to_device(host_cache.key), v = to_device(host_cache.value);
   DeviceTensor o = device_like(w.output());
+  const DeviceTensor new_k = to_device(w.new_keys()), new_v = to_device(w.new_values());
   o.buffer.fill_bytes(0xFF);  // NaN: an unwritten output fails the check
 
   impl->forward(q.view, {k.view, v.view}, md, o.view);  // warm-up (and the checked run)
@@ -64,8 +65,12 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   const auto plan = impl->plan(md, dev_cache, q.view.dtype, kernel::Stream{});
   auto forward = [&] { impl->forward(q.view, dev_cache, md, o.view); };
   auto kernels = [&] { impl->execute(*plan, q.view, dev_cache, o.view, kernel::Stream{}); };
+  // A layer as `attnsel run` issues it: the step's new keys and values written and attended
+  // over in one execute (it rewrites the new tokens' slots; the check above is done).
+  const kernel::NewKeysValues new_kv{new_k.view, new_v.view};
+  auto append = [&] { impl->execute(*plan, q.view, new_kv, dev_cache, o.view, kernel::Stream{}); };
   const double work = c.decode ? static_cast<double>(w.kv_bytes_read()) : w.attention_flops(true);
-  std::vector<double> times, forward_times, ceilings_seen, ratios;
+  std::vector<double> times, forward_times, append_times, ceilings_seen, ratios;
   EventTimer timer;
   // Every pass starts with the L2 cache evicted. The kernels are timed as attnsel_cuda_bench
   // and the PyTorch anchors time them: the eviction pass still running when they are
@@ -90,6 +95,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
       ratios.push_back(work / t / 1e9 / ceiling);
     }
     forward_times.push_back(timed(forward, false));
+    if (md.slot_mapping.size() >= static_cast<std::size_t>(md.num_actual_tokens)) append_times.push_back(timed(append, true));
     if (c.decode) before = probe.measure();
   }
   // Host costs, with the clock, each from an idle device: one execute (checks and
@@ -120,6 +126,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   r.device = device_label(kernel::DeviceKind::cuda, q.view.device_index);
   r.seconds = median(times);
   r.forward_seconds = median(forward_times);
+  r.append_seconds = median(append_times);
   r.timed = "kernels of one plan";
   r.execute_host_us = median(execute_us);
   r.plan_host_us = median(plan_us);

@@ -97,7 +97,7 @@ class Job {
 
   // One batch step: every sequence has `done` tokens cached and adds `q` new ones. One plan
   // per step (updated in place between steps), then every layer's cache write and
-  // attention on the job's stream; a decode step in graph mode is captured once and
+  // attention on the job's stream, in one execute per layer; a decode step in graph mode is captured once and
   // replayed. Returns the seconds the step took (device events on a GPU: host gaps count).
   double step(int done, int q, bool decode, PhaseStats& stats) {
     using Clock = std::chrono::steady_clock;
@@ -199,8 +199,7 @@ class Job {
     const TensorView v = view(mem_->new_values(), s_.model.num_kv_heads, tokens);
     for (int layer = 0; layer < s_.model.num_layers; ++layer) {
       const kernel::KVCacheView cache = cache_view(layer % distinct_);
-      impl_->write_kv_cache(*plan_, k, v, cache, stream);
-      impl_->execute(*plan_, query, cache, out, stream);
+      impl_->execute(*plan_, query, kernel::NewKeysValues{k, v}, cache, out, stream);  // write + attend
     }
   }
 

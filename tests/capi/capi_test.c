@@ -334,6 +334,36 @@ static void test_kernel(void) {
   poison();
   CHECK(attnsel_kernel_execute(k, plan, &tq, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_OK);
   CHECK(direct_error(CTX, NULL) < 1e-4 && lse[0] != lse[0]);
+  /* Appending needs a slot mapping, which this plan's batch has not. */
+  CHECK(attnsel_kernel_execute_append(k, plan, &tq, &tk, &tv, &tkc, &tvc, &tout, NULL, NULL) ==
+        ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "no slot_mapping"));
+  /* One call per layer: the decode token's key and value appended and attended over. Its
+   * cache slot is poisoned first, so only the append makes the output right. */
+  {
+    int64_t one_shape[3] = {1, KVH, D}, bad_shape[3] = {1, KVH + 1, D};
+    DLTensor tk1 = {knew + (CTX - 1) * KVH * D, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, one_shape, NULL, 0};
+    DLTensor tv1 = {vnew + (CTX - 1) * KVH * D, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, one_shape, NULL, 0};
+    const int64_t last = slots[CTX - 1];
+    attnsel_step_plan* step = NULL;
+    b.slot_mapping = &slots[CTX - 1];
+    CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, NULL, NULL, &step) == ATTNSEL_STATUS_OK);
+    for (i = 0; i < KVH * D; ++i) kc[last * KVH * D + i] = vc[last * KVH * D + i] = NAN;
+    poison();
+    CHECK(attnsel_kernel_execute_append(k, step, &tq, &tk1, &tv1, &tkc, &tvc, &tout, NULL, NULL) == ATTNSEL_STATUS_OK);
+    CHECK(direct_error(CTX, NULL) < 1e-4);
+    CHECK(kc[last * KVH * D] == knew[(CTX - 1) * KVH * D]);
+    /* New keys of another shape are refused by name; a NULL one too. */
+    tk1.shape = bad_shape;
+    CHECK(attnsel_kernel_execute_append(k, step, &tq, &tk1, &tv1, &tkc, &tvc, &tout, NULL, NULL) ==
+          ATTNSEL_STATUS_VALUE_ERROR);
+    CHECK(contains(attnsel_last_error(), "new_kv.key"));
+    CHECK(attnsel_kernel_execute_append(k, step, &tq, &tk1, NULL, &tkc, &tvc, &tout, NULL, NULL) ==
+          ATTNSEL_STATUS_VALUE_ERROR);
+    CHECK(contains(attnsel_last_error(), "value"));
+    attnsel_step_plan_destroy(step);
+    b.slot_mapping = NULL;
+  }
   /* The next step: the same plan, updated to a shorter context. */
   b.seq_lens = shorter;
   CHECK(attnsel_kernel_update_plan(k, plan, &b, NULL) == ATTNSEL_STATUS_OK);

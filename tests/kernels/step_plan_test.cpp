@@ -287,6 +287,90 @@ TEST(StepPlan, ExecuteAndCacheWriteAllocateNothing) {
   EXPECT_GE(testing::allocations_during([&] { (void)impl->plan(md, w.cache(), ScalarType::bf16, Stream{}); }), 1);
 }
 
+TEST(StepPlan, ExecuteWithNewKeysEqualsWriteThenExecute) {
+  // Two identical workloads: one written then attended in two calls, one in a single execute
+  // with the new keys and values. Caches and outputs must agree byte for byte, also with
+  // padding slots (-1) and an fp8 cache.
+  for (const char* kv : {"auto", "fp8_e4m3"}) {
+    for (bool padding : {false, true}) {
+      WorkloadSpec spec = spec_for(kBatch, 13);
+      spec.kv_cache_dtype = kv;
+      PagedWorkload a(spec), b(spec);
+      const LayerParams p = runtime::layer_params_for(spec);
+      const auto impl = cpu::make_cpu_attention_impl(p, two_threads());
+      AttentionMetadata md = a.metadata();
+      std::vector<std::int64_t> slots(md.slot_mapping.begin(), md.slot_mapping.end());
+      if (padding)
+        for (std::size_t i = 0; i < slots.size(); i += 3) slots[i] = -1;
+      md.slot_mapping = slots;
+      const auto plan = impl->plan(md, a.cache(), ScalarType::bf16, Stream{});
+      impl->write_kv_cache(*plan, a.new_keys(), a.new_values(), a.cache(), Stream{});
+      impl->execute(*plan, a.query(), a.cache(), a.output(), Stream{});
+      impl->execute(*plan, b.query(), NewKeysValues{b.new_keys(), b.new_values()}, b.cache(), b.output(), Stream{});
+      const std::string what = fmt::format("{} cache{}", kv, padding ? ", padding slots" : "");
+      auto bytes = [](const TensorView& t) {
+        const auto* d = static_cast<const std::uint8_t*>(t.data);
+        return std::vector<std::uint8_t>(d, d + static_cast<std::size_t>(t.numel()) * element_size(t.dtype));
+      };
+      auto cache_bytes = [](const TensorView& t) {
+        const auto* d = static_cast<const std::uint8_t*>(t.data);
+        return std::vector<std::uint8_t>(d, d + static_cast<std::size_t>(t.stride[0] * t.shape[0]) * element_size(t.dtype));
+      };
+      EXPECT_EQ(cache_bytes(a.cache().key), cache_bytes(b.cache().key)) << what;
+      EXPECT_EQ(cache_bytes(a.cache().value), cache_bytes(b.cache().value)) << what;
+      EXPECT_EQ(bytes(a.output()), bytes(b.output())) << what;
+      // And the pair is right: the reference over the cache the writes produced.
+      Layer l;
+      l.params = p;
+      l.query = b.query();
+      l.output = b.output();
+      l.cache = b.cache();
+      expect_layer_matches(l, md, what);
+    }
+  }
+}
+
+TEST(StepPlan, ExecuteWithNewKeysRefusesMisshapenOnesByName) {
+  PagedWorkload w(spec_for(kBatch));
+  const LayerParams p = runtime::layer_params_for(w.spec());
+  const auto impl = cpu::make_cpu_attention_impl(p, two_threads());
+  const AttentionMetadata md = w.metadata();
+  const auto plan = impl->plan(md, w.cache(), ScalarType::bf16, Stream{});
+  auto expect_value_error = [](const std::function<void()>& f, const std::string& needle) {
+    try {
+      f();
+      ADD_FAILURE() << "expected a ValueError containing '" << needle << "'";
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  TensorView heads = w.new_keys();
+  heads.shape[1] = 3;  // the layer has 2 KV heads
+  expect_value_error([&] { impl->execute(*plan, w.query(), {heads, w.new_values()}, w.cache(), w.output(), Stream{}); },
+                     "new_kv.key");
+  TensorView few = w.new_values();
+  few.shape[0] = md.num_actual_tokens - 1;
+  expect_value_error([&] { impl->execute(*plan, w.query(), {w.new_keys(), few}, w.cache(), w.output(), Stream{}); },
+                     "new_kv.value");
+  TensorView f16 = w.new_keys();
+  f16.dtype = ScalarType::f16;
+  expect_value_error([&] { impl->execute(*plan, w.query(), {f16, w.new_values()}, w.cache(), w.output(), Stream{}); },
+                     "new_kv.key dtype");
+  // A batch without a slot mapping has nowhere to write them.
+  AttentionMetadata no_slots = md;
+  no_slots.slot_mapping = {};
+  const auto bare = impl->plan(no_slots, w.cache(), ScalarType::bf16, Stream{});
+  expect_value_error(
+      [&] { impl->execute(*bare, w.query(), {w.new_keys(), w.new_values()}, w.cache(), w.output(), Stream{}); },
+      "slot_mapping");
+  // Nothing was written by the refused calls: the output is still the poison it started as.
+  w.poison_output();
+  const std::vector<std::uint8_t> poisoned = w.output_bytes();
+  expect_value_error([&] { impl->execute(*plan, w.query(), {heads, w.new_values()}, w.cache(), w.output(), Stream{}); },
+                     "new_kv.key");
+  EXPECT_EQ(w.output_bytes(), poisoned);
+}
+
 TEST(StepPlan, LogSumExpMatchesTheReference) {
   for (bool sinks : {false, true}) {
     PagedWorkload w(spec_for(kBatch, sinks ? 11 : 5));

@@ -12,20 +12,6 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-/// Eight T (16 bytes) times `inv_scale` -> eight e4m3 bytes.
-template <class T>
-__device__ __forceinline__ uint2 quantize8(uint4 x, float inv_scale) {
-  const T* e = reinterpret_cast<const T*>(&x);
-  std::uint32_t w[2];
-#pragma unroll
-  for (int i = 0; i < 2; ++i) {
-    const std::uint32_t lo = float2_to_e4m3x2(to_float(e[4 * i]) * inv_scale, to_float(e[4 * i + 1]) * inv_scale);
-    const std::uint32_t hi = float2_to_e4m3x2(to_float(e[4 * i + 2]) * inv_scale, to_float(e[4 * i + 3]) * inv_scale);
-    w[i] = lo | (hi << 16);
-  }
-  return make_uint2(w[0], w[1]);
-}
-
 /// One token per CTA; each thread moves 8 elements (16 bytes of T) of a KV head's row.
 template <class T, bool FP8>
 __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant__ CacheWriteParams p) {
@@ -56,8 +42,8 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
     Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c;
     Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c;
     if constexpr (FP8) {
-      *reinterpret_cast<uint2*>(kd) = quantize8<T>(k, p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale);
-      *reinterpret_cast<uint2*>(vd) = quantize8<T>(v, p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale);
+      *reinterpret_cast<uint2*>(kd) = quantize8_e4m3<T>(k, p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale);
+      *reinterpret_cast<uint2*>(vd) = quantize8_e4m3<T>(v, p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale);
     } else {
       *reinterpret_cast<uint4*>(kd) = k;
       *reinterpret_cast<uint4*>(vd) = v;

@@ -51,6 +51,10 @@ void FlashAttnCuda::write_kv_cache_plan(const StepPlan&, const TensorView&, cons
                                         Stream) const {
   unavailable();
 }
+void FlashAttnCuda::execute_append_plan(const StepPlan&, const TensorView&, const NewKeysValues&, const KVCacheView&,
+                                        const TensorView&, Stream, const TensorView*) const {
+  unavailable();
+}
 const void* FlashAttnCuda::plan_family() const { return this; }
 
 DeviceBuffer::DeviceBuffer(std::size_t) { unavailable(); }

@@ -15,6 +15,10 @@
 // bytes of its mma fragments and converts them in registers, and its products run in f16
 // (tile_common.cuh); its scales act in fp32 (k_scale in the score scale, v_scale on the
 // output; per-KV-head scales are read once per CTA, whose rows all share one KV head).
+// An execute that appends the step's new keys and values passes them in: each CTA whose key
+// slice holds new tokens writes them (its KV head) into their cache slots before it copies
+// any tile, and every other CTA starts streaming at once — one launch per layer where a
+// separate cache write and its completion sat on the critical path.
 #include <cstring>
 #include <type_traits>
 
@@ -125,6 +129,51 @@ __device__ __forceinline__ float row_lse(float m, float l, float sink_log2, bool
   return l > 0.0f ? (m + __log2f(l)) * kLn2 : -INFINITY;
 }
 
+/// Orders this thread's generic-proxy global writes before later async-proxy reads of them
+/// (TMA and bulk copies; cp.async reads through the generic proxy and needs none).
+__device__ __forceinline__ void fence_proxy_async_global() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.global;" ::: "memory");
+#endif
+}
+
+/// The fused append: writes the step's new tokens at positions [first, last) (inside this
+/// CTA's key slice) of one KV head into their slots — an fp8 cache gets them quantised as
+/// the cache writer stores them — and fences them for the async proxy. The caller's barrier
+/// then makes them visible to the CTA's own copies. Slot -1 is skipped (the cache keeps what
+/// it held, as after a separate write). The planner guarantees every other slot is the
+/// token's position in the block table, so the copies of [first, last) read these bytes.
+template <class T, bool FP8>
+__device__ __forceinline__ void append_new_tokens(const AttnParams& p, const PackedRows& pr, int kvh, int first,
+                                                  int last) {
+  using Stored = std::conditional_t<FP8, std::uint8_t, T>;
+  const int chunks = p.head_size / 8;
+  const T* nk = static_cast<const T*>(p.new_k);
+  const T* nv = static_cast<const T*>(p.new_v);
+  auto* kc = static_cast<Stored*>(const_cast<void*>(p.k));
+  auto* vc = static_cast<Stored*>(const_cast<void*>(p.v));
+  for (int idx = threadIdx.x; idx < (last - first) * chunks; idx += blockDim.x) {
+    const int tok = pr.q_begin + (first - pr.ctx) + idx / chunks;
+    const int c = (idx % chunks) * 8;
+    const std::int64_t slot = p.slot_mapping[tok];
+    if (slot < 0) continue;
+    const std::int64_t page = slot / p.block_size;
+    const int off = static_cast<int>(slot % p.block_size);
+    const uint4 k = *reinterpret_cast<const uint4*>(nk + tok * p.new_k_stride_tok + kvh * p.new_k_stride_head + c);
+    const uint4 v = *reinterpret_cast<const uint4*>(nv + tok * p.new_v_stride_tok + kvh * p.new_v_stride_head + c);
+    Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + c;
+    Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + c;
+    if constexpr (FP8) {
+      *reinterpret_cast<uint2*>(kd) = quantize8_e4m3<T>(k, p.k_inv_scales ? p.k_inv_scales[kvh] : p.k_inv_scale);
+      *reinterpret_cast<uint2*>(vd) = quantize8_e4m3<T>(v, p.v_inv_scales ? p.v_inv_scales[kvh] : p.v_inv_scale);
+    } else {
+      *reinterpret_cast<uint4*>(kd) = k;
+      *reinterpret_cast<uint4*>(vd) = v;
+    }
+  }
+  fence_proxy_async_global();
+}
+
 template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128)
     decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
@@ -189,6 +238,16 @@ __global__ void __launch_bounds__(128)
   wait_for_prior_grids();
   allow_dependent_grids();
   load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
+  // The new tokens in this slice, when the kernel appends them (a CTA-uniform condition).
+  // Tiles wholly before the first of them are issued first, so their copies are in flight
+  // while the tokens are written; the rest wait for the append and a barrier.
+  const int new_first = max(kv_begin, pr.ctx), new_last = min(kv_end, seq_len);
+  const bool appends = p.new_k != nullptr && new_first < new_last;
+  const int early = appends ? min(C::kStages - 1, (new_first - kv_begin) / C::kKeys) : C::kStages - 1;
+  auto append = [&] {
+    append_new_tokens<T, FP8>(p, pr, kvh, new_first, new_last);  // fenced for the async proxy
+    __syncthreads();  // every thread's rows written before any thread copies them
+  };
   if constexpr (kMbar) {
     cp_async_commit();
     // Bulk copies write only head_size columns: zero the padding columns once (TMA boxes
@@ -205,15 +264,21 @@ __global__ void __launch_bounds__(128)
       mbar_fence_init();
     }
     __syncthreads();
-    for (int s = 0; s < C::kStages - 1; ++s)
+    for (int s = 0; s < C::kStages - 1; ++s) {
+      if (appends && s == early) append();
       if (s < ntiles) issue(s);
+    }
   } else {
 #pragma unroll
     for (int s = 0; s < C::kStages - 1; ++s) {
+      if (appends && s == early) append();
       if (s < ntiles) issue(s);
       cp_async_commit();
     }
   }
+  // Every prologue tile lay before the new tokens: they are written before the main loop
+  // issues the tiles that hold them.
+  if (appends && early == C::kStages - 1) append();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   WarpState<DP> st;

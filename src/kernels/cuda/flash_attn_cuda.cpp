@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -274,6 +275,58 @@ class DeviceArena {
 
 std::size_t align16(std::size_t n) { return (n + 15) / 16 * 16; }
 
+/// The cache blocks a step's new tokens go to, kept from step to step: a stamp per block
+/// (the check that marked it) instead of clearing, and which block-table entry writes it.
+struct AppendBlocks {
+  std::vector<std::uint32_t> stamp;
+  std::vector<std::int64_t> writer;  // seq * max_blocks_per_seq + index in its block table
+  std::uint32_t now = 0;
+  std::size_t bytes() const { return stamp.capacity() * sizeof(std::uint32_t) + writer.capacity() * sizeof(std::int64_t); }
+};
+
+/// Whether the decode kernel can append the step's new tokens itself with the result of a
+/// separate cache write before it. Each decode CTA writes the new tokens inside its own key
+/// slice and reads back only what it wrote, so: every slot must be -1 or its token's own
+/// position in the block table, and no block a token goes to may be read through any other
+/// block-table entry of the batch (another sequence sharing it, or the same block twice in a
+/// table), where a CTA could read it before the one writing it has.
+bool appends_in_place(const AttentionMetadata& md, int block_size, std::int64_t num_blocks, AppendBlocks& m) {
+  if (m.stamp.size() != static_cast<std::size_t>(num_blocks)) {
+    m.stamp.assign(static_cast<std::size_t>(num_blocks), 0);
+    m.writer.assign(static_cast<std::size_t>(num_blocks), -1);
+    m.now = 0;
+  }
+  if (++m.now == 0) {  // the stamps wrapped around: start afresh
+    std::fill(m.stamp.begin(), m.stamp.end(), 0);
+    m.now = 1;
+  }
+  const std::int64_t stride = md.max_blocks_per_seq;
+  for (int s = 0; s < md.num_seqs; ++s) {
+    const int q_begin = md.query_start_loc[s], q_len = md.query_start_loc[s + 1] - q_begin;
+    for (int i = 0; i < q_len; ++i) {
+      const std::int64_t slot = md.slot_mapping[std::size_t(q_begin) + std::size_t(i)];
+      if (slot < 0) continue;
+      const std::int64_t pos = std::int64_t(md.seq_lens[s]) - q_len + i;
+      const std::int64_t entry = s * stride + pos / block_size;
+      const std::int64_t block = md.block_table[std::size_t(entry)];
+      if (slot != block * block_size + pos % block_size) return false;
+      const auto b = static_cast<std::size_t>(block);
+      if (m.stamp[b] == m.now && m.writer[b] != entry) return false;
+      m.stamp[b] = m.now;
+      m.writer[b] = entry;
+    }
+  }
+  for (int s = 0; s < md.num_seqs; ++s) {
+    if (md.query_start_loc[s + 1] == md.query_start_loc[s]) continue;  // no queries: nothing reads
+    const std::int64_t blocks = (std::int64_t(md.seq_lens[s]) + block_size - 1) / block_size;
+    for (std::int64_t j = 0; j < blocks; ++j) {
+      const auto b = static_cast<std::size_t>(md.block_table[std::size_t(s * stride + j)]);
+      if (m.stamp[b] == m.now && m.writer[b] != s * stride + j) return false;
+    }
+  }
+  return true;
+}
+
 const char kCudaPlanFamily = 0;
 
 }  // namespace
@@ -294,12 +347,18 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
   bool programmatic = false;  // cache writes and decode kernels use programmatic dependent launch
+  // An execute with new keys and values ran fused on this capturable plan: a graph may hold
+  // that launch, so later batches must keep their slots where the kernel writes them.
+  mutable std::atomic<bool> fused_captured{false};
 
   // The batch (rebuilt by update).
   int num_tokens = 0;
   int block_table_stride = 0;
   int num_decode_work = 0, num_prefill_work = 0;
   int part_tokens = 0, max_splits = 1, counters = 0;
+  bool fused_append = false;  // see PlanSummary::fused_append
+  std::int64_t num_blocks = 0;  // of the group's cache
+  AppendBlocks append_blocks;
   std::size_t o_qsl = 0, o_sl = 0, o_bt = 0, o_sp = 0, o_dw = 0, o_pw = 0, o_slots = 0, meta_bytes = 0;
   std::size_t part_floats = 0;
   PlanSummary summary;
@@ -330,7 +389,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
       if (e) cudaEventDestroy(e);
   }
   std::size_t workspace_bytes() const override {
-    return staging[0].size() + staging[1].size() + meta.size() + workspace.size();
+    return staging[0].size() + staging[1].size() + meta.size() + workspace.size() + append_blocks.bytes();
   }
   std::string describe() const override { return summary.describe(); }
   const void* at(std::size_t off) const { return meta.data() + off; }
@@ -473,6 +532,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->constants = constants_;
   plan->head_dim_pad = (params_.head_size + 31) / 32 * 32;
   plan->block_size = static_cast<int>(shape.cache_shape[1]);
+  plan->num_blocks = shape.cache_shape[0];
   plan->decode_loads = choose_decode_loads(tuning_.decode_copies, facts.major, kv_fp8, plan->head_dim_pad);
   plan->split_align =
       static_cast<std::int32_t>(std::bit_ceil(static_cast<unsigned>(std::max(16, tuning_.split_align_keys))));
@@ -534,6 +594,11 @@ void FlashAttnCuda::update_plan(StepPlan& base, const AttentionMetadata& md, Str
        plan.num_decode_work != before_dw || plan.num_prefill_work != before_pw))
     throw ValueError("update: this batch's query lengths differ from those the graph-capturable plan was built for "
                      "(its launch shapes would change); build a new plan and capture a new graph");
+  if (plan.graph_capturable() && plan.fused_captured.load() && !plan.fused_append)
+    throw ValueError("update: an execute with new keys and values ran on this graph-capturable plan with the keys "
+                     "appended inside the decode launch, which writes each token at its position in the block table; "
+                     "this batch has a slot_mapping entry elsewhere, so a replay would write it to the wrong slot — "
+                     "build a new plan and capture a new graph");
 }
 
 void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const {
@@ -634,6 +699,8 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   // ---- layout of the upload ---------------------------------------------------------------
   const std::size_t tokens = std::size_t(md.num_actual_tokens);
   const bool slots = md.slot_mapping.size() >= tokens && tokens > 0;
+  plan.fused_append =
+      slots && plan.pwork.empty() && appends_in_place(md, plan.block_size, plan.num_blocks, plan.append_blocks);
   const std::size_t stride = std::size_t(plan.block_table_stride);
   std::size_t off = 0;
   auto take = [&](std::size_t bytes) {
@@ -724,6 +791,7 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
                      : plan.decode_loads == kLoadsBulk ? "bulk"
                                                        : "cp.async";
   sum.kv_fp8 = plan.kv_fp8;
+  sum.fused_append = plan.fused_append;
   sum.prefill_seqs = static_cast<int>(plan.prefill_seqs.size());
   sum.prefill_ctas = plan.num_prefill_work;
   sum.prefill_kernel = plan.prefill_seqs.empty() ? "" : (plan.hopper ? "sm90-wgmma" : "sm80-mma");
@@ -734,7 +802,33 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
 
 void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
                                  const TensorView& output, Stream stream, const TensorView* lse) const {
+  launch(static_cast<const CudaPlan&>(base), query, cache, output, stream, lse, nullptr);
+}
+
+void FlashAttnCuda::execute_append_plan(const StepPlan& base, const TensorView& query, const NewKeysValues& new_kv,
+                                        const KVCacheView& cache, const TensorView& output, Stream stream,
+                                        const TensorView* lse) const {
   const auto& plan = static_cast<const CudaPlan&>(base);
+  // Every check before anything is written or launched.
+  check_launch(plan, query, cache, output, lse);
+  for (auto [t, name] : {std::pair{&new_kv.key, "new_kv.key"}, {&new_kv.value, "new_kv.value"}}) {
+    if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
+      throw ValueError(fmt::format("{} must be 16-byte aligned for the CUDA kernels: {}", name, t->describe()));
+    if ((t->shape[0] > 1 && t->stride[0] % 8 != 0) || (t->shape[1] > 1 && t->stride[1] % 8 != 0))
+      throw ValueError(fmt::format("{} strides must be multiples of 8 elements (16 bytes) for the CUDA kernels: {}",
+                                   name, t->describe()));
+  }
+  if (!plan.fused_append) {  // prefill sequences, or slots elsewhere: the write, then the attention
+    write_kv_cache_plan(plan, new_kv.key, new_kv.value, cache, stream);
+    launch(plan, query, cache, output, stream, lse, nullptr);
+    return;
+  }
+  if (plan.graph_capturable()) plan.fused_captured.store(true);
+  launch(plan, query, cache, output, stream, lse, &new_kv);
+}
+
+void FlashAttnCuda::check_launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache,
+                                 const TensorView& output, const TensorView* lse) const {
   if (lse && plan.num_prefill_work > 0)
     throw NotImplementedError(fmt::format(
         "FLASH_ATTN's CUDA kernels write the log-sum-exp for decode batches only, and this plan's batch has {} "
@@ -743,8 +837,8 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
         plan.prefill_seqs.size(), tuning_.decode_max_rows));
   if (lse && reinterpret_cast<std::uintptr_t>(lse->data) % alignof(float) != 0)
     throw ValueError(fmt::format("lse must be 4-byte aligned for the CUDA kernels: {}", lse->describe()));
-  if (plan.num_tokens == 0) return;
-  // Per layer: alignment of this layer's tensors (16-byte vector loads), then the launch.
+  if (plan.num_tokens == 0) return;  // nothing is read
+  // Alignment of this layer's tensors (16-byte vector loads).
   for (const TensorView* t : {&query, &output, &cache.key, &cache.value})
     if (reinterpret_cast<std::uintptr_t>(t->data) % 16 != 0)
       throw ValueError(fmt::format("{} must be 16-byte aligned for the CUDA kernels: {}",
@@ -754,6 +848,13 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
     if ((t->shape[0] > 1 && t->stride[0] % 8 != 0) || (t->shape[1] > 1 && t->stride[1] % 8 != 0))
       throw ValueError(fmt::format("{} strides must be multiples of 8 elements (16 bytes) for the CUDA kernels: {}",
                                    t == &query ? "query" : "output", t->describe()));
+}
+
+void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache,
+                           const TensorView& output, Stream stream, const TensorView* lse,
+                           const NewKeysValues* append) const {
+  check_launch(plan, query, cache, output, lse);
+  if (plan.num_tokens == 0) return;
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != plan.device) check(cudaSetDevice(plan.device), "cudaSetDevice");
 
@@ -809,6 +910,21 @@ void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, 
     p.part_lse = p.part_o + std::size_t(plan.max_splits) * plan.part_tokens * lp.num_heads * lp.head_size;
     p.num_part_tokens = plan.part_tokens;
     p.split_counters = reinterpret_cast<std::int32_t*>(p.part_o + plan.part_floats);
+  }
+  if (append) {
+    p.new_k = append->key.data;
+    p.new_v = append->value.data;
+    p.new_k_stride_tok = append->key.stride[0];
+    p.new_k_stride_head = append->key.stride[1];
+    p.new_v_stride_tok = append->value.stride[0];
+    p.new_v_stride_head = append->value.stride[1];
+    p.slot_mapping = static_cast<const std::int64_t*>(plan.at(plan.o_slots));
+    if (plan.kv_fp8) {
+      p.k_inv_scale = 1.0f / lp.k_scale;
+      p.v_inv_scale = 1.0f / lp.v_scale;
+      p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
+      p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
+    }
   }
   void* s = stream.native;
   if (plan.num_decode_work) {

@@ -86,6 +86,10 @@ struct PlanSummary {
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
   std::string prefill_products;  ///< sm90-wgmma on an fp8 cache: "e4m3" or "f16"; "" otherwise
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
+  /// An execute with new keys and values appends them inside the decode launch: every
+  /// sequence takes the decode kernel, every slot is -1 or its token's block-table position,
+  /// and no block a new token goes to is read through another block-table entry.
+  bool fused_append = false;
   std::string describe() const;
 };
 
@@ -121,6 +125,11 @@ class FlashAttnCuda final : public AttentionImpl {
                     Stream stream, const TensorView* lse) const override;
   void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
                            const KVCacheView& cache, Stream stream) const override;
+  /// Fused into the decode launch where the plan allows it (fused_append in its summary),
+  /// else the cache write and then the attention.
+  void execute_append_plan(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
+                           const KVCacheView& cache, const TensorView& output, Stream stream,
+                           const TensorView* lse) const override;
   const void* plan_family() const override;
 
  private:
@@ -128,6 +137,12 @@ class FlashAttnCuda final : public AttentionImpl {
   struct CudaPlan;
   struct ForwardCache;     // the one-call form's reused plan
   void build(CudaPlan& plan, const AttentionMetadata& md, void* stream) const;
+  /// The per-layer checks of an execute (lse, alignment and strides), before anything runs.
+  void check_launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+                    const TensorView* lse) const;
+  /// The attention launches of a plan; `append` (null = none) is written by the decode CTAs.
+  void launch(const CudaPlan& plan, const TensorView& query, const KVCacheView& cache, const TensorView& output,
+              Stream stream, const TensorView* lse, const NewKeysValues* append) const;
 
   CudaTuning tuning_;
   std::shared_ptr<const DeviceConstants> constants_;

@@ -34,4 +34,18 @@ __device__ __forceinline__ std::uint16_t float2_to_e4m3x2(float lo, float hi) {
   return static_cast<std::uint16_t>(__nv_cvt_float2_to_fp8x2(make_float2(lo, hi), __NV_SATFINITE, __NV_E4M3));
 }
 
+/// Eight T (16 bytes) times `inv_scale` -> eight e4m3 bytes: the cache writers' quantisation.
+template <class T>
+__device__ __forceinline__ uint2 quantize8_e4m3(uint4 x, float inv_scale) {
+  const T* e = reinterpret_cast<const T*>(&x);
+  std::uint32_t w[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    const std::uint32_t lo = float2_to_e4m3x2(to_float(e[4 * i]) * inv_scale, to_float(e[4 * i + 1]) * inv_scale);
+    const std::uint32_t hi = float2_to_e4m3x2(to_float(e[4 * i + 2]) * inv_scale, to_float(e[4 * i + 3]) * inv_scale);
+    w[i] = lo | (hi << 16);
+  }
+  return make_uint2(w[0], w[1]);
+}
+
 }  // namespace attnsel::kernel::cuda

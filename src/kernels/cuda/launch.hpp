@@ -87,6 +87,20 @@ struct AttnParams {
 
   const void* work = nullptr;  ///< DecodeWork[] or PrefillWork[]
   std::int32_t num_work = 0;
+
+  // Decode only: the step's new keys and values, appended by the kernel itself (null = the
+  // cache already holds them). Every slot is -1 or the token's own block-table position
+  // (the planner checked), so each CTA writes the new tokens inside its key slice for its
+  // KV head before it loads them; CTAs of other row tiles write the same bytes.
+  const void* new_k = nullptr;
+  const void* new_v = nullptr;
+  std::int64_t new_k_stride_tok = 0, new_k_stride_head = 0;
+  std::int64_t new_v_stride_tok = 0, new_v_stride_head = 0;
+  const std::int64_t* slot_mapping = nullptr;  ///< [num_tokens]; -1 = not written
+  // fp8 caches: stored = saturate_e4m3(value * inv_scale), as the cache writer stores it.
+  float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
+  const float* k_inv_scales = nullptr;  ///< per KV head, or null
+  const float* v_inv_scales = nullptr;
 };
 
 /// Raised on any CUDA error; the message names the kernel and its configuration.
