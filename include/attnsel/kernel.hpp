@@ -246,7 +246,7 @@ class ATTNSEL_API StepPlan {
   StepShape shape_;
   bool capturable_ = false;
   bool lse_ = false;
-  const void* family_ = nullptr;  ///< which implementation made it (execute refuses others' plans)
+  const void* maker_ = nullptr;  ///< which implementation made it (execute refuses others' plans)
   friend class AttentionImpl;
 };
 
@@ -324,9 +324,9 @@ class ATTNSEL_API AttentionImpl {
   virtual void execute_append_plan(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
                                    const KVCacheView& cache, const TensorView& output, Stream stream,
                                    const TensorView* lse) const;
-  /// The family tag an implementation stamps on its plans (execute refuses another's).
-  virtual const void* plan_family() const;
-  static void set_family(StepPlan& plan, const void* family) { plan.family_ = family; }
+  /// The tag an implementation stamps on the plans it makes (execute refuses another's).
+  virtual const void* plan_maker() const;
+  static void set_maker(StepPlan& plan, const void* maker) { plan.maker_ = maker; }
   static void set_flags(StepPlan& plan, const StepShape& shape, bool capturable, bool lse) {
     plan.shape_ = shape;
     plan.capturable_ = capturable;

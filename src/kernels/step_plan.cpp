@@ -42,7 +42,7 @@ class HostCopyPlan final : public StepPlan {
   AttentionMetadata md_;
 };
 
-const char kHostCopyFamily = 0;
+const char kHostCopyMaker = 0;
 
 }  // namespace
 
@@ -83,12 +83,12 @@ std::unique_ptr<StepPlan> AttentionImpl::plan(const AttentionMetadata& md, const
   }
   auto p = make_plan(md, shape, stream, options);
   set_flags(*p, shape, options.graph_capturable, options.lse);
-  set_family(*p, plan_family());
+  set_maker(*p, plan_maker());
   return p;
 }
 
 void AttentionImpl::update(StepPlan& plan, const AttentionMetadata& md, Stream stream) const {
-  if (plan.family_ != plan_family())
+  if (plan.maker_ != plan_maker())
     throw ValueError("update: the plan was built by another kind of kernel implementation");
   const StepShape& s = plan.shape();
   // The geometry the plan was built for, as a view (pointers are not read).
@@ -124,7 +124,7 @@ void AttentionImpl::update(StepPlan& plan, const AttentionMetadata& md, Stream s
 
 void AttentionImpl::execute(const StepPlan& plan, const TensorView& query, const KVCacheView& cache,
                             const TensorView& output, Stream stream, const TensorView* lse) const {
-  if (plan.family_ != plan_family())
+  if (plan.maker_ != plan_maker())
     throw ValueError("execute: the plan was built by another kind of kernel implementation (plans are built by the "
                      "implementation of a layer of the same group)");
   validate_execute_args(params_, plan.shape(), query, cache, output, lse);
@@ -135,7 +135,7 @@ void AttentionImpl::execute(const StepPlan& plan, const TensorView& query, const
 
 void AttentionImpl::write_kv_cache(const StepPlan& plan, const TensorView& key, const TensorView& value,
                                    const KVCacheView& cache, Stream stream) const {
-  if (plan.family_ != plan_family())
+  if (plan.maker_ != plan_maker())
     throw ValueError("write_kv_cache: the plan was built by another kind of kernel implementation");
   validate_plan_cache_write_args(params_, plan.shape(), key, value, cache);
   write_kv_cache_plan(plan, key, value, cache, stream);
@@ -144,7 +144,7 @@ void AttentionImpl::write_kv_cache(const StepPlan& plan, const TensorView& key, 
 void AttentionImpl::execute(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
                             const KVCacheView& cache, const TensorView& output, Stream stream,
                             const TensorView* lse) const {
-  if (plan.family_ != plan_family())
+  if (plan.maker_ != plan_maker())
     throw ValueError("execute: the plan was built by another kind of kernel implementation (plans are built by the "
                      "implementation of a layer of the same group)");
   validate_execute_append_args(params_, plan.shape(), query, new_kv, cache, output, lse);
@@ -153,7 +153,7 @@ void AttentionImpl::execute(const StepPlan& plan, const TensorView& query, const
   execute_append_plan(plan, query, new_kv, cache, output, stream, lse);
 }
 
-const void* AttentionImpl::plan_family() const { return &kHostCopyFamily; }
+const void* AttentionImpl::plan_maker() const { return &kHostCopyMaker; }
 
 std::unique_ptr<StepPlan> AttentionImpl::make_plan(const AttentionMetadata& md, const StepShape&, Stream,
                                                    const PlanOptions&) const {

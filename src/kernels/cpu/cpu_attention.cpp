@@ -122,7 +122,7 @@ class CpuStepPlan final : public StepPlan {
   }
 };
 
-const char kCpuPlanFamily = 0;
+const char kCpuPlanMaker = 0;
 
 class CpuAttentionImpl final : public AttentionImpl {
  public:
@@ -155,7 +155,7 @@ class CpuAttentionImpl final : public AttentionImpl {
                     Stream stream, const TensorView* lse) const override;
   void write_kv_cache_plan(const StepPlan& plan, const TensorView& key, const TensorView& value,
                            const KVCacheView& cache, Stream stream) const override;
-  const void* plan_family() const override { return &kCpuPlanFamily; }
+  const void* plan_maker() const override { return &kCpuPlanMaker; }
 
  private:
   int threads() const { return options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads(); }
@@ -308,7 +308,7 @@ void CpuAttentionImpl::forward(const TensorView& query, const KVCacheView& cache
   thread_local CpuStepPlan plan;
   build(plan, md, false);
   set_flags(plan, step_shape(params_, cache, query.dtype, md), false, false);
-  set_family(plan, plan_family());
+  set_maker(plan, plan_maker());
   execute_plan(plan, query, cache, output, Stream{}, nullptr);
 }
 

@@ -55,7 +55,7 @@ void FlashAttnCuda::execute_append_plan(const StepPlan&, const TensorView&, cons
                                         const TensorView&, Stream, const TensorView*) const {
   unavailable();
 }
-const void* FlashAttnCuda::plan_family() const { return this; }
+const void* FlashAttnCuda::plan_maker() const { return this; }
 
 DeviceBuffer::DeviceBuffer(std::size_t) { unavailable(); }
 DeviceBuffer::~DeviceBuffer() = default;

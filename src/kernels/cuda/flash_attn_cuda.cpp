@@ -327,7 +327,7 @@ bool appends_in_place(const AttentionMetadata& md, int block_size, std::int64_t 
   return true;
 }
 
-const char kCudaPlanFamily = 0;
+const char kCudaPlanMaker = 0;
 
 }  // namespace
 
@@ -455,7 +455,7 @@ KernelInfo flash_attn_cuda_kernel_info() {
 
 KernelInfo FlashAttnCuda::kernel_info() const { return flash_attn_cuda_kernel_info(); }
 
-const void* FlashAttnCuda::plan_family() const { return &kCudaPlanFamily; }
+const void* FlashAttnCuda::plan_maker() const { return &kCudaPlanMaker; }
 
 void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                                    const AttentionMetadata& md) const {

@@ -130,7 +130,7 @@ class FlashAttnCuda final : public AttentionImpl {
   void execute_append_plan(const StepPlan& plan, const TensorView& query, const NewKeysValues& new_kv,
                            const KVCacheView& cache, const TensorView& output, Stream stream,
                            const TensorView* lse) const override;
-  const void* plan_family() const override;
+  const void* plan_maker() const override;
 
  private:
   struct DeviceConstants;  // sinks, ALiBi slopes, per-head fp8 scales and their inverses, uploaded once
