@@ -98,14 +98,16 @@ class Job {
   // One batch step: every sequence has `done` tokens cached and adds `q` new ones. One plan
   // per step (updated in place between steps), then every layer's cache write and
   // attention on the job's stream, in one execute per layer; a decode step in graph mode is captured once and
-  // replayed. Returns the seconds the step took (device events on a GPU: host gaps count).
-  double step(int done, int q, bool decode, PhaseStats& stats) {
+  // replayed. Returns the seconds the step took (device events on a GPU: host gaps count);
+  // timed = false leaves the timing, and the wait for the step's end, to the caller
+  // (begin_steps / end_steps around several steps).
+  double step(int done, int q, bool decode, PhaseStats& stats, bool timed = true) {
     using Clock = std::chrono::steady_clock;
     build_metadata(done, q);
     const kernel::AttentionMetadata md = metadata();
     const kernel::Stream stream = mem_->stream();
     const bool graph = decode && s_.cuda_graphs;
-    mem_->begin_step();
+    if (timed) mem_->begin_step();
     const auto t0 = Clock::now();
     if (!plan_ || plan_->graph_capturable() != graph) {
       kernel::PlanOptions options;
@@ -131,12 +133,16 @@ class Job {
     }
     const auto t2 = Clock::now();
     last_layer_cache_ = (s_.model.num_layers - 1) % distinct_;
-    const double seconds = mem_->end_step();
+    const double seconds = timed ? mem_->end_step() : 0.0;
     stats.plan_seconds += std::chrono::duration<double>(t1 - t0).count();
     stats.issue_seconds += std::chrono::duration<double>(t2 - t1).count();
     stats.layers += s_.model.num_layers;
     return seconds;
   }
+
+  // Times steps issued with step(..., timed = false) as one interval; end_steps waits for them.
+  void begin_steps() { mem_->begin_step(); }
+  double end_steps() { return mem_->end_step(); }
 
   std::string plan_description() const { return plan_ ? plan_->describe() : std::string(); }
   int graph_nodes() const { return mem_->captured_nodes(); }
@@ -343,16 +349,23 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
     if (progress) progress("prefill", done += m.num_layers, total);
     if (spec.check && i + 1 == prefill_steps) report.check_prefill = job.check("prefill");
   }
+  // Decode steps follow one another without a wait unless sync_steps: the plan update and
+  // the launches of step i + 1 overlap step i on the device (the plan's uploads are
+  // stream-ordered and double-buffered), and the phase is timed from its first step's
+  // start to its last step's end.
+  const bool pipelined = !spec.sync_steps && spec.decode_steps > 0;
+  if (pipelined) job.begin_steps();
   for (int i = 0; i < spec.decode_steps; ++i) {
     const int cached = spec.context + i * spec.new_tokens;
-    report.decode.seconds += job.step(cached, spec.new_tokens, true, report.decode);
+    report.decode.seconds += job.step(cached, spec.new_tokens, true, report.decode, !pipelined);
     report.decode.steps += 1;
     report.decode.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
     report.decode.kv_bytes += job.step_kv_bytes() * m.num_layers;
     report.decode.flops += job.step_flops() * m.num_layers;
     if (progress) progress("decode", done += m.num_layers, total);
-    if (spec.check && i + 1 == spec.decode_steps) report.check_decode = job.check("decode");
   }
+  if (pipelined) report.decode.seconds += job.end_steps();
+  if (spec.check && spec.decode_steps > 0) report.check_decode = job.check("decode");
   report.decode_plan = job.plan_description();
   report.graph_nodes = job.graph_nodes();
   return report;

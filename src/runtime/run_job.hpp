@@ -53,6 +53,10 @@ struct RunSpec {
   /// Capture the decode step (every layer's cache write and attention) in a CUDA graph
   /// once, then replay it with each step's batch (the kernel must support graphs).
   bool cuda_graphs = false;
+  /// Wait for every decode step before preparing the next. Off (the default), the host
+  /// updates the plan and issues step i + 1 while the device still runs step i, as an
+  /// engine with asynchronous scheduling does, and the decode phase is timed as a whole.
+  bool sync_steps = false;
 };
 
 struct PhaseStats {

@@ -52,6 +52,23 @@ TEST(RunJob, RunsPrefillInChunksThenDecodeAndChecks) {
   EXPECT_GT(r.prefill.seconds, 0.0);
 }
 
+// Decode steps timed as one interval (the default) or each on its own (sync_steps): both run
+// every step, time the phase and leave the last step's output for the check.
+TEST(RunJob, DecodeStepsPipelinedOrSynchronisedAreTimedAndChecked) {
+  for (const bool sync : {false, true}) {
+    SCOPED_TRACE(sync ? "sync_steps" : "pipelined");
+    RunSpec s = small_spec();
+    s.sync_steps = sync;
+    const RunReport r = run_job(s, [](const kernel::LayerParams& p) { return kernel::cpu::make_cpu_attention_impl(p); });
+    EXPECT_EQ(r.decode.steps, 4);
+    EXPECT_EQ(r.decode.layers, 4 * 3);
+    EXPECT_GT(r.decode.seconds, 0.0);
+    EXPECT_GT(r.decode.issue_seconds, 0.0);
+    ASSERT_TRUE(r.check_decode.ran);
+    EXPECT_TRUE(r.check_passed()) << r.check_decode.comparison.worst_ratio;
+  }
+}
+
 TEST(RunJob, LayersShareCachesBeyondTheMemoryBudget) {
   RunSpec s = small_spec();
   s.max_cache_bytes = 1;  // forces one cache for every layer

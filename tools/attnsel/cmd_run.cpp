@@ -38,6 +38,7 @@ struct RunOptions {
   bool ceilings = true;
   bool progress = true;
   bool cuda_graphs = false;
+  bool sync_steps = false;
   DcpOptions dcp;
 };
 
@@ -107,6 +108,7 @@ int run_run(RunOptions o) {
   spec.check = o.check;
   spec.device = chosen.device;
   spec.cuda_graphs = o.cuda_graphs;
+  spec.sync_steps = o.sync_steps;
   const bool gpu = spec.device == kernel::DeviceKind::cuda;
   if (o.cuda_graphs && chosen.kernel.graph_support == kernel::GraphSupport::never)
     throw UsageError(fmt::format("--cuda-graphs: {}'s kernel cannot be captured in a CUDA graph (graph support: {}{})",
@@ -179,6 +181,7 @@ int run_run(RunOptions o) {
                  {{"batch", spec.batch},
                   {"context", spec.context},
                   {"decode_steps", spec.decode_steps},
+                  {"sync_steps", spec.sync_steps},
                   {"new_tokens", spec.new_tokens},
                   {"distinct_caches", r.distinct_caches},
                   {"cache_bytes", r.cache_bytes}}},
@@ -250,6 +253,9 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   sub->add_flag("!--no-progress", o->progress, "no progress bar");
   sub->add_flag("--cuda-graphs", o->cuda_graphs,
                 "capture the decode step (every layer) in a CUDA graph once and replay it (kernels with graph support)");
+  sub->add_flag("--sync-steps", o->sync_steps,
+                "wait for each decode step before preparing the next (default: the next step's plan update and "
+                "launches overlap the running step, as with an engine's asynchronous scheduling)");
   o->dcp.add_to(*sub);
   sub->callback([o, &context] { context.run = [o] { return run_command(o->output.json, [o] { return run_run(*o); }); }; });
 }
