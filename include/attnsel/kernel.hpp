@@ -192,6 +192,15 @@ struct ATTNSEL_API PlanOptions {
   /// Let execute() write the log-sum-exp (KernelInfo::lse_output). Host kernels then keep
   /// every work item's partial state, which needs more plan-owned memory.
   bool lse = false;
+  /// Executes with new keys and values (NewKeysValues) may read the cache positions before
+  /// the step's new tokens as soon as their kernel starts, while the kernel before it in
+  /// the stream is still finishing (CUDA kernels on sm_90: programmatic launch), so one
+  /// layer's reads overlap the previous layer's tail. Promise, by setting it, that no work
+  /// still running then writes those positions: true for the layers of one step (each
+  /// writes only its new tokens' slots) when steps are separated by their update() or any
+  /// other copy or ordinary kernel on the stream; not when two plans' executes on one
+  /// cache follow each other directly. Other kernels ignore it.
+  bool early_cache_reads = false;
 };
 
 /// What a step plan was built for: the batch's size and the group's geometry. execute()

@@ -113,6 +113,10 @@ class Job {
       kernel::PlanOptions options;
       options.graph_capturable = graph;
       options.max_blocks_per_seq = blocks_per_seq_;
+      // Every layer writes only its step's new tokens and steps are separated by the plan's
+      // update (a copy on the stream), so each layer may start reading the older positions
+      // while the layer before it finishes.
+      options.early_cache_reads = true;
       plan_ = impl_->plan(md, cache_view(0), s_.dtype, stream, options);
     } else {
       impl_->update(*plan_, md, stream);

@@ -209,8 +209,9 @@ TEST(FusedAppendGpu, BlockReadThroughAnotherEntryWritesFirst) {
 
 /// Several layers on one cache, each appending its own new keys into the same slots: every
 /// layer must see its own tokens, however far the launches overlap; on a stream and
-/// captured in a CUDA graph.
-void expect_layers_see_their_own_appends(bool graph, bool fp8) {
+/// captured in a CUDA graph; early: the plan lets each layer read the positions before the
+/// new tokens while the layer before it is still running (PlanOptions::early_cache_reads).
+void expect_layers_see_their_own_appends(bool graph, bool fp8, bool early = false) {
   const WorkloadSpec spec = spec_for({{1, 1}, {4099, 1}, {700, 2}, {8191, 1}, {33, 1}}, 72, fp8 ? "fp8" : "auto");
   PagedWorkload sets[2] = {PagedWorkload(spec), PagedWorkload(spec)};
   {
@@ -236,6 +237,7 @@ void expect_layers_see_their_own_appends(bool graph, bool fp8) {
   PlanOptions options;
   options.graph_capturable = graph;
   options.max_blocks_per_seq = md.max_blocks_per_seq;
+  options.early_cache_reads = early;
   const auto plan = impl.plan(md, cache, ScalarType::bf16, stream.get(), options);
   EXPECT_TRUE(FlashAttnCuda::summary(*plan).fused_append);
   auto issue = [&] {
@@ -259,7 +261,8 @@ void expect_layers_see_their_own_appends(bool graph, bool fp8) {
     stream.synchronize("own appends");
     for (int l = 0; l < kLayers; ++l)
       expect_matches_reference(lp, sets[0].query(), sets[l % 2].cache(), md, out[l],
-                               fmt::format("{} round {} layer {}", graph ? "graph" : "stream", round, l));
+                               fmt::format("{}{} round {} layer {}", graph ? "graph" : "stream",
+                                           early ? ", early cache reads" : "", round, l));
   }
 }
 
@@ -273,6 +276,12 @@ TEST(FusedAppendGpu, LayersOnOneCacheSeeTheirOwnAppendsInAGraph) {
   REQUIRE_GPU();
   expect_layers_see_their_own_appends(true, false);
   expect_layers_see_their_own_appends(true, true);
+}
+
+TEST(FusedAppendGpu, LayersOnOneCacheSeeTheirOwnAppendsWithEarlyCacheReads) {
+  REQUIRE_GPU();
+  for (const bool graph : {false, true})
+    for (const bool fp8 : {false, true}) expect_layers_see_their_own_appends(graph, fp8, true);
 }
 
 TEST(FusedAppendGpu, CapturedGraphReplaysWithNewTokensAndLengths) {

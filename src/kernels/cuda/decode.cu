@@ -232,12 +232,6 @@ __global__ void __launch_bounds__(128)
                                                  tiles.v(s));
   };
 
-  // Everything above read only the plan (uploaded by a copy, never by a kernel). The query,
-  // the cache (this layer's write may still be running), the output and the workspace (the
-  // previous layer's attention may still be running) wait for the kernels before.
-  wait_for_prior_grids();
-  allow_dependent_grids();
-  load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
   // The new tokens in this slice, when the kernel appends them (a CTA-uniform condition).
   // Tiles wholly before the first of them are issued first, so their copies are in flight
   // while the tokens are written; the rest wait for the append and a barrier.
@@ -248,8 +242,12 @@ __global__ void __launch_bounds__(128)
     append_new_tokens<T, FP8>(p, pr, kvh, new_first, new_last);  // fenced for the async proxy
     __syncthreads();  // every thread's rows written before any thread copies them
   };
+  // Prologue tiles issued before waiting for the kernels ahead: with the caller's promise
+  // (p.early_kv_reads) that nothing still running writes the positions before the step's
+  // new tokens, the tiles wholly before them (all of a slice that ends before them).
+  const int before_new = kv_end <= pr.ctx ? ntiles : max(0, (pr.ctx - kv_begin) / C::kKeys);
+  const int pre = kMbar && p.early_kv_reads ? min(min(C::kStages - 1, ntiles), before_new) : 0;
   if constexpr (kMbar) {
-    cp_async_commit();
     // Bulk copies write only head_size columns: zero the padding columns once (TMA boxes
     // read the columns past the head size as zeros).
     if (kBulk && DP > p.head_size) {
@@ -264,7 +262,18 @@ __global__ void __launch_bounds__(128)
       mbar_fence_init();
     }
     __syncthreads();
-    for (int s = 0; s < C::kStages - 1; ++s) {
+    for (int s = 0; s < pre; ++s) issue(s);
+  }
+  // Everything above read only the plan (uploaded by a copy, never by a kernel) and, with
+  // the promise, cache positions nothing running writes. The query, the rest of the cache
+  // (this layer's write may still be running), the output and the workspace (the previous
+  // layer's attention may still be running) wait for the kernels before.
+  wait_for_prior_grids();
+  allow_dependent_grids();
+  load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
+  if constexpr (kMbar) {
+    cp_async_commit();
+    for (int s = pre; s < C::kStages - 1; ++s) {
       if (appends && s == early) append();
       if (s < ntiles) issue(s);
     }

@@ -347,6 +347,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
   bool programmatic = false;  // cache writes and decode kernels use programmatic dependent launch
+  bool early_cache_reads = false;  // PlanOptions::early_cache_reads
   // An execute with new keys and values ran fused on this capturable plan: a graph may hold
   // that launch, so later batches must keep their slots where the kernel writes them.
   mutable std::atomic<bool> fused_captured{false};
@@ -554,6 +555,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
                     : fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3 ? KvPath::e4m3
                                                                                             : KvPath::f16_widened;
   plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
+  plan->early_cache_reads = options.early_cache_reads && plan->programmatic;
   plan->sms = facts.sms;
   for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
@@ -919,6 +921,7 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
     p.new_v_stride_tok = append->value.stride[0];
     p.new_v_stride_head = append->value.stride[1];
     p.slot_mapping = static_cast<const std::int64_t*>(plan.at(plan.o_slots));
+    p.early_kv_reads = plan.early_cache_reads ? 1 : 0;
     if (plan.kv_fp8) {
       p.k_inv_scale = 1.0f / lp.k_scale;
       p.v_inv_scale = 1.0f / lp.v_scale;

@@ -97,6 +97,10 @@ struct AttnParams {
   std::int64_t new_k_stride_tok = 0, new_k_stride_head = 0;
   std::int64_t new_v_stride_tok = 0, new_v_stride_head = 0;
   const std::int64_t* slot_mapping = nullptr;  ///< [num_tokens]; -1 = not written
+  /// The caller promised (PlanOptions::early_cache_reads) that nothing still running writes
+  /// the positions before the new tokens: CTAs issue the tiles wholly before them before
+  /// waiting for the kernels ahead (bulk and TMA copies only).
+  std::int32_t early_kv_reads = 0;
   // fp8 caches: stored = saturate_e4m3(value * inv_scale), as the cache writer stores it.
   float k_inv_scale = 1.0f, v_inv_scale = 1.0f;
   const float* k_inv_scales = nullptr;  ///< per KV head, or null
