@@ -332,6 +332,11 @@ typedef struct attnsel_plan_options {
   /** Let attnsel_kernel_execute write each row's log-sum-exp (attnsel_kernel_info.lse_output);
    *  NOT_IMPLEMENTED_ERROR from kernels that cannot. */
   uint8_t lse;
+  /** Executes with new keys and values may read the cache positions before the step's new
+   *  tokens while the kernel ahead of them is still running (PlanOptions::early_cache_reads):
+   *  set it only when nothing still running then writes those positions, as for the layers
+   *  of one step whose steps are separated by attnsel_kernel_update_plan. */
+  uint8_t early_cache_reads;
 } attnsel_plan_options;
 
 /** Zeroes the options and sets struct_size (defaults: not capturable, no log-sum-exp). */

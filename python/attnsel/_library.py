@@ -119,6 +119,7 @@ class PlanOptions(ctypes.Structure):
         ("graph_capturable", c_uint8),
         ("max_blocks_per_seq", c_int32),
         ("lse", c_uint8),
+        ("early_cache_reads", c_uint8),
     ]
 
 

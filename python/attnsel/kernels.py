@@ -273,20 +273,23 @@ class PagedAttention:
 
     def plan(self, key_cache, value_cache, query_start_loc, seq_lens, block_table, slot_mapping=None, *,
              dtype=None, stream=None, graph_capturable: bool = False, max_blocks_per_seq: int = 0,
-             lse: bool = False) -> StepPlan:
+             lse: bool = False, early_cache_reads: bool = False) -> StepPlan:
         """The step's plan for this layer's KV-cache group. key_cache/value_cache: any layer's
         cache of the group (their geometry; the data is not read). query_start_loc: [num_seqs + 1];
         seq_lens: [num_seqs]; block_table: [num_seqs, max_blocks_per_seq]; slot_mapping:
         [num_tokens] (needed by write_kv_cache). dtype: of query and output (default: the
         cache's, for caches of the model's dtype). graph_capturable: build for CUDA-graph capture
         (max_blocks_per_seq: the block-table rows the plan holds); lse: let forward write the
-        log-sum-exp."""
+        log-sum-exp; early_cache_reads: forward with key=/value= may read the positions before
+        the new tokens while the kernel ahead is still running (only when nothing running then
+        writes them, e.g. the layers of one step)."""
         b, num_tokens, keep = _batch(query_start_loc, seq_lens, block_table, slot_mapping)
         kc = exported(key_cache, "key_cache")
         vc = exported(value_cache, "value_cache")
         o = L.PlanOptions()
         L.lib.attnsel_plan_options_init(ctypes.byref(o))
         o.graph_capturable, o.max_blocks_per_seq, o.lse = bool(graph_capturable), int(max_blocks_per_seq), bool(lse)
+        o.early_cache_reads = bool(early_cache_reads)
         handle = ctypes.c_void_p()
         L.check(L.lib.attnsel_kernel_plan(self._handle, ctypes.byref(b), kc.pointer, vc.pointer, _dl_dtype(dtype, kc),
                                           ctypes.byref(o), self._plan_stream(stream, key_cache, kc),

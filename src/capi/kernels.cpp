@@ -137,6 +137,7 @@ kernel::PlanOptions plan_options(const attnsel_plan_options* options) {
   o.graph_capturable = options->graph_capturable != 0;
   o.max_blocks_per_seq = options->max_blocks_per_seq;
   o.lse = options->lse != 0;
+  o.early_cache_reads = options->early_cache_reads != 0;  // in the first version's padding: zeroed by _init
   return o;
 }
 

@@ -323,7 +323,9 @@ static void test_kernel(void) {
   b.query_start_loc = qsl_decode;
   b.slot_mapping = NULL;
   attnsel_plan_options_init(&o);
+  CHECK(o.early_cache_reads == 0); /* a promise the caller makes: off unless set */
   o.lse = 1;
+  o.early_cache_reads = 1; /* host kernels have no reads to move earlier: same results */
   CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, &o, NULL, &plan) == ATTNSEL_STATUS_OK);
   CHECK(attnsel_kernel_write_kv_cache(k, plan, &tk, &tv, &tkc, &tvc, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "no slot_mapping"));
