@@ -43,31 +43,9 @@ def attend(q, k, v, scale, causal, ctx=0):
     p = np.exp(s)
     return (p @ v) / p.sum(1, keepdims=True)
 
-def e4m3_products(q, k, v, scale, causal, ctx=0, tile=128, prob_log2=8, per_row=True):
-    # q per row to e4m3 (amax -> 448), S in f32 (exact products), online softmax over 128-key tiles,
-    # P = 2^8 exp2(s - m) rounded to e4m3, O += P V (f32), l from the unrounded P.
-    amax = np.abs(q).max(1, keepdims=True) if per_row else np.abs(q).max() * np.ones((q.shape[0], 1))
-    sc = np.where(amax > 0, 448.0 / amax, 1.0)
-    q8 = e4m3(q * sc)
-    nq, nk = q.shape[0], k.shape[0]
-    m = np.full((nq, 1), -np.inf); l = np.zeros((nq, 1)); o = np.zeros((nq, v.shape[1]))
-    log2e = 1.4426950408889634
-    for t0 in range(0, nk, tile):
-        s = (q8 @ k[t0:t0+tile].T) / sc * scale * log2e
-        if causal:
-            mask = np.arange(t0, min(t0+tile, nk))[None, :] > (ctx + np.arange(nq))[:, None]
-            s = np.where(mask, -np.inf, s)
-        mn = np.maximum(m, s.max(1, keepdims=True))
-        ref = np.where(np.isinf(mn), 0, mn)
-        corr = np.exp2(np.where(np.isinf(m), -np.inf, m - ref))
-        p = np.exp2(s - ref + prob_log2)
-        l = l * corr + p.sum(1, keepdims=True)
-        o = o * corr + e4m3(p) @ v[t0:t0+tile]
-        m = mn
-    return o / l
-
-def f16_products(q, k, v, scale, causal, ctx=0, tile=128):
-    # the widened path: q exact in f16 (scaled), P rounded to f16
+def tiled_attention(q, k, v, scale, causal, ctx, tile, round_p, prob_log2=0):
+    # online softmax over key tiles as the kernel runs it: S in f32 (exact products), P =
+    # 2^prob_log2 exp2(s - m) rounded by round_p for the P.V product, l from the unrounded P
     nq, nk = q.shape[0], k.shape[0]
     m = np.full((nq, 1), -np.inf); l = np.zeros((nq, 1)); o = np.zeros((nq, v.shape[1]))
     log2e = 1.4426950408889634
@@ -79,11 +57,22 @@ def f16_products(q, k, v, scale, causal, ctx=0, tile=128):
         mn = np.maximum(m, s.max(1, keepdims=True))
         ref = np.where(np.isinf(mn), 0, mn)
         corr = np.exp2(np.where(np.isinf(m), -np.inf, m - ref))
-        p = np.exp2(s - ref)
+        p = np.exp2(s - ref + prob_log2)
         l = l * corr + p.sum(1, keepdims=True)
-        o = o * corr + f16(p) @ v[t0:t0+tile]
+        o = o * corr + round_p(p) @ v[t0:t0+tile]
         m = mn
     return o / l
+
+def e4m3_products(q, k, v, scale, causal, ctx=0, tile=128, prob_log2=8, per_row=True):
+    # q per row (or per tensor) to e4m3 (amax -> 448), its scale undone on S; P offset by 2^8
+    # and rounded to e4m3
+    amax = np.abs(q).max(1, keepdims=True) if per_row else np.abs(q).max() * np.ones((q.shape[0], 1))
+    sc = np.where(amax > 0, 448.0 / amax, 1.0)
+    return tiled_attention(e4m3(q * sc) / sc, k, v, scale, causal, ctx, tile, e4m3, prob_log2)
+
+def f16_products(q, k, v, scale, causal, ctx=0, tile=128):
+    # the widened path: q exact in f16 (scaled), P rounded to f16
+    return tiled_attention(q, k, v, scale, causal, ctx, tile, f16)
 
 def rel_l2(a, b): return np.sqrt(((a - b) ** 2).sum() / (b ** 2).sum())
 

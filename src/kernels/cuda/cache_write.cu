@@ -41,13 +41,8 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
     const uint4 v = *reinterpret_cast<const uint4*>(value + tok * p.value_stride_tok + h * p.value_stride_head + c);
     Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c;
     Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c;
-    if constexpr (FP8) {
-      *reinterpret_cast<uint2*>(kd) = quantize8_e4m3<T>(k, p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale);
-      *reinterpret_cast<uint2*>(vd) = quantize8_e4m3<T>(v, p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale);
-    } else {
-      *reinterpret_cast<uint4*>(kd) = k;
-      *reinterpret_cast<uint4*>(vd) = v;
-    }
+    store8_to_cache<T, FP8>(kd, k, p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale);
+    store8_to_cache<T, FP8>(vd, v, p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale);
   }
 }
 

@@ -163,13 +163,8 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
     const uint4 v = *reinterpret_cast<const uint4*>(nv + tok * p.new_v_stride_tok + kvh * p.new_v_stride_head + c);
     Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + c;
     Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + c;
-    if constexpr (FP8) {
-      *reinterpret_cast<uint2*>(kd) = quantize8_e4m3<T>(k, p.k_inv_scales ? p.k_inv_scales[kvh] : p.k_inv_scale);
-      *reinterpret_cast<uint2*>(vd) = quantize8_e4m3<T>(v, p.v_inv_scales ? p.v_inv_scales[kvh] : p.v_inv_scale);
-    } else {
-      *reinterpret_cast<uint4*>(kd) = k;
-      *reinterpret_cast<uint4*>(vd) = v;
-    }
+    store8_to_cache<T, FP8>(kd, k, p.k_inv_scales ? p.k_inv_scales[kvh] : p.k_inv_scale);
+    store8_to_cache<T, FP8>(vd, v, p.v_inv_scales ? p.v_inv_scales[kvh] : p.v_inv_scale);
   }
   fence_proxy_async_global();
 }

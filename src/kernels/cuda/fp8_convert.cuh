@@ -48,4 +48,13 @@ __device__ __forceinline__ uint2 quantize8_e4m3(uint4 x, float inv_scale) {
   return make_uint2(w[0], w[1]);
 }
 
+/// Stores eight T (16 bytes) into a cache row at `dst`: as they are, or (FP8) quantised to
+/// e4m3 with `inv_scale`. The cache writer and the appending decode kernel share it, so
+/// both store the same bytes.
+template <class T, bool FP8, class Stored>
+__device__ __forceinline__ void store8_to_cache(Stored* dst, uint4 x, float inv_scale) {
+  if constexpr (FP8) *reinterpret_cast<uint2*>(dst) = quantize8_e4m3<T>(x, inv_scale);
+  else *reinterpret_cast<uint4*>(dst) = x;
+}
+
 }  // namespace attnsel::kernel::cuda
