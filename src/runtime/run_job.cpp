@@ -122,19 +122,10 @@ class Job {
       impl_->update(*plan_, md, stream);
     }
     const auto t1 = Clock::now();
-    if (graph && warmed_up_) {
-      if (!mem_->captured()) {
-        mem_->begin_capture();
-        issue_layers(stream);
-        mem_->end_capture();
-      }
+    if (graph && mem_->captured())
       mem_->replay();
-    } else {
-      // The first decode step of a graph run runs as is: every kernel is loaded and
-      // configured before a capture begins.
+    else
       issue_layers(stream);
-      warmed_up_ = graph;
-    }
     const auto t2 = Clock::now();
     last_layer_cache_ = (s_.model.num_layers - 1) % distinct_;
     const double seconds = timed ? mem_->end_step() : 0.0;
@@ -142,6 +133,16 @@ class Job {
     stats.issue_seconds += std::chrono::duration<double>(t2 - t1).count();
     stats.layers += s_.model.num_layers;
     return seconds;
+  }
+
+  // Captures the decode step's layers in the job's CUDA graph (nothing runs until a step
+  // replays it). Called after a decode step ran as is, so that every kernel is loaded and
+  // configured before the capture begins; a no-op without --cuda-graphs or once captured.
+  void capture_decode_step() {
+    if (!s_.cuda_graphs || mem_->captured()) return;
+    mem_->begin_capture();
+    issue_layers(mem_->stream());
+    mem_->end_capture();
   }
 
   // Times steps issued with step(..., timed = false) as one interval; end_steps waits for them.
@@ -261,7 +262,6 @@ class Job {
   std::vector<std::int32_t> block_table_, qsl_, seq_lens_;
   std::vector<std::int64_t> slots_;
   std::unique_ptr<JobMemory> mem_;
-  bool warmed_up_ = false;
   std::unique_ptr<kernel::StepPlan> plan_;  // after mem_: freed on its stream before the stream goes
 };
 
@@ -353,21 +353,36 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
     if (progress) progress("prefill", done += m.num_layers, total);
     if (spec.check && i + 1 == prefill_steps) report.check_prefill = job.check("prefill");
   }
+  // The first decode step is the decode phase's warm-up, timed apart (when more steps
+  // follow): it loads the decode kernels and sizes the plan's buffers for decode batches,
+  // and with CUDA graphs the step is captured after it. An engine does both once, before it
+  // serves (vLLM captures its decode graphs at start-up: GPUModelRunner.capture_model in
+  // vllm/v1/worker/gpu_model_runner.py), so they are not part of its decode rate.
+  auto decode_step = [&](int i, PhaseStats& stats, bool timed) {
+    const int cached = spec.context + i * spec.new_tokens;
+    stats.seconds += job.step(cached, spec.new_tokens, true, stats, timed);
+    stats.steps += 1;
+    stats.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
+    stats.kv_bytes += job.step_kv_bytes() * m.num_layers;
+    stats.flops += job.step_flops() * m.num_layers;
+    if (progress) progress("decode", done += m.num_layers, total);
+  };
+  int first_timed = 0;
+  if (spec.decode_steps > 1) {
+    using Clock = std::chrono::steady_clock;
+    const auto t0 = Clock::now();
+    decode_step(0, report.decode_warmup, true);
+    job.capture_decode_step();
+    report.decode_warmup.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    first_timed = 1;
+  }
   // Decode steps follow one another without a wait unless sync_steps: the plan update and
   // the launches of step i + 1 overlap step i on the device (the plan's uploads are
   // stream-ordered and double-buffered), and the phase is timed from its first step's
   // start to its last step's end.
-  const bool pipelined = !spec.sync_steps && spec.decode_steps > 0;
+  const bool pipelined = !spec.sync_steps && spec.decode_steps > first_timed;
   if (pipelined) job.begin_steps();
-  for (int i = 0; i < spec.decode_steps; ++i) {
-    const int cached = spec.context + i * spec.new_tokens;
-    report.decode.seconds += job.step(cached, spec.new_tokens, true, report.decode, !pipelined);
-    report.decode.steps += 1;
-    report.decode.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
-    report.decode.kv_bytes += job.step_kv_bytes() * m.num_layers;
-    report.decode.flops += job.step_flops() * m.num_layers;
-    if (progress) progress("decode", done += m.num_layers, total);
-  }
+  for (int i = first_timed; i < spec.decode_steps; ++i) decode_step(i, report.decode, !pipelined);
   if (pipelined) report.decode.seconds += job.end_steps();
   if (spec.check && spec.decode_steps > 0) report.check_decode = job.check("decode");
   report.decode_plan = job.plan_description();

@@ -38,7 +38,8 @@ TEST(RunJobGpu, PrefillThenDecodeOnDeviceMemoryPassesTheCheck) {
       s.dtype = dt;
       const RunReport r = run_job(s, cuda_impl());
       EXPECT_EQ(r.prefill.steps, 3);
-      EXPECT_EQ(r.decode.steps, 4);
+      EXPECT_EQ(r.decode_warmup.steps, 1);
+      EXPECT_EQ(r.decode.steps, 3);
       ASSERT_TRUE(r.check_prefill.ran);
       ASSERT_TRUE(r.check_decode.ran);
       EXPECT_TRUE(r.check_passed()) << r.check_prefill.comparison.worst_ratio << " "
@@ -58,17 +59,18 @@ TEST(RunJobGpu, Fp8CacheWithScalesPassesTheCheck) {
   EXPECT_TRUE(r.check_passed()) << r.check_prefill.comparison.worst_ratio << " "
                                 << r.check_decode.comparison.worst_ratio;
   // The cache is 1 byte per element: decode reads half the bytes of a bf16 cache.
-  const double tokens = 3.0 * ((45 + 2) + (45 + 4) + (45 + 6) + (45 + 8));
+  const double tokens = 3.0 * ((45 + 4) + (45 + 6) + (45 + 8));  // the warm-up step's 47 apart
   EXPECT_DOUBLE_EQ(r.decode.kv_bytes, 3 /*layers*/ * tokens * 2 * 2 * 64 * 1);
 }
 
 TEST(RunJobGpu, DecodeStepCapturedInACudaGraphPassesTheCheck) {
   REQUIRE_GPU();
   RunSpec s = tiny_spec();
-  s.decode_steps = 6;  // one step as is, one captured, four replays
+  s.decode_steps = 6;  // one warm-up step as is, then the capture and five replays
   s.cuda_graphs = true;
   const RunReport r = run_job(s, cuda_impl());
-  EXPECT_EQ(r.decode.steps, 6);
+  EXPECT_EQ(r.decode_warmup.steps, 1);
+  EXPECT_EQ(r.decode.steps, 5);
   // One launch per layer: the execute appends the new keys and values inside the decode
   // kernel (a separate cache write would make it two).
   EXPECT_GE(r.graph_nodes, s.model.num_layers);

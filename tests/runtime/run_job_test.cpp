@@ -34,15 +34,21 @@ TEST(RunJob, RunsPrefillInChunksThenDecodeAndChecks) {
         last_total = total;
       });
   EXPECT_EQ(r.prefill.steps, 3);
-  EXPECT_EQ(r.decode.steps, 4);
+  // The first of the 4 decode steps is the warm-up, reported apart from the decode rate.
+  EXPECT_EQ(r.decode_warmup.steps, 1);
+  EXPECT_EQ(r.decode.steps, 3);
   EXPECT_EQ(r.prefill.tokens, 3 * 45);
-  EXPECT_EQ(r.decode.tokens, 3 * 4 * 2);
+  EXPECT_EQ(r.decode_warmup.tokens, 3 * 2);
+  EXPECT_EQ(r.decode.tokens, 3 * 3 * 2);
+  EXPECT_GT(r.decode_warmup.seconds, 0.0);
   EXPECT_EQ(phases, (std::vector<std::string>{"prefill", "decode"}));
   EXPECT_EQ(last_done, last_total);
   EXPECT_EQ(last_total, (3 + 4) * 3);
-  // Decode reads the whole context once per step and layer: sum over steps of 45 + 2(i+1) tokens.
-  const double tokens = 3.0 * ((45 + 2) + (45 + 4) + (45 + 6) + (45 + 8));
+  // Decode reads the whole context once per step and layer: sum over steps of 45 + 2(i+1)
+  // tokens, the warm-up step's 47 apart.
+  const double tokens = 3.0 * ((45 + 4) + (45 + 6) + (45 + 8));
   EXPECT_DOUBLE_EQ(r.decode.kv_bytes, 3 /*layers*/ * tokens * 2 * 2 * 64 * 2);
+  EXPECT_DOUBLE_EQ(r.decode_warmup.kv_bytes, 3 /*layers*/ * 3.0 * (45 + 2) * 2 * 2 * 64 * 2);
   // Prefill FLOPs of a causal 45-token prompt: 4·d·h·45·46/2 per sequence and layer.
   EXPECT_DOUBLE_EQ(r.prefill.flops, 3 * 3 * 4.0 * 64 * 8 * (45.0 * 46 / 2));
   ASSERT_TRUE(r.check_prefill.ran);
@@ -60,8 +66,9 @@ TEST(RunJob, DecodeStepsPipelinedOrSynchronisedAreTimedAndChecked) {
     RunSpec s = small_spec();
     s.sync_steps = sync;
     const RunReport r = run_job(s, [](const kernel::LayerParams& p) { return kernel::cpu::make_cpu_attention_impl(p); });
-    EXPECT_EQ(r.decode.steps, 4);
-    EXPECT_EQ(r.decode.layers, 4 * 3);
+    EXPECT_EQ(r.decode_warmup.steps, 1);
+    EXPECT_EQ(r.decode.steps, 3);
+    EXPECT_EQ(r.decode.layers, 3 * 3);
     EXPECT_GT(r.decode.seconds, 0.0);
     EXPECT_GT(r.decode.issue_seconds, 0.0);
     ASSERT_TRUE(r.check_decode.ran);

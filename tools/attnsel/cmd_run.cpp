@@ -189,7 +189,8 @@ int run_run(RunOptions o) {
                 {"check", {{"prefill", check_json(r.check_prefill)}, {"decode", check_json(r.check_decode)},
                            {"passed", r.check_passed()}}},
                 {"prefill", phase_json(r.prefill)},
-                {"decode", phase_json(r.decode)}});
+                {"decode", phase_json(r.decode)},
+                {"decode_warmup", phase_json(r.decode_warmup)}});
     return r.check_passed() ? kExitChosen : kExitCheckFailed;
   }
   fmt::print("Caches:    {} distinct layer cache{} ({}) in {} memory{}\n", r.distinct_caches,
@@ -210,6 +211,10 @@ int run_run(RunOptions o) {
                o.ceilings && !gpu ? fmt::format(" = {:.0f} % of the {} peak", 100 * r.prefill.gflops() / compute_peak,
                                                 bf16_peak ? "bf16 dot-product" : "fp32 FMA")
                                   : "");
+  if (r.decode_warmup.steps > 0)
+    fmt::print("Warm-up:   the first decode step, {:.1f} ms (decode kernels loaded, the plan sized for decode{}); "
+               "not in the decode rate\n",
+               r.decode_warmup.seconds * 1e3, r.graph_nodes ? ", the step captured" : "");
   if (r.decode.steps > 0)
     fmt::print("Steps:     decode step {:.1f} us ({:.2f} us a layer): plan {:.1f} us a step, host {:.2f} us a "
                "layer{}; {}\n",
