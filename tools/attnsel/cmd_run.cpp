@@ -216,10 +216,13 @@ int run_run(RunOptions o) {
                "not in the decode rate\n",
                r.decode_warmup.seconds * 1e3, r.graph_nodes ? ", the step captured" : "");
   if (r.decode.steps > 0)
-    fmt::print("Steps:     decode step {:.1f} us ({:.2f} us a layer): plan {:.1f} us a step, host {:.2f} us a "
+    fmt::print("Steps:     decode step {:.1f} us ({:.2f} us a layer): plan {:.1f} us a step{}, host {:.2f} us a "
                "layer{}; {}\n",
                r.decode.seconds / r.decode.steps * 1e6, r.decode.seconds / static_cast<double>(r.decode.layers) * 1e6,
-               r.decode.plan_us_per_step(), r.decode.host_us_per_layer(),
+               r.decode.plan_us_per_step(),
+               // Pipelined steps: the host runs ahead until the staging buffer of the step two behind is free.
+               spec.sync_steps || !gpu ? "" : " (with the host's wait for the step two behind)",
+               r.decode.host_us_per_layer(),
                r.graph_nodes ? fmt::format(", a graph of {} nodes replayed", r.graph_nodes) : std::string(),
                r.decode_plan);
   if (r.decode.steps > 0)
