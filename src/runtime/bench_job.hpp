@@ -27,7 +27,10 @@ struct BenchResult {
   std::string shape;         ///< human description of the workload
   bool decode = true;
   double seconds = 0.0;      ///< median of the timed passes (see `timed`)
-  double forward_seconds = 0.0;  ///< GPU: median of forward() calls, host planning included
+  double forward_seconds = 0.0;  ///< GPU: median of forward() calls from an idle device, host planning included
+  /// GPU: median of forward() calls issued while earlier work still runs (as an engine
+  /// calls it between layers): the host's planning overlaps that work
+  double forward_behind_seconds = 0.0;
   /// GPU: median of one execute that also appends the step's new keys and values (the cache
   /// write and the attention of a layer in one call, as `attnsel run` issues them)
   double append_seconds = 0.0;

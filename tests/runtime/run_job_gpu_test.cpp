@@ -91,6 +91,7 @@ TEST(RunJobGpu, BenchCaseRunsOnTheDeviceAgainstItsReadBandwidth) {
     EXPECT_GT(r.figure, 0.0);
     EXPECT_EQ(r.timed, "kernels of one plan");
     EXPECT_GT(r.forward_seconds, 0.0);
+    EXPECT_GT(r.forward_behind_seconds, 0.0);
     EXPECT_GT(r.append_seconds, 0.0);
     EXPECT_GT(r.execute_host_us, 0.0);
     EXPECT_GT(r.plan_host_us, 0.0);
