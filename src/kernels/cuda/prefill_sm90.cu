@@ -37,6 +37,10 @@
 // Every head size up to 256 (16-bit cache) takes this path, computed as 64, 128 or 256
 // with the columns past the real size read as zeros by TMA.
 #include <cuda.h>
+
+#include <iterator>
+#include <type_traits>
+#include <utility>
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
@@ -52,7 +56,7 @@ constexpr int kWideners = 96;
 /// e4m3 products: probabilities are computed as 2^8·exp2(s − m), up to 256 of e4m3's 448.
 constexpr int kE4m3ProbLog2 = 8;
 
-template <class T, int D, KvPath P>
+template <class T, int D, KvPath P, int KEYS = hopper_key_tile(D)>
 struct HopperConfig {
   static constexpr bool kFp8 = P != KvPath::b16;
   static constexpr bool kWiden = P == KvPath::f16_widened;  // raw K and V widened to f16
@@ -60,7 +64,7 @@ struct HopperConfig {
   static_assert(!kFp8 || D <= 128, "the fp8 staging ring fits shared memory up to d=128");
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
-  static constexpr int kKeys = hopper_key_tile(D);
+  static constexpr int kKeys = KEYS;
   static constexpr int kNT = kKeys / 8;
   static_assert(kKeys % 16 == 0, "P·V steps over 16 keys");
   static_assert(!kE4m3 || kKeys == 128, "e4m3: one 128-byte swizzle atom of keys per transposed V row");
@@ -114,9 +118,104 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 /// asm-loop wait. The fp8 path and d=256 need that budget (with the C++ loop they spill);
 /// the 16-bit path at d≤128 fits the launch-bound 168 registers and measured 6–15 % faster
 /// with the C++-loop wait.
-template <bool ASM> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
-  if constexpr (ASM) mbar_wait_in_asm(bar, parity);
+/// The asm-loop wait with a first try before the clock is read (the loop's timeout needs a
+/// start time only once a try has failed): the usual case, a phase already complete, is one
+/// try_wait and a branch.
+__device__ __forceinline__ void mbar_wait_try_first(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "mov.u64 t0, %%clock64;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "mov.u64 t1, %%clock64;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.lt.u64 done, t1, 34359738368;\n"
+      "@done bra WAIT;\n"
+      "trap;\n"
+      "DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+/// 0: the C++-loop wait; 1: the asm loop; 2: the asm loop, trying once before the clock.
+template <int W> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
+  if constexpr (W == 2) mbar_wait_try_first(bar, parity);
+  else if constexpr (W == 1) mbar_wait_in_asm(bar, parity);
   else mbar_wait(bar, parity);
+}
+
+/// exp2 of x ≤ 0 on the FMA pipe: 2^x = 2^j · 2^f, j = round(x), f in [-0.5, 0.5], 2^f by a
+/// cubic (relative error 1.2e-4, far under the 16-bit P's rounding); j added to the
+/// exponent bits. x = -inf gives exactly 0 (clamped to -127: 2^0 · 2^-127's bits cancel).
+__device__ __forceinline__ float exp2_poly(float x) {
+  x = fmaxf(x, -127.0f);
+  const float t = x + 12582912.0f;  // 1.5 · 2^23: the low mantissa bits hold round(x)
+  const float j = t - 12582912.0f;
+  const float f = x - j;
+  float p = fmaf(f, 0.05459818f, 0.24221842f);  // fitted for the relative error; p(0) = 1 exactly
+  p = fmaf(p, f, 0.69336758f);
+  p = fmaf(p, f, 1.0f);
+  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
+}
+
+/// Online softmax of one S tile (the consumer loop's variants): row maxima of s as given, the
+/// per-row `scale` folded into exp2's FMA (s already in the log2 domain: scale 1). LAZY keeps
+/// a row's maximum while the tile's exceeds it by at most 2^8 (P ≤ 256, O and l need no
+/// rescale; the normalisation cancels the factor), voted per warp so the rescale is a branch
+/// the warp takes together. POLY computes a quarter of the exp2 on the FMA pipe.
+template <int DP, int NT, int PROB_LOG2, bool LAZY, bool POLY>
+__device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT][4], float scale0, float scale1) {
+  const float scale[2] = {scale0, scale1};
+  constexpr float kLazyLog2 = 8.0f;
+  float mx[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx[h] = fmaxf(mx[h], fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+  float m_new[2];
+  bool grow = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m_new[h] = fmaxf(st.m[h], mx[h] * scale[h]);
+    grow |= m_new[h] > st.m[h] + kLazyLog2;  // a first finite maximum always grows (-inf + 8)
+  }
+  if (!LAZY || __any_sync(0xffffffffu, grow)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
+      const float ref = (m_new[h] == -INFINITY) ? 0.0f : m_new[h];
+      const float corr = fast_exp2(st.m[h] - ref);
+      st.m[h] = m_new[h];
+      st.l[h] *= corr;
+#pragma unroll
+      for (int j = 0; j < DP / 8; ++j) {
+        st.o[j][2 * h] *= corr;
+        st.o[j][2 * h + 1] *= corr;
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float neg = (st.m[h] == -INFINITY ? 0.0f : -st.m[h]) + float(PROB_LOG2);
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = fmaf(s[n][2 * h + e], scale[h], neg);
+        s[n][2 * h + e] = POLY && n % 4 == 3 ? exp2_poly(x) : fast_exp2(x);
+        sum += s[n][2 * h + e];
+      }
+    st.l[h] += sum;
+  }
 }
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -274,16 +373,24 @@ __device__ __forceinline__ void queries_to_f16(unsigned char* q, int row0, int c
   if (half == 0) undo[r] = back;
 }
 
-template <class T, int D, KvPath KP>
+template <class T, int D, KvPath KP, int V>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const int box_rows) {
 #ifdef ATTNSEL_SM90A
-  using C = HopperConfig<T, D, KP>;
+  constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
+  static_assert(!kWide || (D == 128 && KP == KvPath::b16), "wide key tiles: d=128, 16-bit cache");
+  using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
-  constexpr bool kAsmWait = D > 128 || FP8;
+  constexpr bool kFused = (V & HopperVariant::fused_exp) != 0;
+  // e4m3 P is 256·exp2(s − m), already near the top of e4m3's range: no lazy rescale there.
+  constexpr bool kLazy = kFused && (V & HopperVariant::lazy_rescale) != 0 && !kE4m3;
+  constexpr bool kPoly = kFused && (V & HopperVariant::poly_exp) != 0;
+  // The asm-loop waits let ptxas grant the consumers their setmaxnreg budget (wide tiles
+  // need it: S alone is 88 registers).
+  constexpr int kAsmWait = (V & HopperVariant::fast_wait) || kWide ? 2 : D > 128 || FP8 ? 1 : 0;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
@@ -546,15 +653,19 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       };
-      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain.
+      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain. Fused
+      // variants leave the plain scale of a fully visible tile to the softmax (returns true).
       auto scores = [&](int key0) {
         const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
         if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
+          if constexpr (kFused) {
+            if (score_sc.scale_log2 > 0.0f) return true;
+          }
     #pragma unroll
           for (int n = 0; n < C::kNT; ++n)
     #pragma unroll
             for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
-          return;
+          return false;
         }
         if constexpr (kE4m3 || (FP8 && !std::is_same_v<T, __half>)) {
     #pragma unroll
@@ -563,6 +674,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
         }
         score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+        return false;
       };
       // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
       // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
@@ -621,9 +733,15 @@ __global__ void __launch_bounds__(384, 1)
         fence_operand<C::kNT>(sacc);
         __syncwarp();
         if (lane == 0) mbar_arrive(k_empty(s));
-        scores(key0);
+        const bool scale_in_exp = scores(key0);
         // e4m3: P = 256·exp2(s − m), inside e4m3's range with fewer subnormals.
-        softmax_tile<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0>(st, sacc);
+        if constexpr (kFused) {
+          softmax_scaled<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0, kLazy, kPoly>(
+              st, sacc, scale_in_exp ? row_scale[0] : 1.0f, scale_in_exp ? row_scale[1] : 1.0f);
+        } else {
+          (void)scale_in_exp;
+          softmax_tile<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0>(st, sacc);
+        }
         wait_phase<kAsmWait>(v_full(s), par);
         zero_tail(s, key0);
         // P as register A-fragments, all packed before the first wgmma so the compiler need
@@ -684,22 +802,25 @@ __global__ void __launch_bounds__(384, 1)
 }  // namespace
 
 void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
-                         int box_rows, void* stream) {
+                         int box_rows, int variant, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
+  const int d = hopper_head_dim(head_size);
+  // wide_keys applies to d=128 on a 16-bit cache only (the planner drops it elsewhere).
+  if (d != 128 || kv != KvPath::b16) variant &= ~int(HopperVariant::wide_keys);
   dispatch_elem(e, [&]<class T>() {
-    auto go = [&]<int D, KvPath KP>() {
-      using C = HopperConfig<T, D, KP>;
-      auto kernel = prefill_sm90_kernel<T, D, KP>;
+    if constexpr (std::is_same_v<T, __half>) variant = kHopperDefaultVariant;  // f16: the default only
+    auto go = [&]<int D, KvPath KP, int V>() {
+      using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
+      auto kernel = prefill_sm90_kernel<T, D, KP, V>;
       auto cfg = [&] {
-        return cfg_string("elem={} head_size={} (as {}) kv={} heads={}/{} work={} ctas={} box_rows={} block_size={} "
-                          "smem={}",
+        return cfg_string("elem={} head_size={} (as {}) kv={} variant={} heads={}/{} work={} ctas={} box_rows={} "
+                          "block_size={} smem={}",
                           to_string(e), head_size, D,
                           KP == KvPath::b16           ? "16-bit"
                           : KP == KvPath::f16_widened ? "fp8_e4m3 (f16 products)"
                                                       : "fp8_e4m3 (e4m3 products)",
-                          p.num_heads,
-                          p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
+                          V, p.num_heads, p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
       set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
@@ -708,7 +829,26 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
                                                                                        box_rows);
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
-    const int d = hopper_head_dim(head_size);
+    // The variant's instantiation.
+    auto go_variant = [&]<int D, KvPath KP>() {
+      bool launched = false;
+      auto one = [&]<int V>() {
+        if (launched || variant != V) return;
+        if constexpr ((V & HopperVariant::wide_keys) && (D != 128 || KP != KvPath::b16)) return;
+        else if constexpr (std::is_same_v<T, __half> && V != kHopperDefaultVariant) return;
+        else {
+          go.template operator()<D, KP, V>();
+          launched = true;
+        }
+      };
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (one.template operator()<kHopperVariants[I]>(), ...);
+      }(std::make_index_sequence<std::size(kHopperVariants)>());
+      if (!launched)
+        throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
+                         cfg_string("variant {} is not compiled for {} at head size {}", variant, to_string(e),
+                                    head_size));
+    };
     const bool kv_fp8 = kv != KvPath::b16;
     if (kv_fp8 && d != 64 && d != 128)
       throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
@@ -716,16 +856,16 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
                                   head_size));
     switch (d) {
       case 64:
-        if (kv == KvPath::e4m3) go.template operator()<64, KvPath::e4m3>();
-        else if (kv == KvPath::f16_widened) go.template operator()<64, KvPath::f16_widened>();
-        else go.template operator()<64, KvPath::b16>();
+        if (kv == KvPath::e4m3) go_variant.template operator()<64, KvPath::e4m3>();
+        else if (kv == KvPath::f16_widened) go_variant.template operator()<64, KvPath::f16_widened>();
+        else go_variant.template operator()<64, KvPath::b16>();
         break;
       case 128:
-        if (kv == KvPath::e4m3) go.template operator()<128, KvPath::e4m3>();
-        else if (kv == KvPath::f16_widened) go.template operator()<128, KvPath::f16_widened>();
-        else go.template operator()<128, KvPath::b16>();
+        if (kv == KvPath::e4m3) go_variant.template operator()<128, KvPath::e4m3>();
+        else if (kv == KvPath::f16_widened) go_variant.template operator()<128, KvPath::f16_widened>();
+        else go_variant.template operator()<128, KvPath::b16>();
         break;
-      case 256: go.template operator()<256, KvPath::b16>(); break;
+      case 256: go_variant.template operator()<256, KvPath::b16>(); break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                          cfg_string("head size {} is above 256", head_size));
