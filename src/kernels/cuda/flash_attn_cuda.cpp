@@ -582,8 +582,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   if (plan->hopper) {
     // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys.
     const MaskRule rule = MaskRule::from(params_);
-    // f16 activations have the default variant only.
-    plan->hopper_variant = shape.dtype == ScalarType::f16 ? kHopperDefaultVariant : hopper_variant(tuning_.hopper_variant);
+    plan->hopper_variant = hopper_variant(tuning_.hopper_variant);
     if (rule.causal || rule.window >= 0 || kv_fp8 || hopper_head_dim(params_.head_size) != 128)
       plan->hopper_variant &= ~int(HopperVariant::wide_keys);
     plan->box_rows =

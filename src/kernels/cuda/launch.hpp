@@ -134,20 +134,17 @@ void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bo
 /// wgmma operands (queries and probabilities quantised to e4m3, V transposed by the producer).
 enum class KvPath { b16, f16_widened, e4m3 };
 
-/// Compile-time variants of the Hopper prefill's consumers (bit flags), chosen per launch so
-/// one build can compare them (CudaTuning::hopper_variant, ATTNSEL_CUDA_HOPPER_VARIANT).
+/// Compile-time variants of the Hopper prefill (bit flags), chosen per launch so that one
+/// build can compare them (CudaTuning::hopper_variant, ATTNSEL_CUDA_HOPPER_VARIANT).
 struct HopperVariant {
   enum : int {
-    fast_wait = 1,     ///< barrier waits in one asm statement; the clock is read only after a failed try
-    fused_exp = 2,     ///< row maxima of the raw scores, the score scale folded into exp2's FMA
-    lazy_rescale = 4,  ///< O and l rescaled only when a row maximum grows by more than 2^8 (16-bit P)
-    wide_keys = 8,     ///< 176-key tiles at d=128 on a 16-bit cache without a causal mask or window
-    poly_exp = 16,     ///< a quarter of the exp2 as a polynomial on the FMA pipe
+    wide_keys = 1,  ///< 176-key tiles at d=128 on a 16-bit cache without a causal mask or window
   };
 };
-/// The variants compiled in (bf16 activations; f16 activations take the default only).
-inline constexpr int kHopperVariants[] = {0, 1, 6, 7, 15, 22, 23};
-inline constexpr int kHopperDefaultVariant = 0;
+/// The variants compiled in; the default takes wide tiles where they apply (the planner
+/// drops the flag elsewhere).
+inline constexpr int kHopperVariants[] = {0, 1};
+inline constexpr int kHopperDefaultVariant = HopperVariant::wide_keys;
 
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
@@ -156,7 +153,7 @@ inline constexpr int kHopperDefaultVariant = 0;
 /// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
 /// variant: HopperVariant flags, one of kHopperVariants (wide_keys is dropped where it does
-/// not apply; f16 activations take kHopperDefaultVariant whatever is asked).
+/// not apply).
 void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
                          int box_rows, int variant, void* stream);
 

@@ -6,7 +6,10 @@
 // block table (one TMA box per page slice and 128-byte column chunk, 128-byte swizzled).
 // Each consumer computes S = Q·Kᵀ with both operands in shared memory, applies the score
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
-// straight from registers and V read transposed from shared memory.
+// straight from registers and V read transposed from shared memory. The softmax folds the
+// score scale into exp2's FMA and rescales O only when a row maximum grows by more than
+// 2^8. Key tiles are 128 keys (80 at d=256), 176 at d=128 without a causal mask or window
+// (HopperVariant::wide_keys: fewer per-tile fixed costs where no tile is masked).
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
@@ -114,14 +117,13 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
 }
-/// Barrier waits: ptxas grants the consumers their setmaxnreg budget only around the
-/// asm-loop wait. The fp8 path and d=256 need that budget (with the C++ loop they spill);
-/// the 16-bit path at d≤128 fits the launch-bound 168 registers and measured 6–15 % faster
-/// with the C++-loop wait.
-/// The asm-loop wait with a first try before the clock is read (the loop's timeout needs a
-/// start time only once a try has failed): the usual case, a phase already complete, is one
-/// try_wait and a branch.
-__device__ __forceinline__ void mbar_wait_try_first(std::uint32_t bar, std::uint32_t parity) {
+/// Barrier waits: the whole loop, timeout included, in one asm statement (around it ptxas
+/// grants the consumers their setmaxnreg budget; around a C++ loop it allocates them within
+/// the launch bound's 168 registers), and one try before the clock is read: the usual case,
+/// a phase already complete, is a try_wait and a branch. Reading the clock before every
+/// wait (the asm loop before) cost 7–13 % at d≤128 and 10 % at d=256 on the H200
+/// (docs/KERNELS.md, 2026-12-01).
+__device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
   asm volatile(
       "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
@@ -139,33 +141,14 @@ __device__ __forceinline__ void mbar_wait_try_first(std::uint32_t bar, std::uint
       "r"(parity)
       : "memory");
 }
-/// 0: the C++-loop wait; 1: the asm loop; 2: the asm loop, trying once before the clock.
-template <int W> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
-  if constexpr (W == 2) mbar_wait_try_first(bar, parity);
-  else if constexpr (W == 1) mbar_wait_in_asm(bar, parity);
-  else mbar_wait(bar, parity);
-}
 
-/// exp2 of x ≤ 0 on the FMA pipe: 2^x = 2^j · 2^f, j = round(x), f in [-0.5, 0.5], 2^f by a
-/// cubic (relative error 1.2e-4, far under the 16-bit P's rounding); j added to the
-/// exponent bits. x = -inf gives exactly 0 (clamped to -127: 2^0 · 2^-127's bits cancel).
-__device__ __forceinline__ float exp2_poly(float x) {
-  x = fmaxf(x, -127.0f);
-  const float t = x + 12582912.0f;  // 1.5 · 2^23: the low mantissa bits hold round(x)
-  const float j = t - 12582912.0f;
-  const float f = x - j;
-  float p = fmaf(f, 0.05459818f, 0.24221842f);  // fitted for the relative error; p(0) = 1 exactly
-  p = fmaf(p, f, 0.69336758f);
-  p = fmaf(p, f, 1.0f);
-  return __int_as_float(__float_as_int(p) + (__float_as_int(t) << 23));
-}
-
-/// Online softmax of one S tile (the consumer loop's variants): row maxima of s as given, the
-/// per-row `scale` folded into exp2's FMA (s already in the log2 domain: scale 1). LAZY keeps
-/// a row's maximum while the tile's exceeds it by at most 2^8 (P ≤ 256, O and l need no
-/// rescale; the normalisation cancels the factor), voted per warp so the rescale is a branch
-/// the warp takes together. POLY computes a quarter of the exp2 on the FMA pipe.
-template <int DP, int NT, int PROB_LOG2, bool LAZY, bool POLY>
+/// Online softmax of one S tile: row maxima of s as given, the per-row `scale` folded into
+/// exp2's FMA (one FFMA and one exp2 an element; s already in the log2 domain: scale 1).
+/// LAZY keeps a row's maximum while the tile's exceeds it by at most 2^8 (P ≤ 256, so O and l
+/// need no rescale; the final normalisation cancels the factor), voted per warp so that the
+/// rescale is a branch the warp takes together. PROB_LOG2 > 0 computes the probabilities as
+/// 2^PROB_LOG2·exp2(s − m) (for e4m3 products; l and O carry the factor).
+template <int DP, int NT, int PROB_LOG2, bool LAZY>
 __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT][4], float scale0, float scale1) {
   const float scale[2] = {scale0, scale1};
   constexpr float kLazyLog2 = 8.0f;
@@ -211,7 +194,7 @@ __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT]
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const float x = fmaf(s[n][2 * h + e], scale[h], neg);
-        s[n][2 * h + e] = POLY && n % 4 == 3 ? exp2_poly(x) : fast_exp2(x);
+        s[n][2 * h + e] = fast_exp2(x);
         sum += s[n][2 * h + e];
       }
     st.l[h] += sum;
@@ -384,13 +367,8 @@ __global__ void __launch_bounds__(384, 1)
   using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
-  constexpr bool kFused = (V & HopperVariant::fused_exp) != 0;
   // e4m3 P is 256·exp2(s − m), already near the top of e4m3's range: no lazy rescale there.
-  constexpr bool kLazy = kFused && (V & HopperVariant::lazy_rescale) != 0 && !kE4m3;
-  constexpr bool kPoly = kFused && (V & HopperVariant::poly_exp) != 0;
-  // The asm-loop waits let ptxas grant the consumers their setmaxnreg budget (wide tiles
-  // need it: S alone is 88 registers).
-  constexpr int kAsmWait = (V & HopperVariant::fast_wait) || kWide ? 2 : D > 128 || FP8 ? 1 : 0;
+  constexpr bool kLazy = !kE4m3;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
@@ -479,7 +457,7 @@ __global__ void __launch_bounds__(384, 1)
         // first tile's K and V so that those overlap the previous item's epilogue.
         auto load_q = [&] {
           if (lane == 0) {
-            wait_phase<kAsmWait>(q_empty, (n & 1) ^ 1);
+            wait_phase(q_empty, (n & 1) ^ 1);
             mbar_arrive_expect_tx(q_full, C::kQBytes);
             for (int c = 0; c < C::kChunks; ++c)
               tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
@@ -506,7 +484,7 @@ __global__ void __launch_bounds__(384, 1)
           const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
           const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
           if (lane == 0) {
-            wait_phase<kAsmWait>(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
+            wait_phase(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
             mbar_arrive_expect_tx(kbar, bytes);
           }
           __syncwarp();
@@ -514,7 +492,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int c = 0; c < kBoxChunks; ++c)
               tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
           if (lane == 0) {
-            wait_phase<kAsmWait>(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
+            wait_phase(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
             mbar_arrive_expect_tx(vbar, bytes);
           }
           __syncwarp();
@@ -605,7 +583,7 @@ __global__ void __launch_bounds__(384, 1)
       // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
       // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
       float undo[2] = {1.0f, 1.0f};
-      wait_phase<kAsmWait>(q_full, n & 1);
+      wait_phase(q_full, n & 1);
       if constexpr (kE4m3) {
         queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
         fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
@@ -653,14 +631,12 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       };
-      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain. Fused
-      // variants leave the plain scale of a fully visible tile to the softmax (returns true).
+      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain; the plain
+      // (positive) scale of a fully visible tile is left to the softmax's FMA (returns true).
       auto scores = [&](int key0) {
         const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
         if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
-          if constexpr (kFused) {
-            if (score_sc.scale_log2 > 0.0f) return true;
-          }
+          if (score_sc.scale_log2 > 0.0f) return true;
     #pragma unroll
           for (int n = 0; n < C::kNT; ++n)
     #pragma unroll
@@ -724,7 +700,7 @@ __global__ void __launch_bounds__(384, 1)
         const int s = stage(t);
         const std::uint32_t par = phase(t);
         const int key0 = kv_begin + t * C::kKeys;
-        wait_phase<kAsmWait>(k_full(s), par);
+        wait_phase(k_full(s), par);
         fence_operand<C::kNT>(sacc);
         wgmma_fence();
         issue_qk(s);
@@ -735,14 +711,9 @@ __global__ void __launch_bounds__(384, 1)
         if (lane == 0) mbar_arrive(k_empty(s));
         const bool scale_in_exp = scores(key0);
         // e4m3: P = 256·exp2(s − m), inside e4m3's range with fewer subnormals.
-        if constexpr (kFused) {
-          softmax_scaled<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0, kLazy, kPoly>(
-              st, sacc, scale_in_exp ? row_scale[0] : 1.0f, scale_in_exp ? row_scale[1] : 1.0f);
-        } else {
-          (void)scale_in_exp;
-          softmax_tile<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0>(st, sacc);
-        }
-        wait_phase<kAsmWait>(v_full(s), par);
+        softmax_scaled<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
+                                                                    scale_in_exp ? row_scale[1] : 1.0f);
+        wait_phase(v_full(s), par);
         zero_tail(s, key0);
         // P as register A-fragments, all packed before the first wgmma so the compiler need
         // not fence between them.
@@ -809,7 +780,6 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
   // wide_keys applies to d=128 on a 16-bit cache only (the planner drops it elsewhere).
   if (d != 128 || kv != KvPath::b16) variant &= ~int(HopperVariant::wide_keys);
   dispatch_elem(e, [&]<class T>() {
-    if constexpr (std::is_same_v<T, __half>) variant = kHopperDefaultVariant;  // f16: the default only
     auto go = [&]<int D, KvPath KP, int V>() {
       using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
       auto kernel = prefill_sm90_kernel<T, D, KP, V>;
@@ -835,7 +805,6 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
       auto one = [&]<int V>() {
         if (launched || variant != V) return;
         if constexpr ((V & HopperVariant::wide_keys) && (D != 128 || KP != KvPath::b16)) return;
-        else if constexpr (std::is_same_v<T, __half> && V != kHopperDefaultVariant) return;
         else {
           go.template operator()<D, KP, V>();
           launched = true;
