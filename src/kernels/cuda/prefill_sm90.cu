@@ -120,9 +120,10 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 /// Barrier waits: the whole loop, timeout included, in one asm statement (around it ptxas
 /// grants the consumers their setmaxnreg budget; around a C++ loop it allocates them within
 /// the launch bound's 168 registers), and one try before the clock is read: the usual case,
-/// a phase already complete, is a try_wait and a branch. Reading the clock before every
-/// wait (the asm loop before) cost 7–13 % at d≤128 and 10 % at d=256 on the H200
-/// (docs/KERNELS.md, 2026-12-01).
+/// a phase already complete, is a try_wait and a branch. On the H200 the asm loop that read
+/// the clock before every try measured 7–13 % slower than the C++ loop at d≤128; this one is
+/// within ±1 % of it there with the softmax below, and 11–14 % faster than that asm loop at
+/// d=256 (docs/KERNELS.md, 2026-12-01).
 __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
   asm volatile(
       "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
