@@ -5,10 +5,12 @@
 // FlashAttention-2 and cuDNN timings on the same shapes.
 //
 //   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only SUBSTRING]
+//                      [--hopper-variants N,N,...]
 //
 // --sweep adds planner variants (decode copies, split alignment and count; the Hopper
 // prefill on a persistent grid, and the portable prefill); --variant LABEL runs only the
-// variant of that label (e.g. for a profiler).
+// variant of that label (e.g. for a profiler). --hopper-variants adds the Hopper prefill's
+// compiled variants (CudaTuning::hopper_variant, labelled vN) to every prefill shape.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -247,6 +249,7 @@ std::vector<Shape> shapes(bool quick) {
 
 int main(int argc, char** argv) {
   std::string json_path, only, only_variant;
+  std::vector<int> hopper_variants;
   bool quick = false, sweep = false;
   int reps = 20;
   for (int i = 1; i < argc; ++i) {
@@ -256,13 +259,32 @@ int main(int argc, char** argv) {
     else if (a == "--sweep") sweep = true;
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--hopper-variants" && i + 1 < argc) {
+      for (std::string list = argv[++i]; !list.empty();) {
+        const std::size_t comma = list.find(',');
+        const std::string item = list.substr(0, comma);
+        std::size_t used = 0;
+        int v = -1;
+        try {
+          v = std::stoi(item, &used);
+        } catch (const std::exception&) {
+        }
+        if (v < 0 || used != item.size()) {
+          std::fprintf(stderr, "attnsel_cuda_bench: --hopper-variants takes comma-separated variant numbers, not '%s'\n",
+                       item.c_str());
+          return 2;
+        }
+        hopper_variants.push_back(v);
+        list = comma == std::string::npos ? "" : list.substr(comma + 1);
+      }
+    }
     else if (a == "--variant" && i + 1 < argc) {
       only_variant = argv[++i];
       sweep = true;
     }
     else {
       std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] "
-                           "[--only SUBSTRING]\n");
+                           "[--only SUBSTRING] [--hopper-variants N,N,...]\n");
       return 2;
     }
   }
@@ -319,6 +341,16 @@ int main(int argc, char** argv) {
           t.fp8_prefill = products;
           variants.push_back({name, t});
         }
+      if (s.kind == "prefill")
+        for (const int v : hopper_variants) {
+          cu::CudaTuning t;
+          t.hopper_variant = v;
+          variants.push_back({fmt::format("v{}", v), t});
+          if (s.kv_fp8) {  // the e4m3 products too
+            t.fp8_prefill = cu::Fp8PrefillProducts::e4m3;
+            variants.push_back({fmt::format("e4m3-v{}", v), t});
+          }
+        }
       if (sweep && s.kind == "prefill") {
         cu::CudaTuning t;
         t.hopper_ctas = -1;
@@ -327,11 +359,19 @@ int main(int argc, char** argv) {
         t.use_hopper = false;
         variants.push_back({"portable", t});
       }
+      std::vector<std::string> hopper_seen;  // a --hopper-variants run that equals one before it is skipped
       for (const auto& [label, tuning] : variants) {
         if (!only_variant.empty() && label != only_variant) continue;
         cu::FlashAttnCuda impl(lp, tuning);
         const attnsel::kernel::KVCacheView dev_cache{b.k.view, b.v.view};
         const auto plan = impl.plan(b.md(), dev_cache, b.q.view.dtype, attnsel::kernel::Stream{});
+        if (!hopper_variants.empty() && s.kind == "prefill") {
+          const cu::PlanSummary sum = cu::FlashAttnCuda::summary(*plan);
+          const std::string key = fmt::format("{} {} {} {}", sum.prefill_kernel, sum.prefill_products,
+                                              sum.prefill_variant, tuning.hopper_ctas);
+          if (std::find(hopper_seen.begin(), hopper_seen.end(), key) != hopper_seen.end()) continue;
+          hopper_seen.push_back(key);
+        }
         auto execute = [&] { impl.execute(*plan, b.q.view, dev_cache, b.o.view, attnsel::kernel::Stream{}); };
         b.o.buffer.fill_bytes(0xFF);
         execute();

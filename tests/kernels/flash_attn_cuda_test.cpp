@@ -20,6 +20,7 @@
 #include "attnsel/errors.hpp"
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/cuda/launch.hpp"  // the Hopper prefill's compiled variants
 #include "kernels/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
@@ -47,6 +48,7 @@ struct GpuCase {
   float k_scale = 1.0f, v_scale = 1.0f;
   std::vector<float> k_scales, v_scales;  // per KV head (empty = the scalars)
   bool batch_invariant = false;
+  float scale_mult = 1.0f;  // the softmax scale is scale_mult / sqrt(head_size)
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -67,7 +69,7 @@ LayerParams layer_params(const GpuCase& c) {
   p.num_heads = c.heads;
   p.num_kv_heads = c.kv_heads;
   p.head_size = c.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(c.head_size));
+  p.scale = c.scale_mult / std::sqrt(static_cast<float>(c.head_size));
   p.sliding_window = c.window;
   p.logits_soft_cap = c.softcap;
   p.causal = c.causal;
@@ -794,6 +796,61 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
           }
           const Outcome o = check_case(c);
           EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+        }
+}
+
+/// Every compiled variant of the Hopper prefill (128- and 176-key tiles; the planner keeps
+/// 176 for unmasked d=128 layers) against the reference, both activation dtypes: unmasked,
+/// causal with context before the queries, ALiBi with sinks, a window with soft-cap, and
+/// sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile to tile, so
+/// the lazy rescale takes both branches, causal and not); and an fp8 cache with both products.
+TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  for (const int v : kHopperVariants)
+    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+      for (int hs : {64, 96, 128, 256})
+        for (int kind = 0; kind < 7; ++kind) {
+          if (kind >= 5 && hs > 128) continue;  // fp8 caches take the Hopper kernel up to d=128
+          SCOPED_TRACE(fmt::format("variant {} {} d={} kind {}", v, to_string(dt), hs, kind));
+          GpuCase c;
+          c.dtype = dt;
+          c.heads = 4;
+          c.kv_heads = 2;
+          c.head_size = hs;
+          c.tuning.hopper_variant = v;
+          c.seqs = {{389, 389}, {61, 61}, {300, 100}};
+          c.seed = 3000 + static_cast<std::uint64_t>(v * 100 + hs + kind);
+          switch (kind) {
+            case 0: c.causal = false; break;
+            case 1: c.scale_mult = 16.0f; break;
+            case 2:
+              c.causal = false;
+              c.alibi = true;
+              c.sinks = true;
+              break;
+            case 3:
+              c.window = 150;
+              c.softcap = 8.0f;
+              break;
+            case 4:
+              c.causal = false;
+              c.scale_mult = 16.0f;
+              break;
+            default:
+              c.kv_cache_dtype = "fp8";
+              c.k_scale = 0.25f;
+              c.v_scale = 0.5f;
+              c.causal = kind == 5;
+              c.tuning.fp8_prefill = kind == 5 ? Fp8PrefillProducts::e4m3 : Fp8PrefillProducts::f16;
+              break;
+          }
+          const Outcome o = check_case(c);
+          EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+          // Wide tiles only where no tile is masked: unmasked layers computed at d=128, 16-bit cache.
+          const bool wide_applies = !c.causal && !c.window && hs > 64 && hs <= 128 && c.kv_cache_dtype == "auto";
+          EXPECT_EQ(o.summary.prefill_variant, wide_applies ? v : 0);
         }
 }
 

@@ -10,6 +10,7 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
@@ -143,6 +144,29 @@ Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
   return from_env;
 }
 
+/// The Hopper prefill's variant: the tuning's, or with -1 ATTNSEL_CUDA_HOPPER_VARIANT, else
+/// the default; one of the compiled ones.
+int hopper_variant(int want) {
+  auto check_compiled = [](int v, std::string_view from) {
+    if (std::find(std::begin(kHopperVariants), std::end(kHopperVariants), v) == std::end(kHopperVariants))
+      throw ValueError(fmt::format("{} {}: the Hopper prefill variants compiled are {}", from, v,
+                                   fmt::join(kHopperVariants, ", ")));
+    return v;
+  };
+  if (want >= 0) return check_compiled(want, "CudaTuning::hopper_variant");
+  static const int from_env = [&] {
+    const char* v = std::getenv("ATTNSEL_CUDA_HOPPER_VARIANT");
+    if (v == nullptr || *v == '\0') return kHopperDefaultVariant;
+    char* end = nullptr;
+    const long n = std::strtol(v, &end, 10);
+    if (*end != '\0' || n < 0 || n > 1024)
+      throw ValueError(fmt::format("ATTNSEL_CUDA_HOPPER_VARIANT='{}': expected one of {}", v,
+                                   fmt::join(kHopperVariants, ", ")));
+    return check_compiled(static_cast<int>(n), "ATTNSEL_CUDA_HOPPER_VARIANT");
+  }();
+  return from_env;
+}
+
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
 /// The decode kernel's copies for a tuning choice on a device of compute capability `major`.
@@ -202,8 +226,9 @@ std::string PlanSummary::describe() const {
                        decode_seqs, decode_ctas, max_splits, merge_rows);
   if (prefill_ctas) {
     if (!out.empty()) out += "; ";
-    out += fmt::format("prefill ({}{}): {} sequences, {} CTAs", prefill_kernel,
-                       prefill_products.empty() ? "" : ", " + prefill_products + " products", prefill_seqs,
+    out += fmt::format("prefill ({}{}{}): {} sequences, {} CTAs", prefill_kernel,
+                       prefill_products.empty() ? "" : ", " + prefill_products + " products",
+                       prefill_variant ? fmt::format(", variant {}", prefill_variant) : "", prefill_seqs,
                        prefill_ctas);
   }
   return out.empty() ? "nothing to do" : out;
@@ -343,6 +368,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   bool hopper = false;      // prefill on the sm_90a kernel
   KvPath hopper_kv = KvPath::b16;  // its cache and products
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
+  int hopper_variant = 0;   // HopperVariant flags of the Hopper prefill
   int sms = 0;              // the device's multiprocessors (a persistent Hopper prefill's grid)
   std::int32_t split_align = 16;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
@@ -550,10 +576,18 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   const bool hopper_fp8_ok = params_.head_size <= 128 && params_.head_size % 16 == 0;
   plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
-  if (plan->hopper) plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size)));
   plan->hopper_kv = !kv_fp8 ? KvPath::b16
                     : fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3 ? KvPath::e4m3
                                                                                             : KvPath::f16_widened;
+  if (plan->hopper) {
+    // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys.
+    const MaskRule rule = MaskRule::from(params_);
+    plan->hopper_variant = hopper_variant(tuning_.hopper_variant);
+    if (rule.causal || rule.window >= 0 || kv_fp8 || hopper_head_dim(params_.head_size) != 128)
+      plan->hopper_variant &= ~int(HopperVariant::wide_keys);
+    plan->box_rows =
+        std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size), plan->hopper_variant));
+  }
   plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
   plan->early_cache_reads = options.early_cache_reads && plan->programmatic;
   plan->sms = facts.sms;
@@ -800,6 +834,7 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   sum.prefill_products = plan.prefill_seqs.empty() || !plan.hopper || !plan.kv_fp8 ? ""
                          : plan.hopper_kv == KvPath::e4m3                           ? "e4m3"
                                                                                     : "f16";
+  sum.prefill_variant = plan.hopper && !plan.prefill_seqs.empty() ? plan.hopper_variant : 0;
 }
 
 void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,
@@ -948,7 +983,8 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
       if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, maps); !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
       const int ctas = tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas;
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, ctas, maps.bytes.data(), plan.box_rows, s);
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, ctas, maps.bytes.data(), plan.box_rows,
+                          plan.hopper_variant, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }

@@ -72,6 +72,10 @@ struct CudaTuning {
   /// variable ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH=0 turns it off, for comparisons).
   bool programmatic_launch = true;
   Fp8PrefillProducts fp8_prefill = Fp8PrefillProducts::automatic;  ///< sm_90 prefill on an fp8 cache
+  /// The Hopper prefill's compiled variant (HopperVariant flags in kernels/cuda/launch.hpp,
+  /// one of kHopperVariants), for comparisons; -1 = the environment variable
+  /// ATTNSEL_CUDA_HOPPER_VARIANT, else the tuned default.
+  int hopper_variant = -1;
 };
 
 /// What a plan will launch (for reports and the benchmark).
@@ -85,6 +89,7 @@ struct PlanSummary {
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
   std::string prefill_products;  ///< sm90-wgmma on an fp8 cache: "e4m3" or "f16"; "" otherwise
+  int prefill_variant = 0;     ///< sm90-wgmma: the HopperVariant flags it runs with
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
   /// An execute with new keys and values appends them inside the decode launch: every
   /// sequence takes the decode kernel, every slot is -1 or its token's block-table position,

@@ -134,14 +134,28 @@ void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bo
 /// wgmma operands (queries and probabilities quantised to e4m3, V transposed by the producer).
 enum class KvPath { b16, f16_widened, e4m3 };
 
+/// Compile-time variants of the Hopper prefill (bit flags), chosen per launch so that one
+/// build can compare them (CudaTuning::hopper_variant, ATTNSEL_CUDA_HOPPER_VARIANT).
+struct HopperVariant {
+  enum : int {
+    wide_keys = 1,  ///< 176-key tiles at d=128 on a 16-bit cache without a causal mask or window
+  };
+};
+/// The variants compiled in; the default takes wide tiles where they apply (the planner
+/// drops the flag elsewhere).
+inline constexpr int kHopperVariants[] = {0, 1};
+inline constexpr int kHopperDefaultVariant = HopperVariant::wide_keys;
+
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
 /// kv: KvPath::b16 for a 16-bit cache; an e4m3 cache (head sizes up to 128) either way;
 /// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
 /// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
+/// variant: HopperVariant flags, one of kHopperVariants (wide_keys is dropped where it does
+/// not apply).
 void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
-                         int box_rows, void* stream);
+                         int box_rows, int variant, void* stream);
 
 struct CacheWriteParams {
   const void* key = nullptr;
@@ -173,6 +187,10 @@ inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hoppe
 /// Keys per tile in the Hopper kernel: 128 up to d=128; 80 at d=256 (O alone is 128
 /// registers per consumer thread there, and 2 stages of 80-key K and V tiles fill shared memory).
 constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80; }
+/// The key tile of a variant: wide_keys takes 176 keys at d=128 (16-bit cache only).
+constexpr int hopper_key_tile(int head_dim, int variant) {
+  return head_dim == 128 && (variant & HopperVariant::wide_keys) ? 176 : hopper_key_tile(head_dim);
+}
 /// The head size the Hopper kernel computes with: 64, 128 or 256, the next one up from the
 /// layer's (0 above 256). The TMA boxes read the columns past the real head size as zeros,
 /// so padded columns add nothing to Q·Kᵀ and produce output columns that are not stored.

@@ -6,7 +6,10 @@
 // block table (one TMA box per page slice and 128-byte column chunk, 128-byte swizzled).
 // Each consumer computes S = Q·Kᵀ with both operands in shared memory, applies the score
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
-// straight from registers and V read transposed from shared memory.
+// straight from registers and V read transposed from shared memory. The softmax folds the
+// score scale into exp2's FMA and rescales O only when a row maximum grows by more than
+// 2^8. Key tiles are 128 keys (80 at d=256), 176 at d=128 without a causal mask or window
+// (HopperVariant::wide_keys: fewer per-tile fixed costs where no tile is masked).
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
@@ -37,6 +40,10 @@
 // Every head size up to 256 (16-bit cache) takes this path, computed as 64, 128 or 256
 // with the columns past the real size read as zeros by TMA.
 #include <cuda.h>
+
+#include <iterator>
+#include <type_traits>
+#include <utility>
 #include "kernels/cuda/async_copy_sm90.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/fp8_convert.cuh"
@@ -52,7 +59,7 @@ constexpr int kWideners = 96;
 /// e4m3 products: probabilities are computed as 2^8·exp2(s − m), up to 256 of e4m3's 448.
 constexpr int kE4m3ProbLog2 = 8;
 
-template <class T, int D, KvPath P>
+template <class T, int D, KvPath P, int KEYS = hopper_key_tile(D)>
 struct HopperConfig {
   static constexpr bool kFp8 = P != KvPath::b16;
   static constexpr bool kWiden = P == KvPath::f16_widened;  // raw K and V widened to f16
@@ -60,7 +67,7 @@ struct HopperConfig {
   static_assert(!kFp8 || D <= 128, "the fp8 staging ring fits shared memory up to d=128");
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
-  static constexpr int kKeys = hopper_key_tile(D);
+  static constexpr int kKeys = KEYS;
   static constexpr int kNT = kKeys / 8;
   static_assert(kKeys % 16 == 0, "P·V steps over 16 keys");
   static_assert(!kE4m3 || kKeys == 128, "e4m3: one 128-byte swizzle atom of keys per transposed V row");
@@ -110,13 +117,89 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
 }
-/// Barrier waits: ptxas grants the consumers their setmaxnreg budget only around the
-/// asm-loop wait. The fp8 path and d=256 need that budget (with the C++ loop they spill);
-/// the 16-bit path at d≤128 fits the launch-bound 168 registers and measured 6–15 % faster
-/// with the C++-loop wait.
-template <bool ASM> __device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
-  if constexpr (ASM) mbar_wait_in_asm(bar, parity);
-  else mbar_wait(bar, parity);
+/// Barrier waits: the whole loop, timeout included, in one asm statement (around it ptxas
+/// grants the consumers their setmaxnreg budget; around a C++ loop it allocates them within
+/// the launch bound's 168 registers), and one try before the clock is read: the usual case,
+/// a phase already complete, is a try_wait and a branch. On the H200 the asm loop that read
+/// the clock before every try measured 7–13 % slower than the C++ loop at d≤128; this one is
+/// within ±1 % of it there with the softmax below, and 11–14 % faster than that asm loop at
+/// d=256 (docs/KERNELS.md, 2026-12-01).
+__device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
+  asm volatile(
+      "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "mov.u64 t0, %%clock64;\n"
+      "WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
+      "mov.u64 t1, %%clock64;\n"
+      "sub.u64 t1, t1, t0;\n"
+      "setp.lt.u64 done, t1, 34359738368;\n"
+      "@done bra WAIT;\n"
+      "trap;\n"
+      "DONE:\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+/// Online softmax of one S tile: row maxima of s as given, the per-row `scale` folded into
+/// exp2's FMA (one FFMA and one exp2 an element; s already in the log2 domain: scale 1).
+/// LAZY keeps a row's maximum while the tile's exceeds it by at most 2^8 (P ≤ 256, so O and l
+/// need no rescale; the final normalisation cancels the factor), voted per warp so that the
+/// rescale is a branch the warp takes together. PROB_LOG2 > 0 computes the probabilities as
+/// 2^PROB_LOG2·exp2(s − m) (for e4m3 products; l and O carry the factor).
+template <int DP, int NT, int PROB_LOG2, bool LAZY>
+__device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT][4], float scale0, float scale1) {
+  const float scale[2] = {scale0, scale1};
+  constexpr float kLazyLog2 = 8.0f;
+  float mx[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    mx[h] = -INFINITY;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx[h] = fmaxf(mx[h], fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+#pragma unroll
+  for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+  float m_new[2];
+  bool grow = false;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    m_new[h] = fmaxf(st.m[h], mx[h] * scale[h]);
+    grow |= m_new[h] > st.m[h] + kLazyLog2;  // a first finite maximum always grows (-inf + 8)
+  }
+  if (!LAZY || __any_sync(0xffffffffu, grow)) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
+      const float ref = (m_new[h] == -INFINITY) ? 0.0f : m_new[h];
+      const float corr = fast_exp2(st.m[h] - ref);
+      st.m[h] = m_new[h];
+      st.l[h] *= corr;
+#pragma unroll
+      for (int j = 0; j < DP / 8; ++j) {
+        st.o[j][2 * h] *= corr;
+        st.o[j][2 * h + 1] *= corr;
+      }
+    }
+  }
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float neg = (st.m[h] == -INFINITY ? 0.0f : -st.m[h]) + float(PROB_LOG2);
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const float x = fmaf(s[n][2 * h + e], scale[h], neg);
+        s[n][2 * h + e] = fast_exp2(x);
+        sum += s[n][2 * h + e];
+      }
+    st.l[h] += sum;
+  }
 }
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
@@ -274,16 +357,19 @@ __device__ __forceinline__ void queries_to_f16(unsigned char* q, int row0, int c
   if (half == 0) undo[r] = back;
 }
 
-template <class T, int D, KvPath KP>
+template <class T, int D, KvPath KP, int V>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
                         const int box_rows) {
 #ifdef ATTNSEL_SM90A
-  using C = HopperConfig<T, D, KP>;
+  constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
+  static_assert(!kWide || (D == 128 && KP == KvPath::b16), "wide key tiles: d=128, 16-bit cache");
+  using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
-  constexpr bool kAsmWait = D > 128 || FP8;
+  // e4m3 P is 256·exp2(s − m), already near the top of e4m3's range: no lazy rescale there.
+  constexpr bool kLazy = !kE4m3;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
@@ -372,7 +458,7 @@ __global__ void __launch_bounds__(384, 1)
         // first tile's K and V so that those overlap the previous item's epilogue.
         auto load_q = [&] {
           if (lane == 0) {
-            wait_phase<kAsmWait>(q_empty, (n & 1) ^ 1);
+            wait_phase(q_empty, (n & 1) ^ 1);
             mbar_arrive_expect_tx(q_full, C::kQBytes);
             for (int c = 0; c < C::kChunks; ++c)
               tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
@@ -399,7 +485,7 @@ __global__ void __launch_bounds__(384, 1)
           const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
           const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
           if (lane == 0) {
-            wait_phase<kAsmWait>(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
+            wait_phase(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
             mbar_arrive_expect_tx(kbar, bytes);
           }
           __syncwarp();
@@ -407,7 +493,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int c = 0; c < kBoxChunks; ++c)
               tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
           if (lane == 0) {
-            wait_phase<kAsmWait>(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
+            wait_phase(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
             mbar_arrive_expect_tx(vbar, bytes);
           }
           __syncwarp();
@@ -498,7 +584,7 @@ __global__ void __launch_bounds__(384, 1)
       // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
       // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
       float undo[2] = {1.0f, 1.0f};
-      wait_phase<kAsmWait>(q_full, n & 1);
+      wait_phase(q_full, n & 1);
       if constexpr (kE4m3) {
         queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
         fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
@@ -546,15 +632,17 @@ __global__ void __launch_bounds__(384, 1)
           }
         }
       };
-      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain.
+      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain; the plain
+      // (positive) scale of a fully visible tile is left to the softmax's FMA (returns true).
       auto scores = [&](int key0) {
         const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
         if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
+          if (score_sc.scale_log2 > 0.0f) return true;
     #pragma unroll
           for (int n = 0; n < C::kNT; ++n)
     #pragma unroll
             for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
-          return;
+          return false;
         }
         if constexpr (kE4m3 || (FP8 && !std::is_same_v<T, __half>)) {
     #pragma unroll
@@ -563,6 +651,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
         }
         score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+        return false;
       };
       // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
       // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
@@ -612,7 +701,7 @@ __global__ void __launch_bounds__(384, 1)
         const int s = stage(t);
         const std::uint32_t par = phase(t);
         const int key0 = kv_begin + t * C::kKeys;
-        wait_phase<kAsmWait>(k_full(s), par);
+        wait_phase(k_full(s), par);
         fence_operand<C::kNT>(sacc);
         wgmma_fence();
         issue_qk(s);
@@ -621,10 +710,11 @@ __global__ void __launch_bounds__(384, 1)
         fence_operand<C::kNT>(sacc);
         __syncwarp();
         if (lane == 0) mbar_arrive(k_empty(s));
-        scores(key0);
+        const bool scale_in_exp = scores(key0);
         // e4m3: P = 256·exp2(s − m), inside e4m3's range with fewer subnormals.
-        softmax_tile<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0>(st, sacc);
-        wait_phase<kAsmWait>(v_full(s), par);
+        softmax_scaled<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
+                                                                    scale_in_exp ? row_scale[1] : 1.0f);
+        wait_phase(v_full(s), par);
         zero_tail(s, key0);
         // P as register A-fragments, all packed before the first wgmma so the compiler need
         // not fence between them.
@@ -684,22 +774,24 @@ __global__ void __launch_bounds__(384, 1)
 }  // namespace
 
 void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
-                         int box_rows, void* stream) {
+                         int box_rows, int variant, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
+  const int d = hopper_head_dim(head_size);
+  // wide_keys applies to d=128 on a 16-bit cache only (the planner drops it elsewhere).
+  if (d != 128 || kv != KvPath::b16) variant &= ~int(HopperVariant::wide_keys);
   dispatch_elem(e, [&]<class T>() {
-    auto go = [&]<int D, KvPath KP>() {
-      using C = HopperConfig<T, D, KP>;
-      auto kernel = prefill_sm90_kernel<T, D, KP>;
+    auto go = [&]<int D, KvPath KP, int V>() {
+      using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
+      auto kernel = prefill_sm90_kernel<T, D, KP, V>;
       auto cfg = [&] {
-        return cfg_string("elem={} head_size={} (as {}) kv={} heads={}/{} work={} ctas={} box_rows={} block_size={} "
-                          "smem={}",
+        return cfg_string("elem={} head_size={} (as {}) kv={} variant={} heads={}/{} work={} ctas={} box_rows={} "
+                          "block_size={} smem={}",
                           to_string(e), head_size, D,
                           KP == KvPath::b16           ? "16-bit"
                           : KP == KvPath::f16_widened ? "fp8_e4m3 (f16 products)"
                                                       : "fp8_e4m3 (e4m3 products)",
-                          p.num_heads,
-                          p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
+                          V, p.num_heads, p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
       set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
@@ -708,7 +800,25 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
                                                                                        box_rows);
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
-    const int d = hopper_head_dim(head_size);
+    // The variant's instantiation.
+    auto go_variant = [&]<int D, KvPath KP>() {
+      bool launched = false;
+      auto one = [&]<int V>() {
+        if (launched || variant != V) return;
+        if constexpr ((V & HopperVariant::wide_keys) && (D != 128 || KP != KvPath::b16)) return;
+        else {
+          go.template operator()<D, KP, V>();
+          launched = true;
+        }
+      };
+      [&]<std::size_t... I>(std::index_sequence<I...>) {
+        (one.template operator()<kHopperVariants[I]>(), ...);
+      }(std::make_index_sequence<std::size(kHopperVariants)>());
+      if (!launched)
+        throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
+                         cfg_string("variant {} is not compiled for {} at head size {}", variant, to_string(e),
+                                    head_size));
+    };
     const bool kv_fp8 = kv != KvPath::b16;
     if (kv_fp8 && d != 64 && d != 128)
       throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
@@ -716,16 +826,16 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
                                   head_size));
     switch (d) {
       case 64:
-        if (kv == KvPath::e4m3) go.template operator()<64, KvPath::e4m3>();
-        else if (kv == KvPath::f16_widened) go.template operator()<64, KvPath::f16_widened>();
-        else go.template operator()<64, KvPath::b16>();
+        if (kv == KvPath::e4m3) go_variant.template operator()<64, KvPath::e4m3>();
+        else if (kv == KvPath::f16_widened) go_variant.template operator()<64, KvPath::f16_widened>();
+        else go_variant.template operator()<64, KvPath::b16>();
         break;
       case 128:
-        if (kv == KvPath::e4m3) go.template operator()<128, KvPath::e4m3>();
-        else if (kv == KvPath::f16_widened) go.template operator()<128, KvPath::f16_widened>();
-        else go.template operator()<128, KvPath::b16>();
+        if (kv == KvPath::e4m3) go_variant.template operator()<128, KvPath::e4m3>();
+        else if (kv == KvPath::f16_widened) go_variant.template operator()<128, KvPath::f16_widened>();
+        else go_variant.template operator()<128, KvPath::b16>();
         break;
-      case 256: go.template operator()<256, KvPath::b16>(); break;
+      case 256: go_variant.template operator()<256, KvPath::b16>(); break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                          cfg_string("head size {} is above 256", head_size));
