@@ -10,10 +10,10 @@
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. Whoever writes a row's output
 // also writes its log-sum-exp when the caller asks for it (natural log, sinks included). An fp8 (e4m3) cache is copied
-// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise; half the bytes per stage,
-// so twice the stages in flight) and never widened in shared memory: each warp reads the
-// bytes of its mma fragments and converts them in registers, and its products run in f16
-// (tile_common.cuh); its scales act in fp32 (k_scale in the score scale, v_scale on the
+// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise) in 128-key tiles, never
+// widened in shared memory: each warp converts the bytes of its mma fragments in registers
+// and computes S^T = K·Q^T and O^T = V^T·P^T in f16, the keys in the mma's M dimension
+// (decode_fp8_keys.cuh; the rows form of tile_common.cuh stays selectable); its scales act in fp32 (k_scale in the score scale, v_scale on the
 // output; per-KV-head scales are read once per CTA, whose rows all share one KV head).
 // An execute that appends the step's new keys and values passes them in: each CTA whose key
 // slice holds new tokens writes them (its KV head) into their cache slots before it copies
@@ -34,8 +34,10 @@ namespace attnsel::kernel::cuda {
 namespace {
 
 /// How an fp8 decode lays its products out: the packed rows in the mma's M dimension
-/// (tile_common.cuh), or the keys (decode_fp8_keys.cuh) with 16 or 32 keys per warp and tile.
-enum Fp8DecodeForm { kFormRows = 0, kFormKeys64 = 1, kFormKeys128 = 2 };
+/// (tile_common.cuh; 64-key tiles), or the keys (decode_fp8_keys.cuh; 128-key tiles, 32 keys
+/// per warp), the default: 0.60x bf16's time at 64 x 4096 where the rows form took 0.85x
+/// (docs/kernels-fp8.md).
+enum Fp8DecodeForm { kFormRows = 0, kFormKeys128 = 1 };
 
 /// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
 /// 2-3 stages each it is (of half-size fp8 stages, 3-5).
@@ -45,7 +47,7 @@ struct DecodeConfig {
   static constexpr int kWarps = 4;
   static constexpr bool kKeysForm = FORM != kFormRows;
   static_assert(!kKeysForm || FP8, "the keys form reads raw fp8 tiles");
-  static constexpr int kKeys = FORM == kFormKeys128 ? 2 * kDecodeKeyTile : kDecodeKeyTile;
+  static constexpr int kKeys = kKeysForm ? 2 * kDecodeKeyTile : kDecodeKeyTile;
   static constexpr int kWarpKeys = kKeys / kWarps;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
@@ -59,7 +61,7 @@ struct DecodeConfig {
   static constexpr int kRawTileBytes = kTma ? kKeys * DP : kKeys * RawPadded<DP>::kRowBytes;
   static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
   // fp8 stages are half as large: as many bytes in flight takes about twice the stages.
-  static constexpr int kStages = FORM == kFormKeys128 ? (DP <= 128 ? 3 : 2) : FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
+  static constexpr int kStages = kKeysForm ? (DP <= 128 ? 3 : 2) : FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
   static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
@@ -578,18 +580,17 @@ __global__ void __launch_bounds__(128)
   if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
 }
 
-/// The fp8 decode's form: ATTNSEL_CUDA_FP8_DECODE=rows|keys64|keys128 (read once), keys128
-/// by default.
+/// The fp8 decode's form: ATTNSEL_CUDA_FP8_DECODE=rows|keys128 (read once; keys128 when
+/// unset), so the two can be compared in one build.
 Fp8DecodeForm fp8_decode_form() {
   static const Fp8DecodeForm form = [] {
     const char* v = std::getenv("ATTNSEL_CUDA_FP8_DECODE");
     if (v == nullptr || *v == '\0') return kFormKeys128;
     const std::string s = v;
     if (s == "rows") return kFormRows;
-    if (s == "keys64") return kFormKeys64;
     if (s == "keys128") return kFormKeys128;
     throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "ATTNSEL_CUDA_FP8_DECODE",
-                     "'" + s + "' is not one of rows, keys64, keys128");
+                     "'" + s + "' is not one of rows, keys128");
   }();
   return form;
 }
@@ -614,7 +615,7 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
           return cfg_string(
               "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={} form={}",
               to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
-              C::kSmemBytes, how, C::kStages, box_rows, FORM == kFormRows ? "rows" : FORM == kFormKeys64 ? "keys64" : "keys128");
+              C::kSmemBytes, how, C::kStages, box_rows, FORM == kFormRows ? "rows" : "keys128");
         };
         static std::atomic<std::uint64_t> smem_set{0};
         set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "decode_kernel: cudaFuncSetAttribute", cfg);
@@ -632,7 +633,6 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         };
         switch (fp8_decode_form()) {
           case kFormRows: fp8.template operator()<kFormRows>(); break;
-          case kFormKeys64: fp8.template operator()<kFormKeys64>(); break;
           case kFormKeys128: fp8.template operator()<kFormKeys128>(); break;
         }
       } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
