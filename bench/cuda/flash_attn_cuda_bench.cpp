@@ -207,7 +207,7 @@ std::vector<Shape> shapes(bool quick) {
                          fp8 ? " fp8" : "");
     v.push_back(s);
   };
-  auto decode = [&](int batch, int ctx, bool hnd = false) {
+  auto decode = [&](int batch, int ctx, bool hnd = false, bool fp8 = false) {
     Shape s;
     s.kind = "decode";
     s.batch = batch;
@@ -217,7 +217,8 @@ std::vector<Shape> shapes(bool quick) {
     s.kv_heads = 8;
     s.head_size = 128;
     s.hnd = hnd;
-    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16{}", batch, ctx, hnd ? " HND" : "");
+    s.kv_fp8 = fp8;
+    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16{}{}", batch, ctx, hnd ? " HND" : "", fp8 ? " fp8" : "");
     v.push_back(s);
   };
   decode(64, 4096);
@@ -229,6 +230,8 @@ std::vector<Shape> shapes(bool quick) {
   decode(4, 4096);
   decode(16, 2048);
   if (!quick) decode(32, 16384);
+  decode(64, 4096, false, true);  // e4m3 cache: half the bytes
+  decode(1, 32768, false, true);
   prefill(2, 16384, 16, 128, false);
   prefill(2, 16384, 16, 128, true);
   prefill(2, 16384, 16, 128, true, 16, true);

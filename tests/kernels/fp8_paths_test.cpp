@@ -184,6 +184,13 @@ GpuResult run_gpu(PagedWorkload& wl, const LayerParams& lp, cuda::CudaTuning tun
   return r;
 }
 
+/// The GPU decode's error bounds (relative L2 against the double reference over the
+/// dequantised cache). Measured on an H200 (docs/kernels-fp8.md): bf16 output 0.00137-0.00173,
+/// f16 output 0.00018-0.00067 (the largest with every finite code in K); the bounds leave
+/// about 2x. The output's own rounding sets them: bf16 keeps 8 bits, f16 11.
+constexpr double kDecodeRelL2Bf16 = 4e-3;
+constexpr double kDecodeRelL2F16 = 1.5e-3;
+
 LayerParams gpu_params(const WorkloadSpec& s) {
   LayerParams lp = runtime::layer_params_for(s);
   lp.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
@@ -208,7 +215,7 @@ TEST(Fp8PathsGpu, DecodeCopiesHeadSizesLayoutsAndDtypes) {
           SCOPED_TRACE(fmt::format("d={} {} {} {}", hs, layout == CacheLayout::nhd ? "NHD" : "HND", to_string(dt),
                                    r.summary.decode_loads));
           EXPECT_EQ(r.not_finite, 0);
-          EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? 8e-3 : 2e-3);
+          EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? kDecodeRelL2Bf16 : kDecodeRelL2F16);
           // The conversions add no error of their own: f16 products are exact for fp8 keys
           // and values, the probabilities round to 11 bits.
           const bool tma = copies == cuda::DecodeCopies::automatic && (hs + 31) / 32 * 32 % 128 == 0;
@@ -233,7 +240,7 @@ TEST(Fp8PathsGpu, QueriesBeyondTheHalfRangeAndTiny) {
     const GpuResult r = run_gpu(wl, lp);
     SCOPED_TRACE(fmt::format("query range {}", range));
     EXPECT_EQ(r.not_finite, 0);
-    EXPECT_LT(r.rel_l2, 8e-3);
+    EXPECT_LT(r.rel_l2, kDecodeRelL2Bf16);
   }
 }
 
@@ -252,7 +259,7 @@ TEST(Fp8PathsGpu, EveryFiniteByteValueInDecode) {
         SCOPED_TRACE(fmt::format("d={} {} codes in {} {}", hs, to_string(dt), codes_in_v ? "V" : "K",
                                  r.summary.decode_loads));
         EXPECT_EQ(r.not_finite, 0);
-        EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? 8e-3 : 2e-3);
+        EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? kDecodeRelL2Bf16 : kDecodeRelL2F16);
       }
 }
 

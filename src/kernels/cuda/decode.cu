@@ -10,19 +10,22 @@
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. Whoever writes a row's output
 // also writes its log-sum-exp when the caller asks for it (natural log, sinks included). An fp8 (e4m3) cache is copied
-// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise; half the bytes per stage,
-// so twice the stages in flight) and never widened in shared memory: each warp reads the
-// bytes of its mma fragments and converts them in registers, and its products run in f16
-// (tile_common.cuh); its scales act in fp32 (k_scale in the score scale, v_scale on the
+// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise) in 128-key tiles, never
+// widened in shared memory: each warp converts the bytes of its mma fragments in registers
+// and computes S^T = K·Q^T and O^T = V^T·P^T in f16, the keys in the mma's M dimension
+// (decode_fp8_keys.cuh; the rows form of tile_common.cuh stays selectable); its scales act in fp32 (k_scale in the score scale, v_scale on the
 // output; per-KV-head scales are read once per CTA, whose rows all share one KV head).
 // An execute that appends the step's new keys and values passes them in: each CTA whose key
 // slice holds new tokens writes them (its KV head) into their cache slots before it copies
 // any tile, and every other CTA starts streaming at once — one launch per layer where a
 // separate cache write and its completion sat on the critical path.
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "kernels/cuda/async_copy_sm90.cuh"
+#include "kernels/cuda/decode_fp8_keys.cuh"
 #include "kernels/cuda/dispatch.cuh"
 #include "kernels/cuda/programmatic_launch.cuh"
 #include "kernels/cuda/tile_common.cuh"
@@ -30,13 +33,22 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
+/// How an fp8 decode lays its products out: the packed rows in the mma's M dimension
+/// (tile_common.cuh; 64-key tiles), or the keys (decode_fp8_keys.cuh; 128-key tiles, 32 keys
+/// per warp), the default: 0.60x bf16's time at 64 x 4096 where the rows form took 0.85x
+/// (docs/kernels-fp8.md).
+enum Fp8DecodeForm { kFormRows = 0, kFormKeys128 = 1 };
+
 /// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
 /// 2-3 stages each it is (of half-size fp8 stages, 3-5).
-template <class T, int DP, int LOADS, bool FP8>
+template <class T, int DP, int LOADS, bool FP8, int FORM = kFormRows>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
-  static constexpr int kKeys = kDecodeKeyTile;  // 16 per warp
+  static constexpr bool kKeysForm = FORM != kFormRows;
+  static_assert(!kKeysForm || FP8, "the keys form reads raw fp8 tiles");
+  static constexpr int kKeys = kKeysForm ? 2 * kDecodeKeyTile : kDecodeKeyTile;
+  static constexpr int kWarpKeys = kKeys / kWarps;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr bool kTma = LOADS == kLoadsTma;
@@ -45,12 +57,11 @@ struct DecodeConfig {
   using KVLayout = std::conditional_t<kTma, Swizzled128<kKeys>, PaddedRows<DP>>;
   using RawLayout = std::conditional_t<kTma, RawSwizzled128<kKeys>, RawPadded<DP>>;
   static constexpr int kTileElems = kTma ? kKeys * DP : kKeys * kRS;
-  static constexpr int kWarpSliceElems = kTma ? 16 * 64 : 16 * kRS;  // a warp's 16 keys in a tile
   // An fp8 cache's stages hold the raw bytes (K then V).
   static constexpr int kRawTileBytes = kTma ? kKeys * DP : kKeys * RawPadded<DP>::kRowBytes;
   static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
   // fp8 stages are half as large: as many bytes in flight takes about twice the stages.
-  static constexpr int kStages = FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
+  static constexpr int kStages = kKeysForm ? (DP <= 128 ? 3 : 2) : FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
   static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
@@ -169,11 +180,12 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
   fence_proxy_async_global();
 }
 
-template <class T, int DP, int LOADS, bool FP8>
+template <class T, int DP, int LOADS, bool FP8, int FORM>
 __global__ void __launch_bounds__(128)
     decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
                   const __grid_constant__ CUtensorMap tm_v, const int box_rows) {
-  using C = DecodeConfig<T, DP, LOADS, FP8>;
+  using C = DecodeConfig<T, DP, LOADS, FP8, FORM>;
+  constexpr bool kKeysForm = C::kKeysForm;
   constexpr bool kBulk = LOADS == kLoadsBulk;
   constexpr bool kMbar = LOADS != kLoadsCpAsync;  // bulk and TMA copies complete on mbarriers
   static_assert(!(kBulk && FP8), "fp8 caches are copied by TMA boxes or cp.async (the planner picks)");
@@ -285,9 +297,13 @@ __global__ void __launch_bounds__(128)
   if (appends && early == C::kStages - 1) append();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  WarpState<DP> st;
+  std::conditional_t<kKeysForm, KeysWarpState<DP>, WarpState<DP>> st;
   st.init();
   RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
+  // The keys form: its rows' facts, and whether the second n8 tile of rows has any.
+  [[maybe_unused]] KeysRowInfo kri;
+  if constexpr (kKeysForm) kri = keys_row_info(p, pr, kvh, row0, seq_len, kv_begin, kv_end);
+  const bool two = pr.rows - row0 > 8;
   // The CTA's rows share one KV head: its fp8 scales (per head or per layer) apply to all.
   // Partials are stored without the value scale; whoever writes the output applies it, so
   // every slice of a row tile (same KV head) is merged consistently.
@@ -300,8 +316,9 @@ __global__ void __launch_bounds__(128)
   }
   // Keys every row of the CTA sees (no mask needed inside).
   const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
-  std::uint32_t qf[DP / 16][4];
-  float q_undo[2] = {1.0f, 1.0f};  // fp8: the power of two each of this thread's rows was scaled by
+  std::conditional_t<kKeysForm, std::uint32_t[2][DP / 16][2], std::uint32_t[DP / 16][4]> qf;
+  // fp8: the power of two each of this thread's rows was scaled by
+  std::conditional_t<kKeysForm, float[2][2], float[2]> q_undo;
 
   for (int it = 0; it < ntiles; ++it) {
     if constexpr (kMbar) {
@@ -312,18 +329,39 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     if (it == 0) {
-      if constexpr (FP8) load_q_frags_fp8<T, DP>(qf, qs, q_undo);
+      if constexpr (kKeysForm) load_q_frags_keys<T, DP>(qf, qs, q_undo);
+      else if constexpr (FP8) load_q_frags_fp8<T, DP>(qf, qs, q_undo);
       else load_q_frags<DP>(qf, qs);
     }
     const int nxt = it + C::kStages - 1;
     if (nxt < ntiles) issue(nxt);  // into the stage every warp finished with at it - 1
     if constexpr (!kMbar) cp_async_commit();
 
-    const int key0 = kv_begin + it * C::kKeys + warp * 16;
+    const int key0 = kv_begin + it * C::kKeys + warp * C::kWarpKeys;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
-    float s[2][4];
-    const bool masked = key0 < full_lo || key0 + 16 > full_hi;
-    if constexpr (FP8) {  // the raw bytes straight into the fragments
+    const bool masked = key0 < full_lo || key0 + C::kWarpKeys > full_hi;
+    if constexpr (kKeysForm) {  // keys in the mma's M dimension (decode_fp8_keys.cuh)
+      constexpr int kKB = C::kWarpKeys / 16;
+      const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
+      std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
+      if constexpr (C::kTma)
+        if (key0 + C::kWarpKeys > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
+          const int first = kv_end - key0;
+          for (int i = lane; i < (C::kWarpKeys - first) * (DP / 16); i += 32) {
+            const std::uint32_t at =
+                C::RawLayout::offset(warp * C::kWarpKeys + first + i / (DP / 16), 16 * (i % (DP / 16)));
+            *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
+          }
+          __syncwarp();
+        }
+      float sk[kKB][2][4];
+      qk_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(sk, qf, kraw, warp * C::kWarpKeys, two);
+      score_tile_keys<kKB>(p, score_sc, sk, key0, q_undo, kri, masked);
+      softmax_tile_keys<DP, kKB>(st, sk, two);
+      pv_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(st, sk, vraw, warp * C::kWarpKeys, two);
+      continue;
+    } else if constexpr (FP8) {  // the raw bytes straight into the fragments
+      float s[2][4];
       const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
       std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
       if constexpr (C::kTma)
@@ -345,9 +383,11 @@ __global__ void __launch_bounds__(128)
       softmax_tile<DP, 2>(st, s);
       pv_tile_fp8<DP, typename C::RawLayout, false>(st, s, vraw, warp * 16);
       continue;
-    }
-    const T* ks = tiles.k(it % C::kStages) + warp * C::kWarpSliceElems;
-    T* vs = tiles.v(it % C::kStages) + warp * C::kWarpSliceElems;
+    } else {
+    constexpr int kWarpSliceElems = C::kTma ? 16 * 64 : 16 * C::kRS;  // a warp's 16 keys in a tile
+    float s[2][4];
+    const T* ks = tiles.k(it % C::kStages) + warp * kWarpSliceElems;
+    T* vs = tiles.v(it % C::kStages) + warp * kWarpSliceElems;
     if constexpr (C::kTma)
       if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
         const int first = kv_end - key0;
@@ -360,9 +400,53 @@ __global__ void __launch_bounds__(128)
     score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
     softmax_tile<DP, 2>(st, s);
     pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
+    }
   }
 
   // ---- combine the four warps' states ------------------------------------------------
+  float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
+  float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
+  float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
+  if constexpr (kKeysForm) {  // rows 8n + 2t + e; the l partials are reduced over the key lanes
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 4);
+        st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 8);
+        st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 16);
+      }
+    cp_async_wait<0>();
+    __syncthreads();
+    if (lane < 4) {
+#pragma unroll
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          m_s[warp * kDecodeRows + 8 * n + 2 * lane + e] = st.m[n][e];
+          l_s[warp * kDecodeRows + 8 * n + 2 * lane + e] = st.l[n][e];
+        }
+    }
+    __syncthreads();
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int n = 0; n < 2; ++n)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int r = 8 * n + 2 * t + e;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+        const float ref = mx == -INFINITY ? 0.0f : mx;
+        const float f = fast_exp2(st.m[n][e] - ref);
+        float* dst = red + (warp * kDecodeRows + r) * DP;
+#pragma unroll
+        for (int j = 0; j < DP / 16; ++j) {
+          dst[keys_out_dim(j, g, 0)] = st.o[n][j][e] * f;
+          dst[keys_out_dim(j, g, 1)] = st.o[n][j][2 + e] * f;
+        }
+      }
+  } else {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
@@ -370,9 +454,6 @@ __global__ void __launch_bounds__(128)
   }
   cp_async_wait<0>();
   __syncthreads();
-  float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
-  float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
-  float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
   if (lane % 4 == 0) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -400,6 +481,7 @@ __global__ void __launch_bounds__(128)
         dst[8 * j + 2 * (lane % 4) + 1] = st.o[j][2 * h + 1] * f;
       }
     }
+  }
   }
   __syncthreads();
 
@@ -498,6 +580,21 @@ __global__ void __launch_bounds__(128)
   if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
 }
 
+/// The fp8 decode's form: ATTNSEL_CUDA_FP8_DECODE=rows|keys128 (read once; keys128 when
+/// unset), so the two can be compared in one build.
+Fp8DecodeForm fp8_decode_form() {
+  static const Fp8DecodeForm form = [] {
+    const char* v = std::getenv("ATTNSEL_CUDA_FP8_DECODE");
+    if (v == nullptr || *v == '\0') return kFormKeys128;
+    const std::string s = v;
+    if (s == "rows") return kFormRows;
+    if (s == "keys128") return kFormKeys128;
+    throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "ATTNSEL_CUDA_FP8_DECODE",
+                     "'" + s + "' is not one of rows, keys128");
+  }();
+  return form;
+}
+
 }  // namespace
 
 void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
@@ -507,17 +604,18 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
   if (loads == kLoadsTma) std::memcpy(maps, kv_maps, sizeof(maps));
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      auto go = [&]<int LOADS, bool FP8>() {
-        using C = DecodeConfig<T, DP, LOADS, FP8>;
-        auto kernel = decode_kernel<T, DP, LOADS, FP8>;
+      auto go = [&]<int LOADS, bool FP8, int FORM = kFormRows>() {
+        using C = DecodeConfig<T, DP, LOADS, FP8, FORM>;
+        auto kernel = decode_kernel<T, DP, LOADS, FP8, FORM>;
         const char* how = FP8                      ? (LOADS == kLoadsTma ? "fp8 tma" : "fp8 cp.async")
                           : LOADS == kLoadsCpAsync ? "cp.async"
                           : LOADS == kLoadsBulk    ? "bulk"
                                                    : "tma";
         auto cfg = [&] {
-          return cfg_string("elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
-                            to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads,
-                            p.num_kv_heads, p.num_work, C::kSmemBytes, how, C::kStages, box_rows);
+          return cfg_string(
+              "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={} form={}",
+              to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
+              C::kSmemBytes, how, C::kStages, box_rows, FORM == kFormRows ? "rows" : "keys128");
         };
         static std::atomic<std::uint64_t> smem_set{0};
         set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "decode_kernel: cudaFuncSetAttribute", cfg);
@@ -528,9 +626,15 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         check_launch_lazy("decode_kernel", cfg);
       };
       if (kv_fp8) {
-        if constexpr (DP % 128 == 0)
-          if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true>();
-        go.template operator()<kLoadsCpAsync, true>();
+        auto fp8 = [&]<int FORM>() {
+          if constexpr (DP % 128 == 0)
+            if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true, FORM>();
+          go.template operator()<kLoadsCpAsync, true, FORM>();
+        };
+        switch (fp8_decode_form()) {
+          case kFormRows: fp8.template operator()<kFormRows>(); break;
+          case kFormKeys128: fp8.template operator()<kFormKeys128>(); break;
+        }
       } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
       else if (loads != kLoadsTma) go.template operator()<kLoadsCpAsync, false>();
       else if constexpr (DP % 64 == 0) go.template operator()<kLoadsTma, false>();
