@@ -384,22 +384,22 @@ __global__ void __launch_bounds__(128)
       pv_tile_fp8<DP, typename C::RawLayout, false>(st, s, vraw, warp * 16);
       continue;
     } else {
-    constexpr int kWarpSliceElems = C::kTma ? 16 * 64 : 16 * C::kRS;  // a warp's 16 keys in a tile
-    float s[2][4];
-    const T* ks = tiles.k(it % C::kStages) + warp * kWarpSliceElems;
-    T* vs = tiles.v(it % C::kStages) + warp * kWarpSliceElems;
-    if constexpr (C::kTma)
-      if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
-        const int first = kv_end - key0;
-        for (int i = lane; i < (16 - first) * (DP / 8); i += 32)
-          *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(vs) +
-                                    C::KVLayout::offset(first + i / (DP / 8), i % (DP / 8))) = make_uint4(0, 0, 0, 0);
-        __syncwarp();
-      }
-    qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
-    score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
-    softmax_tile<DP, 2>(st, s);
-    pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
+      constexpr int kWarpSliceElems = C::kTma ? 16 * 64 : 16 * C::kRS;  // a warp's 16 keys in a tile
+      float s[2][4];
+      const T* ks = tiles.k(it % C::kStages) + warp * kWarpSliceElems;
+      T* vs = tiles.v(it % C::kStages) + warp * kWarpSliceElems;
+      if constexpr (C::kTma)
+        if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
+          const int first = kv_end - key0;
+          for (int i = lane; i < (16 - first) * (DP / 8); i += 32)
+            *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(vs) +
+                                      C::KVLayout::offset(first + i / (DP / 8), i % (DP / 8))) = make_uint4(0, 0, 0, 0);
+          __syncwarp();
+        }
+      qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
+      score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+      softmax_tile<DP, 2>(st, s);
+      pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
     }
   }
 
