@@ -61,15 +61,20 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
   while (!mbar_try_wait(bar, parity))
     if (clock64() - start > (1ll << 35)) __trap();
 }
-/// The same wait with the whole loop, timeout included, in one asm statement. Around the C++
+/// The same wait with the whole loop, timeout included, in one asm statement: around the C++
 /// loop above, ptxas allocates a warp-specialised kernel's consumers within the kernel's
-/// launch-bound registers (168 at 384 threads) instead of their setmaxnreg budget; with this
-/// one it honours the budget. The Hopper prefill needs that at d=256 (O alone is 128
-/// registers per thread); at d≤128 it runs faster with the C++ loop (docs/KERNELS.md, CUDA changes).
+/// launch-bound registers (168 at 384 threads) instead of their setmaxnreg budget; around
+/// this one it honours the budget. One try comes before the clock is read: the usual case,
+/// a phase already complete, is a try_wait and a branch. In the Hopper prefill on the H200
+/// a loop that read the clock before every try measured 7–13 % slower than the C++ loop at
+/// d≤128; this one is within ±1 % of it there, and 11–14 % faster than that loop at d=256
+/// (docs/KERNELS.md, 2026-12-01).
 __device__ __forceinline__ void mbar_wait_in_asm(std::uint32_t bar, std::uint32_t parity) {
 #ifdef ATTNSEL_SM90_COPY
   asm volatile(
       "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@done bra DONE;\n"
       "mov.u64 t0, %%clock64;\n"
       "WAIT:\n"
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"

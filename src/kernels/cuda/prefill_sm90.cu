@@ -117,32 +117,6 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
 }
-/// Barrier waits: the whole loop, timeout included, in one asm statement (around it ptxas
-/// grants the consumers their setmaxnreg budget; around a C++ loop it allocates them within
-/// the launch bound's 168 registers), and one try before the clock is read: the usual case,
-/// a phase already complete, is a try_wait and a branch. On the H200 the asm loop that read
-/// the clock before every try measured 7–13 % slower than the C++ loop at d≤128; this one is
-/// within ±1 % of it there with the softmax below, and 11–14 % faster than that asm loop at
-/// d=256 (docs/KERNELS.md, 2026-12-01).
-__device__ __forceinline__ void wait_phase(std::uint32_t bar, std::uint32_t parity) {
-  asm volatile(
-      "{\n.reg .pred done;\n.reg .u64 t0, t1;\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@done bra DONE;\n"
-      "mov.u64 t0, %%clock64;\n"
-      "WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@done bra DONE;\n"
-      "mov.u64 t1, %%clock64;\n"
-      "sub.u64 t1, t1, t0;\n"
-      "setp.lt.u64 done, t1, 34359738368;\n"
-      "@done bra WAIT;\n"
-      "trap;\n"
-      "DONE:\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-
 /// Online softmax of one S tile: row maxima of s as given, the per-row `scale` folded into
 /// exp2's FMA (one FFMA and one exp2 an element; s already in the log2 domain: scale 1).
 /// LAZY keeps a row's maximum while the tile's exceeds it by at most 2^8 (P ≤ 256, so O and l
@@ -458,7 +432,7 @@ __global__ void __launch_bounds__(384, 1)
         // first tile's K and V so that those overlap the previous item's epilogue.
         auto load_q = [&] {
           if (lane == 0) {
-            wait_phase(q_empty, (n & 1) ^ 1);
+            mbar_wait_in_asm(q_empty, (n & 1) ^ 1);
             mbar_arrive_expect_tx(q_full, C::kQBytes);
             for (int c = 0; c < C::kChunks; ++c)
               tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
@@ -485,7 +459,7 @@ __global__ void __launch_bounds__(384, 1)
           const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
           const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
           if (lane == 0) {
-            wait_phase(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
+            mbar_wait_in_asm(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
             mbar_arrive_expect_tx(kbar, bytes);
           }
           __syncwarp();
@@ -493,7 +467,7 @@ __global__ void __launch_bounds__(384, 1)
             for (int c = 0; c < kBoxChunks; ++c)
               tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
           if (lane == 0) {
-            wait_phase(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
+            mbar_wait_in_asm(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
             mbar_arrive_expect_tx(vbar, bytes);
           }
           __syncwarp();
@@ -584,7 +558,7 @@ __global__ void __launch_bounds__(384, 1)
       // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
       // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
       float undo[2] = {1.0f, 1.0f};
-      wait_phase(q_full, n & 1);
+      mbar_wait_in_asm(q_full, n & 1);
       if constexpr (kE4m3) {
         queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
         fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
@@ -701,7 +675,7 @@ __global__ void __launch_bounds__(384, 1)
         const int s = stage(t);
         const std::uint32_t par = phase(t);
         const int key0 = kv_begin + t * C::kKeys;
-        wait_phase(k_full(s), par);
+        mbar_wait_in_asm(k_full(s), par);
         fence_operand<C::kNT>(sacc);
         wgmma_fence();
         issue_qk(s);
@@ -714,7 +688,7 @@ __global__ void __launch_bounds__(384, 1)
         // e4m3: P = 256·exp2(s − m), inside e4m3's range with fewer subnormals.
         softmax_scaled<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
                                                                     scale_in_exp ? row_scale[1] : 1.0f);
-        wait_phase(v_full(s), par);
+        mbar_wait_in_asm(v_full(s), par);
         zero_tail(s, key0);
         // P as register A-fragments, all packed before the first wgmma so the compiler need
         // not fence between them.
