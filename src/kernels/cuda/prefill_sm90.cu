@@ -476,47 +476,36 @@ __global__ void __launch_bounds__(384, 1)
               tma_load_4d(vdst + c * rows_stride + lane * box_rows * 128, &tm_v, vbar, c * 64, it.kvh, off, page);
           if (t == 0) load_q();
         }
-      } else if constexpr (kE4m3) {
-        // Warps 1-3 transpose each landed raw V tile into the K-major tile P·V reads.
-        const int tid = threadIdx.x - 32;
-        for (int t = 0; t < ntiles; ++t) {
-          const int s = (g + t) % C::kStages;
-          const std::uint32_t par = ((g + t) / C::kStages) & 1;
-          const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
-          mbar_wait(rv_full(s), par);
-          mbar_wait(v_empty(s), par ^ 1);
-          transpose_v_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid);
-          fence_async_shared();
-          __syncwarp();
-          if (lane == 0) {
-            mbar_arrive(rv_empty(s));
-            mbar_arrive(v_full(s));
-          }
-        }
       } else if constexpr (FP8) {
-        // Warps 1-3 widen each landed raw tile into the f16 ring the consumers read.
+        // Warps 1-3 convert each landed raw tile into the ring the consumers read: e4m3
+        // products transpose V into the K-major tile P·V reads (K is read as stored); f16
+        // products widen K and V.
         const int tid = threadIdx.x - 32;
+        // Waits for the raw tile and a free destination, converts, and hands both back.
+        auto hand_over = [&](std::uint32_t raw_full, std::uint32_t raw_empty, std::uint32_t full,
+                             std::uint32_t empty, std::uint32_t par, auto&& convert) {
+          mbar_wait(raw_full, par);
+          mbar_wait(empty, par ^ 1);
+          convert();
+          fence_async_shared();
+          __syncwarp();
+          if (lane == 0) {
+            mbar_arrive(raw_empty);
+            mbar_arrive(full);
+          }
+        };
         for (int t = 0; t < ntiles; ++t) {
           const int s = (g + t) % C::kStages;
           const std::uint32_t par = ((g + t) / C::kStages) & 1;
           const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
-          mbar_wait(rk_full(s), par);
-          mbar_wait(k_empty(s), par ^ 1);
-          widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid);
-          fence_async_shared();
-          __syncwarp();
-          if (lane == 0) {
-            mbar_arrive(rk_empty(s));
-            mbar_arrive(k_full(s));
-          }
-          mbar_wait(rv_full(s), par);
-          mbar_wait(v_empty(s), par ^ 1);
-          widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid);
-          fence_async_shared();
-          __syncwarp();
-          if (lane == 0) {
-            mbar_arrive(rv_empty(s));
-            mbar_arrive(v_full(s));
+          if constexpr (kE4m3) {
+            hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
+                      [&] { transpose_v_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
+          } else {
+            hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
+                      [&] { widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid); });
+            hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
+                      [&] { widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
           }
         }
       }
