@@ -368,12 +368,11 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
     if (progress) progress("decode", done += m.num_layers, total);
   };
   int first_timed = 0;
-  if (spec.decode_steps > 1) {
-    using Clock = std::chrono::steady_clock;
-    const auto t0 = Clock::now();
-    decode_step(0, report.decode_warmup, true);
+  if (spec.decode_steps > 1) {  // timed from the step's start to the end of the capture
+    job.begin_steps();
+    decode_step(0, report.decode_warmup, false);
     job.capture_decode_step();
-    report.decode_warmup.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+    report.decode_warmup.seconds = job.end_steps();
     first_timed = 1;
   }
   // Decode steps follow one another without a wait unless sync_steps: the plan update and

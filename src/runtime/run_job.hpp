@@ -90,7 +90,7 @@ struct RunReport {
   std::size_t cache_bytes = 0;  ///< all distinct caches, K and V
   PhaseStats prefill, decode;
   /// The first decode step when more follow (kernel loading, the plan sized for decode,
-  /// the graph capture), timed apart from `decode` on the host's clock, capture included.
+  /// the graph capture), timed apart from `decode`, capture included.
   PhaseStats decode_warmup;
   CheckResult check_prefill, check_decode;
   bool check_passed() const {
