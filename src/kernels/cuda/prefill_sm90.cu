@@ -8,7 +8,7 @@
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory. The softmax folds the
 // score scale into exp2's FMA and rescales O only when a row maximum grows by more than
-// 2^8. Key tiles are 128 keys (80 at d=256), 176 at d=128 without a causal mask or window
+// 2^8 (2^3 for e4m3 products). Key tiles are 128 keys (80 at d=256), 176 at d=128 without a causal mask or window
 // (HopperVariant::wide_keys: fewer per-tile fixed costs where no tile is masked).
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
@@ -25,8 +25,9 @@
 //    transpose it into a K-major tile (d rows of keys), writing zeros for keys past the
 //    sequence. Each consumer quantises its query rows to e4m3 once, each row scaled so its
 //    largest magnitude becomes 448, the row's descale folded into its score scale. P is
-//    computed as 256·exp2(s − m) (the e4m3 range, fewer subnormals; l carries the same
-//    factor) and converted to e4m3 straight from the accumulators: the four bytes a thread
+//    computed as 32·exp2(s − m) against a row maximum kept while the tile's exceeds it by
+//    at most 2^3 (so P ≤ 256 of e4m3's 448, probabilities down to 2^-11 of the maximum stay
+//    normal; l carries the same factor) and converted to e4m3 straight from the accumulators: the four bytes a thread
 //    packs per A register are keys {2q, 2q+1, 2q+8, 2q+9} (+16 for the upper two), and the
 //    transposing warps store V's keys in that same order, so no register moves across
 //    lanes are needed.
@@ -56,8 +57,13 @@ namespace {
 
 /// fp8: the producer's warps 1-3 widen or transpose the raw tiles.
 constexpr int kWideners = 96;
-/// e4m3 products: probabilities are computed as 2^8·exp2(s − m), up to 256 of e4m3's 448.
-constexpr int kE4m3ProbLog2 = 8;
+/// The softmax keeps a row's maximum while a tile's exceeds it by at most 2^kLazyLog2, so
+/// probabilities reach 2^kLazyLog2 before the output is rescaled. e4m3 products compute them
+/// as 2^kE4m3ProbLog2·exp2(s − m): up to 2^(5+3) = 256 of e4m3's 448 with a stale maximum.
+constexpr int kLazyLog2 = 8;
+constexpr int kE4m3ProbLog2 = 5;
+constexpr int kE4m3LazyLog2 = 3;
+static_assert((1 << (kE4m3ProbLog2 + kE4m3LazyLog2)) <= 448, "stale-maximum probabilities must stay finite in e4m3");
 
 template <class T, int D, KvPath P, int KEYS = hopper_key_tile(D)>
 struct HopperConfig {
@@ -119,14 +125,14 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 }
 /// Online softmax of one S tile: row maxima of s as given, the per-row `scale` folded into
 /// exp2's FMA (one FFMA and one exp2 an element; s already in the log2 domain: scale 1).
-/// LAZY keeps a row's maximum while the tile's exceeds it by at most 2^8 (P ≤ 256, so O and l
-/// need no rescale; the final normalisation cancels the factor), voted per warp so that the
-/// rescale is a branch the warp takes together. PROB_LOG2 > 0 computes the probabilities as
-/// 2^PROB_LOG2·exp2(s − m) (for e4m3 products; l and O carry the factor).
-template <int DP, int NT, int PROB_LOG2, bool LAZY>
+/// LAZY_LOG2 > 0 keeps a row's maximum while the tile's exceeds it by at most 2^LAZY_LOG2
+/// (P ≤ 2^LAZY_LOG2, so O and l need no rescale; the final normalisation cancels the
+/// factor), voted per warp so that the rescale is a branch the warp takes together.
+/// PROB_LOG2 > 0 computes the probabilities as 2^PROB_LOG2·exp2(s − m) (for e4m3 products;
+/// l and O carry the factor).
+template <int DP, int NT, int PROB_LOG2, int LAZY_LOG2>
 __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT][4], float scale0, float scale1) {
   const float scale[2] = {scale0, scale1};
-  constexpr float kLazyLog2 = 8.0f;
   float mx[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -143,9 +149,9 @@ __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT]
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     m_new[h] = fmaxf(st.m[h], mx[h] * scale[h]);
-    grow |= m_new[h] > st.m[h] + kLazyLog2;  // a first finite maximum always grows (-inf + 8)
+    grow |= m_new[h] > st.m[h] + float(LAZY_LOG2);  // a first finite maximum always grows (-inf + x)
   }
-  if (!LAZY || __any_sync(0xffffffffu, grow)) {
+  if (LAZY_LOG2 == 0 || __any_sync(0xffffffffu, grow)) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
@@ -342,8 +348,9 @@ __global__ void __launch_bounds__(384, 1)
   using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
-  // e4m3 P is 256·exp2(s − m), already near the top of e4m3's range: no lazy rescale there.
-  constexpr bool kLazy = !kE4m3;
+  // e4m3 P is 2^5·exp2(s − m): a maximum 2^3 stale keeps it under e4m3's 448.
+  constexpr int kProbLog2 = kE4m3 ? kE4m3ProbLog2 : 0;
+  constexpr int kLazy = kE4m3 ? kE4m3LazyLog2 : kLazyLog2;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;
@@ -674,9 +681,8 @@ __global__ void __launch_bounds__(384, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(k_empty(s));
         const bool scale_in_exp = scores(key0);
-        // e4m3: P = 256·exp2(s − m), inside e4m3's range with fewer subnormals.
-        softmax_scaled<D, C::kNT, kE4m3 ? kE4m3ProbLog2 : 0, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
-                                                                    scale_in_exp ? row_scale[1] : 1.0f);
+        softmax_scaled<D, C::kNT, kProbLog2, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
+                                                    scale_in_exp ? row_scale[1] : 1.0f);
         mbar_wait_in_asm(v_full(s), par);
         zero_tail(s, key0);
         // P as register A-fragments, all packed before the first wgmma so the compiler need
@@ -696,8 +702,8 @@ __global__ void __launch_bounds__(384, 1)
       // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
       named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
       const bool has_sink = p.sinks != nullptr;
-      // e4m3: l carries P's factor 256; so must the sink's term.
-      const float sink = has_sink ? p.sinks[head] * kLog2e + (kE4m3 ? float(kE4m3ProbLog2) : 0.0f) : 0.0f;
+      // e4m3: l carries P's factor 2^kProbLog2; so must the sink's term.
+      const float sink = has_sink ? p.sinks[head] * kLog2e + float(kProbLog2) : 0.0f;
       const float out_sc = output_scale(p, kvh);
     #pragma unroll
       for (int h = 0; h < 2; ++h) {
