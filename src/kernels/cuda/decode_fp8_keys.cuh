@@ -13,8 +13,9 @@
 //  * The queries are the B operand: one n8 tile per 8 packed rows, the second skipped when
 //    the CTA has 8 rows or fewer (every decode step of GQA ≤ 8).
 //  * P^T comes from S^T's accumulators with one movmatrix (8×8 transpose of halves) per
-//    16 keys and n8 tile; V^T's A registers pair two keys' bytes of one dim with byte
-//    permutes of 4-byte loads from four key rows.
+//    16 keys and n8 tile; V^T's A registers come from one transposing ldmatrix per 16 keys
+//    and 32 dims (pairs of bytes as its 16-bit elements), whose two keys of two dims one
+//    byte permute regroups by dim.
 // Per 16 keys and n8 tile at d=128: 8 + 8 mma (the row form: 16 + 16 for 16 rows), the same
 // 64 conversions, 2 movmatrix.
 #pragma once
@@ -43,8 +44,8 @@ __device__ __forceinline__ std::uint32_t movmatrix_trans(std::uint32_t x) {
 }
 
 /// One warp's online-softmax state for up to 16 rows as two n8 tiles; thread (g, t) holds
-/// rows 8n + 2t and 8n + 2t + 1. o[n][2c + h] holds O^T for dims 32c + 4g + 2h (M row g)
-/// and 32c + 4g + 2h + 1 (M row g + 8) of those two rows.
+/// rows 8n + 2t and 8n + 2t + 1. o[n][j] holds O^T for dims keys_out_dim(j, g, 0) (M row g)
+/// and keys_out_dim(j, g, 1) (M row g + 8) of those two rows.
 template <int DP>
 struct KeysWarpState {
   float m[2][2];
@@ -238,26 +239,56 @@ __device__ __forceinline__ void score_tile_keys(const AttnParams& p, const Score
       }
 }
 
-/// Online softmax over S^T tiles (in place: s becomes probabilities); rescales O^T. The
-/// row maxima are reduced across the 8 key lanes of each row (lanes with the same t).
+/// Online softmax over S^T tiles (in place: s becomes probabilities). The row maxima are
+/// reduced across the 8 key lanes of each row (lanes with the same t). A row keeps its
+/// maximum while the tiles' exceeds it by at most 2^kLazyLog2 (P ≤ 256 in f16, l and O in
+/// fp32: the final normalisation cancels the factor), so most tiles skip O's rescale; the
+/// warp votes, so the rescale is a branch it takes together.
 template <int DP, int NKB>
 __device__ __forceinline__ void softmax_tile_keys(KeysWarpState<DP>& st, float (&s)[NKB][2][4], bool two) {
+  constexpr float kLazyLog2 = 8.0f;
+  float m_new[2][2];
+  bool grow = false;
+#pragma unroll
+  for (int n = 0; n < 2; ++n)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float mx = -INFINITY;
+      if (n == 0 || two) {
+#pragma unroll
+        for (int kb = 0; kb < NKB; ++kb) mx = fmaxf(mx, fmaxf(s[kb][n][e], s[kb][n][2 + e]));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+      }
+      m_new[n][e] = fmaxf(st.m[n][e], mx);
+      grow |= m_new[n][e] > st.m[n][e] + kLazyLog2;  // a first finite maximum always grows (-inf + 8)
+    }
+  if (__any_sync(0xffffffffu, grow)) {
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+      if (n == 1 && !two) break;
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
+        const float ref = m_new[n][e] == -INFINITY ? 0.0f : m_new[n][e];
+        const float corr = fast_exp2(st.m[n][e] - ref);
+        st.m[n][e] = m_new[n][e];
+        st.l[n][e] *= corr;
+#pragma unroll
+        for (int j = 0; j < DP / 16; ++j) {
+          st.o[n][j][e] *= corr;
+          st.o[n][j][2 + e] *= corr;
+        }
+      }
+    }
+  }
 #pragma unroll
   for (int n = 0; n < 2; ++n) {
     if (n == 1 && !two) break;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int kb = 0; kb < NKB; ++kb) mx = fmaxf(mx, fmaxf(s[kb][n][e], s[kb][n][2 + e]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-      const float m_new = fmaxf(st.m[n][e], mx);
-      // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
-      const float ref = m_new == -INFINITY ? 0.0f : m_new;
-      const float corr = fast_exp2(st.m[n][e] - ref);
-      st.m[n][e] = m_new;
+      const float ref = st.m[n][e] == -INFINITY ? 0.0f : st.m[n][e];
       float sum = 0.0f;
 #pragma unroll
       for (int kb = 0; kb < NKB; ++kb) {
@@ -265,21 +296,23 @@ __device__ __forceinline__ void softmax_tile_keys(KeysWarpState<DP>& st, float (
         s[kb][n][2 + e] = fast_exp2(s[kb][n][2 + e] - ref);
         sum += s[kb][n][e] + s[kb][n][2 + e];
       }
-      st.l[n][e] = st.l[n][e] * corr + sum;
-#pragma unroll
-      for (int j = 0; j < DP / 16; ++j) {
-        st.o[n][j][e] *= corr;
-        st.o[n][j][2 + e] *= corr;
-      }
+      st.l[n][e] += sum;
     }
   }
 }
 
-/// O^T += V^T·P^T for NKB blocks of 16 keys (rows row0 + 16kb .. of the raw V tile).
+/// O^T += V^T·P^T for NKB blocks of 16 keys (rows row0 + 16kb .. of the raw V tile). One
+/// transposing ldmatrix per 16 keys and 32 dims: of its four 8×8 matrices of 16-bit pairs
+/// (keys 0-7 / 8-15 × bytes 0-15 / 16-31 of the dims), thread (g, t) receives keys 2t and
+/// 2t + 1 of dims 2g and 2g + 1; one byte permute pairs the keys per dim, so O^T tile 2c
+/// (2c + 1) has dims 32c + 2g (+16) in M row g and 32c + 2g + 1 (+16) in M row g + 8.
 template <int DP, int NKB, class Raw, bool E5M2>
 __device__ __forceinline__ void pv_tile_fp8_keys(KeysWarpState<DP>& st, const float (&s)[NKB][2][4],
                                                  const std::uint8_t* vraw, int row0, bool two) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
+  const int lane = threadIdx.x % 32;
+  const std::uint32_t base = smem_addr(vraw);
+  // This lane's row address for the ldmatrix: matrix lane / 8, row lane % 8 of it.
+  const int mat = lane / 8, key_in_block = 8 * (mat / 2) + lane % 8, byte_in_32 = 16 * (mat % 2);
 #pragma unroll
   for (int kb = 0; kb < NKB; ++kb) {
     // P^T's B fragments: (keys 2t, 2t+1 | 2t+8, 2t+9; row g) from S^T's (key g; rows 2t, 2t+1).
@@ -289,32 +322,32 @@ __device__ __forceinline__ void pv_tile_fp8_keys(KeysWarpState<DP>& st, const fl
       b[n][0] = movmatrix_trans(pack2<__half>(s[kb][n][0], s[kb][n][1]));
       b[n][1] = movmatrix_trans(pack2<__half>(s[kb][n][2], s[kb][n][3]));
     }
-    const int r = row0 + 16 * kb + 2 * t;
+    const int key = row0 + 16 * kb + key_in_block;
 #pragma unroll
     for (int c = 0; c < DP / 32; ++c) {
-      const int col = 32 * c + 4 * g;
-      const std::uint32_t v0 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(r, col));
-      const std::uint32_t v1 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(r + 1, col));
-      const std::uint32_t v2 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(r + 8, col));
-      const std::uint32_t v3 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(r + 9, col));
-      // Byte j of each key, paired by key: (v0.j, v1.j) = keys 2t, 2t+1 of dim 32c + 4g + j.
-      const std::uint32_t lo01 = __byte_perm(v0, v1, 0x5140), hi01 = __byte_perm(v0, v1, 0x7362);
-      const std::uint32_t lo23 = __byte_perm(v2, v3, 0x5140), hi23 = __byte_perm(v2, v3, 0x7362);
-      const std::uint32_t a0[4] = {fp8x2_to_f16x2<E5M2>(lo01), fp8x2_to_f16x2<E5M2>(lo01 >> 16),
-                                   fp8x2_to_f16x2<E5M2>(lo23), fp8x2_to_f16x2<E5M2>(lo23 >> 16)};
-      const std::uint32_t a1[4] = {fp8x2_to_f16x2<E5M2>(hi01), fp8x2_to_f16x2<E5M2>(hi01 >> 16),
-                                   fp8x2_to_f16x2<E5M2>(hi23), fp8x2_to_f16x2<E5M2>(hi23 >> 16)};
-      mma16816<__half>(st.o[0][2 * c], a0, b[0][0], b[0][1]);
-      mma16816<__half>(st.o[0][2 * c + 1], a1, b[0][0], b[0][1]);
+      std::uint32_t v[4];  // keys 0-7 bytes 0-15, keys 0-7 bytes 16-31, keys 8-15 bytes 0-15, keys 8-15 bytes 16-31
+      ldmatrix_x4_trans(v, base + Raw::offset(key, 32 * c + byte_in_32));
+      std::uint32_t a[2][4];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        // (key 2t dim 2g, dim 2g+1, key 2t+1 dim 2g, dim 2g+1) -> (dim 2g: keys 2t, 2t+1 | dim 2g+1: ...)
+        const std::uint32_t lo = __byte_perm(v[h], 0, 0x3120), hi = __byte_perm(v[2 + h], 0, 0x3120);
+        a[h][0] = fp8x2_to_f16x2<E5M2>(lo);
+        a[h][1] = fp8x2_to_f16x2<E5M2>(lo >> 16);
+        a[h][2] = fp8x2_to_f16x2<E5M2>(hi);
+        a[h][3] = fp8x2_to_f16x2<E5M2>(hi >> 16);
+      }
+      mma16816<__half>(st.o[0][2 * c], a[0], b[0][0], b[0][1]);
+      mma16816<__half>(st.o[0][2 * c + 1], a[1], b[0][0], b[0][1]);
       if (two) {
-        mma16816<__half>(st.o[1][2 * c], a0, b[1][0], b[1][1]);
-        mma16816<__half>(st.o[1][2 * c + 1], a1, b[1][0], b[1][1]);
+        mma16816<__half>(st.o[1][2 * c], a[0], b[1][0], b[1][1]);
+        mma16816<__half>(st.o[1][2 * c + 1], a[1], b[1][0], b[1][1]);
       }
     }
   }
 }
 
 /// The dim of O^T tile j's M row g (e = 0) or g + 8 (e = 1) for the thread in quad row g.
-__device__ __forceinline__ int keys_out_dim(int j, int g, int e) { return 32 * (j / 2) + 4 * g + 2 * (j % 2) + e; }
+__device__ __forceinline__ int keys_out_dim(int j, int g, int e) { return 32 * (j / 2) + 16 * (j % 2) + 2 * g + e; }
 
 }  // namespace attnsel::kernel::cuda
