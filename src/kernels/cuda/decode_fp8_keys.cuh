@@ -241,7 +241,7 @@ __device__ __forceinline__ void score_tile_keys(const AttnParams& p, const Score
 
 /// Online softmax over S^T tiles (in place: s becomes probabilities). The row maxima are
 /// reduced across the 8 key lanes of each row (lanes with the same t). A row keeps its
-/// maximum while the tiles' exceeds it by at most 2^kLazyLog2 (P ≤ 256 in f16, l and O in
+/// maximum while the tiles' maximum exceeds it by at most 2^kLazyLog2 (P ≤ 256 in f16, l and O in
 /// fp32: the final normalisation cancels the factor), so most tiles skip O's rescale; the
 /// warp votes, so the rescale is a branch it takes together.
 template <int DP, int NKB>

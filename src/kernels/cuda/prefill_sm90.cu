@@ -8,8 +8,9 @@
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory. The softmax folds the
 // score scale into exp2's FMA and rescales O only when a row maximum grows by more than
-// 2^8 (2^3 for e4m3 products). Key tiles are 128 keys (80 at d=256), 176 at d=128 without a causal mask or window
-// (HopperVariant::wide_keys: fewer per-tile fixed costs where no tile is masked).
+// 2^8 (2^3 for e4m3 products). Key tiles are 128 keys (80 at d=256), 176 at d=128 without
+// a causal mask or window (HopperVariant::wide_keys: fewer per-tile fixed costs where no
+// tile is masked).
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
@@ -27,10 +28,10 @@
 //    largest magnitude becomes 448, the row's descale folded into its score scale. P is
 //    computed as 32·exp2(s − m) against a row maximum kept while the tile's exceeds it by
 //    at most 2^3 (so P ≤ 256 of e4m3's 448, probabilities down to 2^-11 of the maximum stay
-//    normal; l carries the same factor) and converted to e4m3 straight from the accumulators: the four bytes a thread
-//    packs per A register are keys {2q, 2q+1, 2q+8, 2q+9} (+16 for the upper two), and the
-//    transposing warps store V's keys in that same order, so no register moves across
-//    lanes are needed.
+//    normal; l carries the same factor) and converted to e4m3 straight from the
+//    accumulators: the four bytes a thread packs per A register are keys {2q, 2q+1, 2q+8,
+//    2q+9} (+16 for the upper two), and the transposing warps store V's keys in that same
+//    order, so no register moves across lanes are needed.
 //  * f16 products: TMA lands the raw bytes of K and V in a staging ring, the producer's
 //    other three warps widen them (exact, e4m3 -> f16) into the swizzled f16 layout the
 //    consumers read. Each consumer converts its bf16 query rows to f16 once, scaled per
