@@ -1053,6 +1053,43 @@ HWY_INLINE void PvBlockBf16(int rb, int cb, int pairs, std::size_t RP, int D, Sc
     for (int j = 0; j < NC; ++j) _mm512_store_ps(s.o + static_cast<std::size_t>(rb + r) * D + (cb + j) * 16, acc[r][j]);
 }
 
+// P·V of a decode item of NR <= 4 rows on an fp8 cache whose head size is a multiple of 64,
+// with the V pairs widened inside the loop (no V scratch pass): a 64-dim chunk of a key
+// pair widens into exactly the four pair vectors of one 4-chunk accumulator block, in the
+// transposed order of Fp8PairsToBf16Transposed. The next pair is widened before the
+// current pair's dot products, so the lookups' latency overlaps them (the widening's
+// shuffles and the dot products use different pipes). Same sums, in the same order, as
+// PackValuesBf16 + PvBf16.
+template <ScalarType K, int NR>
+HWY_INLINE void PvFp8FewRows(const KeyTile& t, int D, std::size_t rp, Scratch& s) {
+  const Fp8Bf16& cv = Fp8Bf16Tables<K>();
+  const int pairs = (t.nk + 1) / 2;
+  for (int d = 0; d < D; d += 64) {
+    __m512 acc[NR][4];
+    for (int r = 0; r < NR; ++r) {
+      const __m512 a = _mm512_set1_ps(s.alpha[r]);
+      for (int j = 0; j < 4; ++j)
+        acc[r][j] = _mm512_mul_ps(a, _mm512_load_ps(s.o + static_cast<std::size_t>(r) * D + d + 16 * j));
+    }
+    __m512i cur[4];
+    Fp8PairsToBf16Transposed(cv, t.v[0] + d, t.v[1] + d, cur);
+    for (int pr = 0; pr < pairs; ++pr) {
+      if (s.pf) s.pf->issue();
+      __m512i nxt[4];
+      if (pr + 1 < pairs) Fp8PairsToBf16Transposed(cv, t.v[2 * pr + 2] + d, t.v[2 * pr + 3] + d, nxt);
+      const std::uint32_t* prow = s.pp + static_cast<std::size_t>(pr) * rp;
+      for (int r = 0; r < NR; ++r) {
+        const __m512i pb = _mm512_set1_epi32(static_cast<int>(prow[r]));
+        for (int j = 0; j < 4; ++j) acc[r][j] = Dot(acc[r][j], pb, cur[j]);
+      }
+      if (pr + 1 < pairs)
+        for (int j = 0; j < 4; ++j) cur[j] = nxt[j];
+    }
+    for (int r = 0; r < NR; ++r)
+      for (int j = 0; j < 4; ++j) _mm512_store_ps(s.o + static_cast<std::size_t>(r) * D + d + 16 * j, acc[r][j]);
+  }
+}
+
 // NR: rows per accumulator block (fewer than 4 only for items with fewer rows); rp: the
 // row stride of the probability pairs.
 template <int NR = 4>
@@ -1142,10 +1179,14 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   // regions in address order (what the hardware prefetchers continue best), a 1/H share
   // of the tile's blocks per step.
   const bool whole_blocks = c.block_bytes > 0 && H == c.num_kv_heads;
-  // Such a decode item with blocks shorter than a tile steps one block at a time: each step
-  // then streams one run of K and one of V (HND) instead of interleaving two blocks, which
-  // measured ~3 points of read bandwidth better (docs/KERNELS.md, CPU changes).
-  const int tile_keys = FR > 0 && whole_blocks && c.block_size < kTileKeys ? c.block_size : kTileKeys;
+  // Such a decode item on a 16-bit cache with blocks shorter than a tile steps one block at
+  // a time: each step then streams one run of K and one of V (HND) instead of interleaving
+  // two blocks, which measured ~3 points of read bandwidth better (docs/KERNELS.md, CPU
+  // changes). fp8 caches keep whole tiles: a step's fixed costs (the softmax's bookkeeping,
+  // the accumulators' rescale, the start of the P·V widening) weigh more against half the
+  // bytes (docs/kernels-fp8.md).
+  const int tile_keys =
+      FR > 0 && whole_blocks && c.block_size < kTileKeys && !is_fp8(K) ? c.block_size : kTileKeys;
   const std::int64_t num_tiles = (it.key_end - it.key_begin + tile_keys - 1) / tile_keys;
   const std::int64_t num_steps = num_tiles * H;
   KeyTile t;
@@ -1205,8 +1246,9 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
                  lines * (part + 1) / H - lines * part / H);
   };
   // Whole blocks: one tile ahead; head runs: as many steps ahead as make the bytes of one
-  // bf16 step of 16 keys at d=128 (8 KiB of K and V): one step for bf16, two for fp8's
-  // half-size rows (the bytes in flight that measured best for bf16; twice them overflowed L1).
+  // bf16 step of 16 keys at d=128 (8 KiB of K and V): one step for bf16 and for fp8's
+  // 32-key steps at d=128 (the bytes in flight that measured best for bf16; twice them
+  // overflowed L1).
   constexpr std::int64_t kHeadRunAheadBytes = 8192;
   const std::int64_t step_bytes = 2 * static_cast<std::int64_t>(tile_keys) * static_cast<std::int64_t>(row_bytes);
   const std::int64_t ahead =
@@ -1242,8 +1284,15 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
         }
         SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
         PackProbabilitiesFewRows<FR>(t.nk, s);
-        PackValuesBf16<K>(t, D, s);
-        PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
+        bool fused_v = false;
+        if constexpr (is_fp8(K) && FR <= 4) {
+          fused_v = D % 64 == 0;
+          if (fused_v) PvFp8FewRows<K, FR>(t, D, FR, s);
+        }
+        if (!fused_v) {
+          PackValuesBf16<K>(t, D, s);
+          PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
+        }
       } else {
         ConvertKeysBf16<K>(t, D, krow, s);
         QkBf16<NV>(c, t, krow, s);
