@@ -241,12 +241,10 @@ __device__ __forceinline__ void score_tile_keys(const AttnParams& p, const Score
 
 /// Online softmax over S^T tiles (in place: s becomes probabilities). The row maxima are
 /// reduced across the 8 key lanes of each row (lanes with the same t). A row keeps its
-/// maximum while the tiles' maximum exceeds it by at most 2^kLazyLog2 (P ≤ 256 in f16, l and O in
-/// fp32: the final normalisation cancels the factor), so most tiles skip O's rescale; the
-/// warp votes, so the rescale is a branch it takes together.
+/// maximum while the tiles' maximum exceeds it by at most 2^kLazyRescaleLog2, so most tiles
+/// skip O's rescale; the warp votes, so the rescale is a branch it takes together.
 template <int DP, int NKB>
 __device__ __forceinline__ void softmax_tile_keys(KeysWarpState<DP>& st, float (&s)[NKB][2][4], bool two) {
-  constexpr float kLazyLog2 = 8.0f;
   float m_new[2][2];
   bool grow = false;
 #pragma unroll
@@ -262,7 +260,8 @@ __device__ __forceinline__ void softmax_tile_keys(KeysWarpState<DP>& st, float (
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
       }
       m_new[n][e] = fmaxf(st.m[n][e], mx);
-      grow |= m_new[n][e] > st.m[n][e] + kLazyLog2;  // a first finite maximum always grows (-inf + 8)
+      // A first finite maximum always grows (-inf + 8).
+      grow |= m_new[n][e] > st.m[n][e] + float(kLazyRescaleLog2);
     }
   if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll

@@ -58,10 +58,9 @@ namespace {
 
 /// fp8: the producer's warps 1-3 widen or transpose the raw tiles.
 constexpr int kWideners = 96;
-/// The softmax keeps a row's maximum while a tile's exceeds it by at most 2^kLazyLog2, so
-/// probabilities reach 2^kLazyLog2 before the output is rescaled. e4m3 products compute them
-/// as 2^kE4m3ProbLog2·exp2(s − m): up to 2^(5+3) = 256 of e4m3's 448 with a stale maximum.
-constexpr int kLazyLog2 = 8;
+/// e4m3 products compute the probabilities as 2^kE4m3ProbLog2·exp2(s − m) against a maximum
+/// up to 2^kE4m3LazyLog2 stale (16-bit ones: kLazyRescaleLog2, tile_common.cuh): up to
+/// 2^(5+3) = 256 of e4m3's 448.
 constexpr int kE4m3ProbLog2 = 5;
 constexpr int kE4m3LazyLog2 = 3;
 static_assert((1 << (kE4m3ProbLog2 + kE4m3LazyLog2)) <= 448, "stale-maximum probabilities must stay finite in e4m3");
@@ -351,7 +350,7 @@ __global__ void __launch_bounds__(384, 1)
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
   // e4m3 P is 2^5·exp2(s − m): a maximum 2^3 stale keeps it under e4m3's 448.
   constexpr int kProbLog2 = kE4m3 ? kE4m3ProbLog2 : 0;
-  constexpr int kLazy = kE4m3 ? kE4m3LazyLog2 : kLazyLog2;
+  constexpr int kLazy = kE4m3 ? kE4m3LazyLog2 : kLazyRescaleLog2;
   extern __shared__ unsigned char smem_raw[];
   const std::uint32_t raw = smem_addr(smem_raw);
   const std::uint32_t base = (raw + 1023u) & ~1023u;

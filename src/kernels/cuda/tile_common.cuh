@@ -14,6 +14,11 @@ namespace attnsel::kernel::cuda {
 /// different bank groups without a swizzle.
 template <int DP> inline constexpr int kRowStride = DP + 8;
 
+/// The online softmaxes that rescale lazily keep a row's maximum while a tile's exceeds it
+/// by at most 2^kLazyRescaleLog2: 16-bit probabilities then stay ≤ 256, O and l (fp32) need
+/// no rescale, and the final normalisation cancels the factor.
+inline constexpr int kLazyRescaleLog2 = 8;
+
 /// Where ldmatrix finds 16-byte unit `unit` of row `row` of a key/value tile, in bytes from
 /// the tile's (or a warp's 16-row slice's) start. Two layouts:
 /// PaddedRows: rows of DP elements padded as above (cp.async and per-row bulk copies).
