@@ -160,8 +160,9 @@ __device__ __forceinline__ void qk_tile_fp8_keys(float (&s)[NKB][2][4], const st
       load_key_run<R::kRun, Raw>(hi, kraw, row0 + 16 * kb + g + 8, G * R::kGroup + R::kRun * t);
 #pragma unroll
       for (int j = 0; j < R::kSteps; ++j) {
-        const std::uint32_t a[4] = {fp8x2_to_f16x2<E5M2>(lo[j]), fp8x2_to_f16x2<E5M2>(hi[j]),
-                                    fp8x2_to_f16x2<E5M2>(lo[j] >> 16), fp8x2_to_f16x2<E5M2>(hi[j] >> 16)};
+        std::uint32_t a[4];
+        fp8x4_to_f16x2x2<E5M2>(lo[j], a[0], a[2]);
+        fp8x4_to_f16x2x2<E5M2>(hi[j], a[1], a[3]);
         const int kk = G * R::kSteps + j;
         mma16816<__half>(acc[kb][0][kk % kChains], a, qf[0][kk][0], qf[0][kk][1]);
         if (two) mma16816<__half>(acc[kb][1][kk % kChains], a, qf[1][kk][0], qf[1][kk][1]);
@@ -331,10 +332,8 @@ __device__ __forceinline__ void pv_tile_fp8_keys(KeysWarpState<DP>& st, const fl
       for (int h = 0; h < 2; ++h) {
         // (key 2t dim 2g, dim 2g+1, key 2t+1 dim 2g, dim 2g+1) -> (dim 2g: keys 2t, 2t+1 | dim 2g+1: ...)
         const std::uint32_t lo = __byte_perm(v[h], 0, 0x3120), hi = __byte_perm(v[2 + h], 0, 0x3120);
-        a[h][0] = fp8x2_to_f16x2<E5M2>(lo);
-        a[h][1] = fp8x2_to_f16x2<E5M2>(lo >> 16);
-        a[h][2] = fp8x2_to_f16x2<E5M2>(hi);
-        a[h][3] = fp8x2_to_f16x2<E5M2>(hi >> 16);
+        fp8x4_to_f16x2x2<E5M2>(lo, a[h][0], a[h][1]);
+        fp8x4_to_f16x2x2<E5M2>(hi, a[h][2], a[h][3]);
       }
       mma16816<__half>(st.o[0][2 * c], a[0], b[0][0], b[0][1]);
       mma16816<__half>(st.o[0][2 * c + 1], a[1], b[0][0], b[0][1]);

@@ -259,6 +259,26 @@ __device__ __forceinline__ std::uint32_t fp8x2_to_f16x2(std::uint32_t two) {
   return std::uint32_t(h.x) | (std::uint32_t(h.y) << 16);
 }
 
+/// Four fp8 bytes -> bytes 0-1 and bytes 2-3 as two halves each, exact. The word's 16-bit
+/// halves are handed to the cvt as registers of their own, so the upper pair is read in place
+/// instead of shifted down first (one instruction a pair, not one and a half).
+template <bool E5M2>
+__device__ __forceinline__ void fp8x4_to_f16x2x2(std::uint32_t four, std::uint32_t& lo, std::uint32_t& hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (E5M2)
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e5m2x2 %0, l;\ncvt.rn.f16x2.e5m2x2 %1, h;\n}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(four));
+  else
+    asm("{\n.reg .b16 l, h;\nmov.b32 {l, h}, %2;\ncvt.rn.f16x2.e4m3x2 %0, l;\ncvt.rn.f16x2.e4m3x2 %1, h;\n}"
+        : "=r"(lo), "=r"(hi)
+        : "r"(four));
+#else
+  lo = fp8x2_to_f16x2<E5M2>(four);
+  hi = fp8x2_to_f16x2<E5M2>(four >> 16);
+#endif
+}
+
 /// The output dim of column `col` of PV tile `tile` (see above).
 __device__ __forceinline__ int fp8_out_dim(int tile, int col) { return (tile / 4) * 32 + 4 * col + tile % 4; }
 
