@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <numeric>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -18,6 +19,7 @@
 #include "kernels/cuda/device_memory.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
 #include "kernels/fp8.hpp"
+#include "kernels/half.hpp"
 
 namespace attnsel::kernel {
 namespace {
@@ -261,6 +263,50 @@ TEST(Fp8PathsGpu, EveryFiniteByteValueInDecode) {
         EXPECT_EQ(r.not_finite, 0);
         EXPECT_LT(r.rel_l2, dt == ScalarType::bf16 ? kDecodeRelL2Bf16 : kDecodeRelL2F16);
       }
+}
+
+/// Scores that rise by `step` (log2 units) every 64 keys for three steps, then level off:
+/// each warp's row maxima grow from tile to tile by less (step 5: the lazy rescale keeps the
+/// maximum, probabilities up to 2^5·2^5) or more (steps 9, 13: O and l are rescaled) than
+/// 2^8, while the level stretch after the ramp holds most of the mass, so a missing or wrong
+/// rescale factor on the earlier tiles' sums shows in the output. Queries are 1 ± 0.25 on
+/// every dim; a key's dims are its level's share of the score plus noise of ±0.5.
+TEST(Fp8PathsGpu, RowMaximaRisingFromTileToTile) {
+  REQUIRE_GPU();
+  for (float step : {5.0f, 9.0f, 13.0f})
+    for (int hs : {128, 64}) {
+      WorkloadSpec spec = fp8_spec("fp8_e4m3", ScalarType::bf16, hs, {{700, 1}, {1021, 1}, {333, 4}});
+      spec.k_scale = 1.0f / 64;
+      spec.v_scale = 0.02f;
+      PagedWorkload wl(spec);
+      const LayerParams lp = gpu_params(spec);
+      const TensorView q = wl.query();
+      auto* qb = static_cast<std::uint16_t*>(q.data);
+      std::mt19937 rng(static_cast<std::uint32_t>(hs * 10 + step));
+      std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+      for (std::int64_t i = 0; i < q.numel(); ++i) qb[i] = float_to_bf16(1.0f + 0.25f * unit(rng));
+      // A key of level L scores about L·log2(e)·scale·hs·(its dims' value) in log2 units.
+      const float per_level = 1.0f / (lp.scale * static_cast<float>(hs) * 1.4426950f);
+      const AttentionMetadata md = wl.metadata();
+      const TensorView k = wl.cache().key;
+      auto* kb = static_cast<std::uint8_t*>(k.data);
+      const int block_size = static_cast<int>(k.shape[1]);
+      for (int sq = 0; sq < md.num_seqs; ++sq)
+        for (int t = 0; t < md.seq_lens[static_cast<std::size_t>(sq)]; ++t) {
+          const float level = step * static_cast<float>(std::min(t / 64, 3));
+          const std::int64_t block = md.block_table[static_cast<std::size_t>(sq * md.max_blocks_per_seq + t / block_size)];
+          for (int h = 0; h < spec.num_kv_heads; ++h)
+            for (int d = 0; d < hs; ++d) {
+              const float x = level * per_level + 0.5f * unit(rng);
+              kb[block * k.stride[0] + (t % block_size) * k.stride[1] + h * k.stride[2] + d * k.stride[3]] =
+                  float_to_fp8(x / spec.k_scale, ScalarType::fp8_e4m3);
+            }
+        }
+      const GpuResult r = run_gpu(wl, lp);
+      SCOPED_TRACE(fmt::format("step {} d={} {}", step, hs, r.summary.decode_loads));
+      EXPECT_EQ(r.not_finite, 0);
+      EXPECT_LT(r.rel_l2, kDecodeRelL2Bf16);
+    }
 }
 
 }  // namespace
