@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 #define ATTNSEL_HD __host__ __device__
@@ -44,7 +45,12 @@ ATTNSEL_HD_INLINE std::uint32_t byte_perm(std::uint32_t x, std::uint32_t y, std:
 /// Offset of byte `col` of row `row` in a tile of 128-byte rows with the 128-byte swizzle
 /// (TMA's CU_TENSOR_MAP_SWIZZLE_128B and wgmma's 128-byte-swizzle descriptors), tile
 /// start aligned to 1024 bytes.
-ATTNSEL_HD constexpr int sw128(int row, int col) { return row * kRowBytes + (((col / 16) ^ (row % 8)) << 4) + col % 16; }
+/// (Unsigned arithmetic: rows and columns are never negative, and the signed forms of / and
+/// % cost the device four instructions each.)
+ATTNSEL_HD constexpr int sw128(int row, int col) {
+  const auto r = static_cast<std::uint32_t>(row), c = static_cast<std::uint32_t>(col);
+  return static_cast<int>(r * kRowBytes + (((c / 16) ^ (r % 8)) << 4) + c % 16);
+}
 
 /// The key (0..31, within a k32 step) in column c of P's A-fragments as the consumers pack
 /// them: the accumulator column of the same thread's value (see above).
@@ -85,10 +91,10 @@ ATTNSEL_HD_INLINE void transpose_v_lane(int tid, int valid, Load&& load, Store&&
   // Byte permutes: bytes r_a of x and y, then bytes r_b of x and y.
   const std::uint32_t sel01 = r0 | ((4 + r0) << 4) | (r1 << 8) | ((4 + r1) << 12);
   const std::uint32_t sel23 = r2 | ((4 + r2) << 4) | (r3 << 8) | ((4 + r3) << 12);
-  for (int g0 = warp * kGroupsPerWarp; g0 < kGroups; g0 += kWarps * kGroupsPerWarp) {
-    const int grp = g0 + lane / kWords;
-    if (grp >= kGroups) continue;
-    const int key0 = 16 * grp;
+  // One 16-key chunk; kFull: every key exists (all chunks but the sequence's last), so the
+  // loads need no bounds checks (the checked form costs a branch per load).
+  auto chunk = [&](int grp, int nvalid, auto full) {
+    constexpr bool kFull = decltype(full)::value;
     std::uint32_t out[4][4];  // [store slot][4-byte word q of the 16-byte chunk]
 #if defined(__CUDA_ARCH__)
 #pragma unroll
@@ -101,7 +107,10 @@ ATTNSEL_HD_INLINE void transpose_v_lane(int tid, int valid, Load&& load, Store&&
 #endif
       for (int m = 0; m < 4; ++m) {
         const int k = 2 * q + (m % 2) + 8 * (m / 2);
-        src[m] = key0 + k < valid ? load(sw128(key0 + k, 4 * w)) : 0u;
+        // The chunk starts on a multiple of 8 rows, so row 16·grp + k swizzles as row k:
+        // one lane-constant offset per k % 8, and k's row as an immediate.
+        const int off = 16 * grp * kRowBytes + sw128(k, 4 * w);
+        src[m] = kFull || k < nvalid ? load(off) : 0u;
       }
       const std::uint32_t x01 = byte_perm(src[0], src[1], sel01), y01 = byte_perm(src[2], src[3], sel01);
       const std::uint32_t x23 = byte_perm(src[0], src[1], sel23), y23 = byte_perm(src[2], src[3], sel23);
@@ -117,6 +126,15 @@ ATTNSEL_HD_INLINE void transpose_v_lane(int tid, int valid, Load&& load, Store&&
       const int d = 4 * w + int((std::uint32_t(s) + rot) & 3u);
       store(sw128(d, 16 * grp), out[s][0], out[s][1], out[s][2], out[s][3]);
     }
+  };
+  for (int g0 = warp * kGroupsPerWarp; g0 < kGroups; g0 += kWarps * kGroupsPerWarp) {
+    const int grp = g0 + lane / kWords;
+    if (grp >= kGroups) continue;
+    const int nvalid = valid - 16 * grp;  // keys of this chunk that exist
+    if (nvalid >= 16)
+      chunk(grp, nvalid, std::true_type{});
+    else
+      chunk(grp, nvalid, std::false_type{});
   }
 }
 
