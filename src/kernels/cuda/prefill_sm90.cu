@@ -210,20 +210,31 @@ __device__ __forceinline__ std::uint64_t desc_at(std::uint64_t d, std::uint32_t 
 /// the sequence: unloaded or stale bytes, maybe NaN). `tid` in [0, kWideners).
 template <class C, int D>
 __device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned char* wide, int valid, int tid) {
-  constexpr int kUnits = D / 16;  // 16 raw bytes -> two 16-byte f16 units
-  for (int idx = tid; idx < C::kKeys * kUnits; idx += kWideners) {
-    const int r = idx / kUnits, u = idx % kUnits;
-    uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
-    if (r < valid) {
-      const uint4 b = *reinterpret_cast<const uint4*>(raw + r * 128 + ((u ^ (r % 8)) << 4));
-      lo = e4m3x8_to<__half>(make_uint2(b.x, b.y));
-      hi = e4m3x8_to<__half>(make_uint2(b.z, b.w));
+  constexpr unsigned kUnits = D / 16;  // 16 raw bytes -> two 16-byte f16 units
+  // kFull: every row exists (all tiles but a sequence's last), so no row needs a check (the
+  // checked form costs a branch per unit). Unsigned index arithmetic: the signed / and %
+  // cost four instructions each.
+  auto widen = [&](auto full) {
+    constexpr bool kFull = decltype(full)::value;
+#pragma unroll 2
+    for (unsigned idx = static_cast<unsigned>(tid); idx < C::kKeys * kUnits; idx += kWideners) {
+      const unsigned r = idx / kUnits, u = idx % kUnits;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (kFull || int(r) < valid) {
+        const uint4 b = *reinterpret_cast<const uint4*>(raw + r * 128 + ((u ^ (r % 8)) << 4));
+        lo = e4m3x8_to<__half>(make_uint2(b.x, b.y));
+        hi = e4m3x8_to<__half>(make_uint2(b.z, b.w));
+      }
+      unsigned char* row = wide + (u / 4) * C::kKeys * 128 + r * 128;
+      const unsigned u0 = 2 * (u % 4);
+      *reinterpret_cast<uint4*>(row + ((u0 ^ (r % 8)) << 4)) = lo;
+      *reinterpret_cast<uint4*>(row + (((u0 + 1) ^ (r % 8)) << 4)) = hi;
     }
-    unsigned char* row = wide + (u / 4) * C::kKeys * 128 + r * 128;
-    const int u0 = 2 * (u % 4);
-    *reinterpret_cast<uint4*>(row + ((u0 ^ (r % 8)) << 4)) = lo;
-    *reinterpret_cast<uint4*>(row + (((u0 + 1) ^ (r % 8)) << 4)) = hi;
-  }
+  };
+  if (valid >= C::kKeys)
+    widen(std::true_type{});
+  else
+    widen(std::false_type{});
 }
 
 /// e4m3: transposes one raw V tile (kKeys rows × 128 swizzled bytes, d along the row) into
