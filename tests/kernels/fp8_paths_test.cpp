@@ -77,6 +77,47 @@ WorkloadSpec fp8_spec(const char* kv, ScalarType dtype, int head_size, std::vect
   return s;
 }
 
+/// Decode steps of 700, 1021 and 333 keys (one, one and four query tokens) whose row maxima
+/// rise from tile to tile (fill_rising_maxima).
+WorkloadSpec rising_maxima_spec(const char* kv, int head_size) {
+  WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, head_size, {{700, 1}, {1021, 1}, {333, 4}});
+  spec.k_scale = 1.0f / 64;
+  spec.v_scale = 0.02f;
+  return spec;
+}
+
+/// Scores that rise by `step` (log2 units) every 64 keys for three steps, then level off: the
+/// row maxima grow from one key tile to the next, while the level stretch after the ramp
+/// holds most of the softmax's mass, so a missing or wrong rescale of the earlier tiles' sums
+/// shows in the output. Queries are 1 ± 0.25 on every dim; a key's dims are its level's share
+/// of the score (under the softmax scale `scale`) plus noise of ±0.5, stored as `f`.
+void fill_rising_maxima(PagedWorkload& wl, float scale, float step, ScalarType f) {
+  const WorkloadSpec& spec = wl.spec();
+  const int hs = spec.head_size;
+  std::mt19937 rng(static_cast<std::uint32_t>(hs * 10 + step));
+  std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+  const TensorView q = wl.query();
+  auto* qb = static_cast<std::uint16_t*>(q.data);
+  for (std::int64_t i = 0; i < q.numel(); ++i) qb[i] = float_to_bf16(1.0f + 0.25f * unit(rng));
+  // A key of level L scores about L·log2(e)·scale·hs·(its dims' value) in log2 units.
+  const float per_level = 1.0f / (scale * static_cast<float>(hs) * 1.4426950f);
+  const AttentionMetadata md = wl.metadata();
+  const TensorView k = wl.cache().key;
+  auto* kb = static_cast<std::uint8_t*>(k.data);
+  const int block_size = static_cast<int>(k.shape[1]);
+  for (int sq = 0; sq < md.num_seqs; ++sq)
+    for (int t = 0; t < md.seq_lens[static_cast<std::size_t>(sq)]; ++t) {
+      const float level = step * static_cast<float>(std::min(t / 64, 3));
+      const std::int64_t block = md.block_table[static_cast<std::size_t>(sq * md.max_blocks_per_seq + t / block_size)];
+      for (int h = 0; h < spec.num_kv_heads; ++h)
+        for (int d = 0; d < hs; ++d) {
+          const float x = level * per_level + 0.5f * unit(rng);
+          kb[block * k.stride[0] + (t % block_size) * k.stride[1] + h * k.stride[2] + d * k.stride[3]] =
+              float_to_fp8(x / spec.k_scale, f);
+        }
+    }
+}
+
 // ---- CPU ------------------------------------------------------------------------------
 
 TEST(Fp8PathsCpu, EveryFiniteByteValueOnDecodeAndPrefillItems) {
@@ -144,6 +185,27 @@ TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
       // Measured 0.35 (bf16 model: probabilities rounded to bf16) and 0.03 (fp32 model).
       EXPECT_LE(worst, dt == ScalarType::f32 ? 0.1 : 0.5) << "worst error / tolerance";
     }
+}
+
+TEST(Fp8PathsCpu, RowMaximaRisingFromTileToTile) {
+  // The CPU decode's online softmax on row maxima that rise from one key step to the next
+  // (by 5, 9 and 13 log2 units), both formats, both arithmetic paths.
+  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+    for (float step : {5.0f, 9.0f, 13.0f})
+      for (bool bf16_dot : {true, false}) {
+        const ScalarType f = std::string(kv) == "fp8_e5m2" ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
+        const WorkloadSpec spec = rising_maxima_spec(kv, 128);
+        PagedWorkload w(spec);
+        const LayerParams lp = runtime::layer_params_for(spec);
+        fill_rising_maxima(w, lp.scale, step, f);
+        cpu::CpuAttentionOptions o;
+        o.allow_bf16_dot = bf16_dot;
+        o.num_threads = 2;
+        const auto impl = cpu::make_cpu_attention_impl(lp, o);
+        const double worst =
+            testing::expect_matches_reference(*impl, w, fmt::format("{} step {} bf16_dot={}", kv, step, bf16_dot));
+        EXPECT_LE(worst, 1.0);
+      }
 }
 
 // ---- GPU ------------------------------------------------------------------------------
@@ -265,43 +327,17 @@ TEST(Fp8PathsGpu, EveryFiniteByteValueInDecode) {
       }
 }
 
-/// Scores that rise by `step` (log2 units) every 64 keys for three steps, then level off:
-/// each warp's row maxima grow from tile to tile by less (step 5: the lazy rescale keeps the
-/// maximum, probabilities up to 2^5·2^5) or more (steps 9, 13: O and l are rescaled) than
-/// 2^8, while the level stretch after the ramp holds most of the mass, so a missing or wrong
-/// rescale factor on the earlier tiles' sums shows in the output. Queries are 1 ± 0.25 on
-/// every dim; a key's dims are its level's share of the score plus noise of ±0.5.
+/// The rising row maxima (fill_rising_maxima) through the GPU decode: each warp's maxima
+/// grow from tile to tile by less (step 5: the lazy rescale keeps the maximum) or more (steps
+/// 9, 13: O and l are rescaled) than 2^8.
 TEST(Fp8PathsGpu, RowMaximaRisingFromTileToTile) {
   REQUIRE_GPU();
   for (float step : {5.0f, 9.0f, 13.0f})
     for (int hs : {128, 64}) {
-      WorkloadSpec spec = fp8_spec("fp8_e4m3", ScalarType::bf16, hs, {{700, 1}, {1021, 1}, {333, 4}});
-      spec.k_scale = 1.0f / 64;
-      spec.v_scale = 0.02f;
+      WorkloadSpec spec = rising_maxima_spec("fp8_e4m3", hs);
       PagedWorkload wl(spec);
       const LayerParams lp = gpu_params(spec);
-      const TensorView q = wl.query();
-      auto* qb = static_cast<std::uint16_t*>(q.data);
-      std::mt19937 rng(static_cast<std::uint32_t>(hs * 10 + step));
-      std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
-      for (std::int64_t i = 0; i < q.numel(); ++i) qb[i] = float_to_bf16(1.0f + 0.25f * unit(rng));
-      // A key of level L scores about L·log2(e)·scale·hs·(its dims' value) in log2 units.
-      const float per_level = 1.0f / (lp.scale * static_cast<float>(hs) * 1.4426950f);
-      const AttentionMetadata md = wl.metadata();
-      const TensorView k = wl.cache().key;
-      auto* kb = static_cast<std::uint8_t*>(k.data);
-      const int block_size = static_cast<int>(k.shape[1]);
-      for (int sq = 0; sq < md.num_seqs; ++sq)
-        for (int t = 0; t < md.seq_lens[static_cast<std::size_t>(sq)]; ++t) {
-          const float level = step * static_cast<float>(std::min(t / 64, 3));
-          const std::int64_t block = md.block_table[static_cast<std::size_t>(sq * md.max_blocks_per_seq + t / block_size)];
-          for (int h = 0; h < spec.num_kv_heads; ++h)
-            for (int d = 0; d < hs; ++d) {
-              const float x = level * per_level + 0.5f * unit(rng);
-              kb[block * k.stride[0] + (t % block_size) * k.stride[1] + h * k.stride[2] + d * k.stride[3]] =
-                  float_to_fp8(x / spec.k_scale, ScalarType::fp8_e4m3);
-            }
-        }
+      fill_rising_maxima(wl, lp.scale, step, ScalarType::fp8_e4m3);
       const GpuResult r = run_gpu(wl, lp);
       SCOPED_TRACE(fmt::format("step {} d={} {}", step, hs, r.summary.decode_loads));
       EXPECT_EQ(r.not_finite, 0);
