@@ -125,13 +125,14 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 }
 /// Online softmax of one S tile: row maxima of s as given, the per-row `scale` folded into
 /// exp2's FMA (one FFMA and one exp2 an element; s already in the log2 domain: scale 1).
-/// LAZY_LOG2 > 0 keeps a row's maximum while the tile's exceeds it by at most 2^LAZY_LOG2
-/// (P ≤ 2^LAZY_LOG2, so O and l need no rescale; the final normalisation cancels the
-/// factor), voted per warp so that the rescale is a branch the warp takes together.
+/// A row keeps its maximum while the tile's exceeds it by at most 2^LAZY_LOG2 (P ≤
+/// 2^LAZY_LOG2, so O and l need no rescale; the final normalisation cancels the factor),
+/// voted per warp so that the rescale is a branch the warp takes together.
 /// PROB_LOG2 > 0 computes the probabilities as 2^PROB_LOG2·exp2(s − m) (for e4m3 products;
 /// l and O carry the factor).
 template <int DP, int NT, int PROB_LOG2, int LAZY_LOG2>
 __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT][4], float scale0, float scale1) {
+  static_assert(LAZY_LOG2 > 0, "every caller rescales lazily");
   const float scale[2] = {scale0, scale1};
   float mx[2];
 #pragma unroll
@@ -151,7 +152,7 @@ __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT]
     m_new[h] = fmaxf(st.m[h], mx[h] * scale[h]);
     grow |= m_new[h] > st.m[h] + float(LAZY_LOG2);  // a first finite maximum always grows (-inf + x)
   }
-  if (LAZY_LOG2 == 0 || __any_sync(0xffffffffu, grow)) {
+  if (__any_sync(0xffffffffu, grow)) {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       // A row with nothing visible yet keeps m = -inf; use 0 as the reference to avoid NaN.
