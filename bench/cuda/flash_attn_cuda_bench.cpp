@@ -244,6 +244,7 @@ std::vector<Shape> shapes(bool quick) {
     prefill(2, 16384, 16, 128, false, 128);
     prefill(2, 16384, 16, 128, false, 16, true);
     prefill(2, 16384, 16, 64, false, 16, true);
+    prefill(2, 16384, 16, 256, true, 16, true);  // f16 products, widened in place
   }
   return v;
 }

@@ -521,11 +521,11 @@ TEST(FlashAttnCudaGpu, CacheWriterMatchesReference) {
 
 // ---- fp8 (e4m3) cache --------------------------------------------------------------------
 
-/// The prefill kernel an fp8 batch takes: the Hopper one on sm_90 for head sizes up to 128
-/// that are multiples of 16, else the portable one.
+/// The prefill kernel an fp8 batch takes: the Hopper one on sm_90 for head sizes that are
+/// multiples of 16, else the portable one.
 std::string fp8_prefill_kernel(int head_size) {
   const DeviceInfo dev = device_info(0);
-  const bool hopper = dev.major == 9 && dev.minor == 0 && head_size <= 128 && head_size % 16 == 0;
+  const bool hopper = dev.major == 9 && dev.minor == 0 && head_size % 16 == 0;
   return hopper ? "sm90-wgmma" : "sm80-mma";
 }
 
@@ -812,7 +812,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
       for (int hs : {64, 96, 128, 256})
         for (int kind = 0; kind < 7; ++kind) {
-          if (kind >= 5 && hs > 128) continue;  // fp8 caches take the Hopper kernel up to d=128
+          if (kind == 5 && hs > 128) continue;  // e4m3 products take head sizes up to 128
           SCOPED_TRACE(fmt::format("variant {} {} d={} kind {}", v, to_string(dt), hs, kind));
           GpuCase c;
           c.dtype = dt;
@@ -859,16 +859,17 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
 /// grid of 3 CTAs). f16 products: the keys and values are exact in f16, so the error is the
 /// probabilities' f16 rounding and the output's, asserted at the fp8 decode's bounds. e4m3
 /// products: the queries and probabilities are rounded to e4m3 (3 mantissa bits), asserted
-/// at their own bound (docs/kernels-fp8.md).
+/// at their own bound (docs/kernels-fp8.md). Above d=128 the f16 products run (widened in
+/// place) whichever products are asked for, and the summary says so.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
   REQUIRE_GPU();
   const DeviceInfo dev = device_info(0);
   if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
   for (Fp8PrefillProducts products : {Fp8PrefillProducts::e4m3, Fp8PrefillProducts::f16})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-      for (int hs : {48, 64, 80, 96, 112, 128})
+      for (int hs : {48, 64, 80, 96, 112, 128, 144, 192, 256})
         for (bool per_head : {false, true}) {
-          const bool e4m3 = products == Fp8PrefillProducts::e4m3;
+          const bool e4m3 = products == Fp8PrefillProducts::e4m3 && hs <= 128;
           SCOPED_TRACE(fmt::format("{} products, {} d={}{}", e4m3 ? "e4m3" : "f16", to_string(dt), hs,
                                    per_head ? " per-head scales" : ""));
           GpuCase c = per_head ? per_head_case(3, 2) : fp8_case();
@@ -939,6 +940,50 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
                       hs, variant, o.rel_l2, o.max_abs);
           std::fflush(stdout);
         }
+      }
+    }
+}
+
+/// Head sizes above 128 on an fp8 cache (f16 products, the raw tiles widened in place in
+/// their f16 stage): long, odd and prime lengths (many 80-key tiles, the two-stage ring
+/// wrapping within and across items), GQA 1, 4 and 8, causal and not, chunked prefill,
+/// sliding windows, soft-cap, ALiBi and sinks, one CTA per item and a persistent grid.
+TEST(FlashAttnCudaGpu, Fp8HopperPrefillHeadSizesAbove128GqaMasksAndLongSequences) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  const int groups[3] = {1, 4, 8}, head_sizes[3] = {160, 208, 256};
+  for (int gi = 0; gi < 3; ++gi)
+    for (int hi = 0; hi < 3; ++hi) {
+      const int group = groups[gi], hs = head_sizes[hi];
+      const int variant = (gi + hi) % 3;  // a Latin square: each group and head size meets every variant once
+      SCOPED_TRACE(fmt::format("group {} d={} variant {}", group, hs, variant));
+      GpuCase c = fp8_case();
+      c.kv_heads = 2;
+      c.heads = 2 * group;
+      c.head_size = hs;
+      c.dtype = variant == 1 ? ScalarType::f16 : ScalarType::bf16;
+      c.layout = variant == 2 ? CacheLayout::hnd : CacheLayout::nhd;
+      c.tuning.hopper_ctas = variant == 2 ? 7 : 0;
+      c.seqs = {{1031, 131}, {389, 389}, {127, 127}, {211, 1}};  // the first item's rows see 14-15 key tiles
+      c.seed = 1400 + static_cast<std::uint64_t>(hs * 3 + group * 11 + variant);
+      if (variant == 1) {
+        c.causal = false;
+        c.alibi = true;
+        c.sinks = true;
+      } else if (variant == 2) {
+        c.window = 300;
+        c.softcap = 8.0f;
+        c.sinks = true;
+      }
+      const Outcome o = check_case(c);
+      EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma") << o.summary.describe();
+      EXPECT_EQ(o.summary.prefill_products, "f16") << o.summary.describe();
+      EXPECT_LT(o.rel_l2, c.dtype == ScalarType::bf16 ? 8e-3 : 2e-3) << o.summary.describe();
+      if (std::getenv("ATTNSEL_PRINT_ERRORS")) {
+        std::printf("fp8 hopper prefill f16 products group %d d=%d variant %d rel_l2 %.3g max_abs %.3g\n", group, hs,
+                    variant, o.rel_l2, o.max_abs);
+        std::fflush(stdout);
       }
     }
 }

@@ -570,15 +570,16 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
     plan->decode_box_rows = std::gcd(plan->block_size, kDecodeKeyTile);
     plan->split_align = std::max(plan->split_align, plan->decode_box_rows);
   }
-  // fp8 caches take the Hopper kernel up to head size 128 (its staging ring of raw bytes
-  // fits shared memory there) where TMA can address the rows (16-byte strides: head sizes
-  // a multiple of 16); the others take the portable prefill.
-  const bool hopper_fp8_ok = params_.head_size <= 128 && params_.head_size % 16 == 0;
+  // fp8 caches take the Hopper kernel where TMA can address the rows (16-byte strides: head
+  // sizes a multiple of 16; the others take the portable prefill). Its e4m3 products take
+  // head sizes up to 128 (their transposed V and e4m3 queries fit shared memory there);
+  // above, the f16 products run.
+  const bool hopper_fp8_ok = params_.head_size % 16 == 0;
   plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
-  plan->hopper_kv = !kv_fp8 ? KvPath::b16
-                    : fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3 ? KvPath::e4m3
-                                                                                            : KvPath::f16_widened;
+  const bool e4m3_products = fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3 &&
+                             hopper_head_dim(params_.head_size) <= 128;
+  plan->hopper_kv = !kv_fp8 ? KvPath::b16 : e4m3_products ? KvPath::e4m3 : KvPath::f16_widened;
   if (plan->hopper) {
     // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys.
     const MaskRule rule = MaskRule::from(params_);

@@ -49,7 +49,8 @@ enum class Fp8PrefillProducts {
   /// fp8 wgmma: queries (scaled per row) and probabilities quantised to e4m3, K as stored, V
   /// transposed by the producer warpgroup (FlashAttention-3's way). 1.6× faster than f16 on
   /// the H200, at ~10× the error (rel. L2 ~0.023 against ~0.0016): outside the fp8 cache's
-  /// bound, so not the default (docs/kernels-fp8.md).
+  /// bound, so not the default (docs/kernels-fp8.md). Head sizes up to 128: above, the
+  /// prefill takes f16 products (the plan's summary says which ran).
   e4m3,
   f16,  ///< K and V widened to f16 exactly by the producer warpgroup; f16 products (exact K and V)
 };

@@ -148,7 +148,8 @@ inline constexpr int kHopperDefaultVariant = HopperVariant::wide_keys;
 
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
 /// host; box_rows = keys per TMA box (divides both the page size and the key tile).
-/// kv: KvPath::b16 for a 16-bit cache; an e4m3 cache (head sizes up to 128) either way;
+/// kv: KvPath::b16 for a 16-bit cache; an e4m3 cache either way (e4m3 products: head sizes
+/// up to 128);
 /// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
 /// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).

@@ -20,9 +20,9 @@
 // stages and phases continue from item to item, and the next item's first K/V tiles load
 // while the consumers store the previous output.
 //
-// fp8 (e4m3) cache, head sizes up to 128, two ways (KvPath):
-//  * e4m3 products (fp8 wgmma, m64nNk32): K is the TMA tile as stored (K-major, what fp8
-//    wgmma takes); V lands raw in a staging ring and the producer's other three warps
+// fp8 (e4m3) cache, two ways (KvPath):
+//  * e4m3 products (fp8 wgmma, m64nNk32; head sizes up to 128): K is the TMA tile as
+//    stored (K-major, what fp8 wgmma takes); V lands raw in a staging ring and the producer's other three warps
 //    transpose it into a K-major tile (d rows of keys), writing zeros for keys past the
 //    sequence. Each consumer quantises its query rows to e4m3 once, each row scaled so its
 //    largest magnitude becomes 448, the row's descale folded into its score scale. P is
@@ -34,7 +34,10 @@
 //    order, so no register moves across lanes are needed.
 //  * f16 products: TMA lands the raw bytes of K and V in a staging ring, the producer's
 //    other three warps widen them (exact, e4m3 -> f16) into the swizzled f16 layout the
-//    consumers read. Each consumer converts its bf16 query rows to f16 once, scaled per
+//    consumers read. Above d=128 the ring does not fit beside the f16 tiles: the raw bytes
+//    land in the upper half of their own f16 stage and are widened in place (a row's raw
+//    bytes and its f16 values share only that row, which one warp reads whole before it
+//    writes it). Each consumer converts its bf16 query rows to f16 once, scaled per
 //    row by a power of two (exact) that keeps them inside the half's range, and takes the
 //    factor back in the score scale.
 // Either way k_scale joins the score scale, v_scale the output (per KV head where given).
@@ -70,7 +73,12 @@ struct HopperConfig {
   static constexpr bool kFp8 = P != KvPath::b16;
   static constexpr bool kWiden = P == KvPath::f16_widened;  // raw K and V widened to f16
   static constexpr bool kE4m3 = P == KvPath::e4m3;          // fp8 wgmma; raw V transposed
-  static_assert(!kFp8 || D <= 128, "the fp8 staging ring fits shared memory up to d=128");
+  static_assert(!kE4m3 || D <= 128, "e4m3 products: the transposed V and the e4m3 queries fit up to d=128");
+  // f16 products above d=128: raw tiles land in their f16 stage's upper half (no ring).
+  static constexpr bool kInPlace = kWiden && D > 128;
+  // 128-byte raw boxes (fp8 columns) per key row; in place, box c lands on f16 chunk
+  // kChunks/2 + c, the upper half of the chunks it widens into.
+  static constexpr int kRawBoxes = (D + 127) / 128;
   static constexpr int kThreads = 384;  // producer warpgroup + two consumer warpgroups
   static constexpr int kRows = kHopperRows;
   static constexpr int kKeys = KEYS;
@@ -86,7 +94,7 @@ struct HopperConfig {
   // e4m3 V transposed (D rows of 128 keys), or 16-bit tiles.
   static constexpr std::uint32_t kKBytes = kE4m3 ? kKeys * 128 : kKeys * D * 2;
   static constexpr std::uint32_t kVBytes = kE4m3 ? D * kKeys : kKeys * D * 2;
-  static constexpr std::uint32_t kRawBytes = kFp8 ? kKeys * 128 : 0;  // one 128-byte box column
+  static constexpr std::uint32_t kRawBytes = kFp8 && !kInPlace ? kKeys * 128 : 0;  // one 128-byte box column
   static constexpr std::uint32_t kKOffset = kQBytes + kQ8Bytes;
   static constexpr std::uint32_t kVOffset = kKOffset + kStages * kKBytes;
   static constexpr std::uint32_t kRawOffset = kVOffset + kStages * kVBytes;
@@ -236,6 +244,53 @@ __device__ __forceinline__ void widen_e4m3(const unsigned char* raw, unsigned ch
     widen(std::true_type{});
   else
     widen(std::false_type{});
+}
+
+/// Widens one f16 stage whose upper chunks hold the raw e4m3 tile (box c, 128 swizzled
+/// bytes a key, on chunk kChunks/2 + c) into the whole stage, in place; rows at or past
+/// `valid` become zeros. Row r's raw bytes lie only in row r of the chunks it overwrites,
+/// and the kUnits threads of a row are one warp's: each step loads its units, syncs the
+/// warp, then stores. `tid` in [0, kWideners).
+template <class C, int D>
+__device__ __forceinline__ void widen_e4m3_in_place(unsigned char* stage, int valid, int tid) {
+  constexpr unsigned kUnits = D / 16;  // 16 raw bytes -> two 16-byte f16 units
+  constexpr unsigned kTotal = C::kKeys * kUnits;
+  constexpr int kSteps = (kTotal + kWideners - 1) / kWideners;
+  static_assert(C::kInPlace && kWideners % kUnits == 0 && 32 % kUnits == 0,
+                "a row's units are read by threads of one warp, in one step");
+  const unsigned char* raw = stage + (C::kChunks / 2) * C::kKeys * 128;
+  constexpr int kBatch = 2;  // rows in flight per thread: two loads before the first store
+#pragma unroll 1
+  for (int step = 0; step < kSteps; step += kBatch) {
+    uint4 b[kBatch];
+    unsigned r[kBatch], u[kBatch];
+    bool live[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      const unsigned idx = static_cast<unsigned>(tid) + unsigned(step + j) * kWideners;
+      r[j] = idx / kUnits;
+      u[j] = idx % kUnits;
+      live[j] = step + j < kSteps && idx < kTotal;  // uniform across a row's threads
+      b[j] = make_uint4(0, 0, 0, 0);
+      if (live[j] && int(r[j]) < valid)
+        b[j] = *reinterpret_cast<const uint4*>(raw + (u[j] / 8) * C::kKeys * 128 + r[j] * 128 +
+                                               (((u[j] % 8) ^ (r[j] % 8)) << 4));
+    }
+    __syncwarp();  // the warp's rows are read whole before any of them is written
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      if (!live[j]) continue;
+      uint4 lo = make_uint4(0, 0, 0, 0), hi = lo;
+      if (int(r[j]) < valid) {
+        lo = e4m3x8_to<__half>(make_uint2(b[j].x, b[j].y));
+        hi = e4m3x8_to<__half>(make_uint2(b[j].z, b[j].w));
+      }
+      unsigned char* row = stage + (u[j] / 4) * C::kKeys * 128 + r[j] * 128;
+      const unsigned u0 = 2 * (u[j] % 4);
+      *reinterpret_cast<uint4*>(row + ((u0 ^ (r[j] % 8)) << 4)) = lo;
+      *reinterpret_cast<uint4*>(row + (((u0 + 1) ^ (r[j] % 8)) << 4)) = hi;
+    }
+  }
 }
 
 /// e4m3: transposes one raw V tile (kKeys rows × 128 swizzled bytes, d along the row) into
@@ -460,8 +515,13 @@ __global__ void __launch_bounds__(384, 1)
         if (ntiles == 0) load_q();
         const std::int32_t* block_row = p.block_table + std::int64_t(it.seq) * p.block_table_stride;
         const int boxes_per_tile = C::kKeys / box_rows;
-        // Columns per box: 64 16-bit elements, or all 128 fp8 bytes of a row (one chunk).
-        constexpr int kBoxChunks = FP8 ? 1 : C::kChunks;
+        // Columns per box: 64 16-bit elements, or 128 fp8 bytes (a row's, up to d=128).
+        constexpr int kBoxChunks = FP8 ? C::kRawBoxes : C::kChunks;
+        constexpr int kBoxColumns = FP8 ? 128 : 64;
+        // Where the boxes land: the stage itself (16-bit, e4m3 K), its upper half (widened
+        // in place) or the raw ring; and the barrier the landing stage is free on.
+        constexpr std::uint32_t kInPlaceAt = C::kInPlace ? (C::kChunks / 2) * C::kKeys * 128 : 0;
+        constexpr bool kKRing = C::kWiden && !C::kInPlace, kVRing = FP8 && !C::kInPlace;
         for (int t = 0; t < ntiles; ++t) {
           const int s = (g + t) % C::kStages;
           const std::uint32_t par = ((g + t) / C::kStages) & 1;
@@ -474,25 +534,28 @@ __global__ void __launch_bounds__(384, 1)
             page = block_row[key / p.block_size];
             off = key % p.block_size;
           }
-          const std::uint32_t kdst = C::kWiden ? rk_s(s) : k_s(s), vdst = FP8 ? rv_s(s) : v_s(s);
+          const std::uint32_t kdst = kKRing ? rk_s(s) : k_s(s) + kInPlaceAt;
+          const std::uint32_t vdst = kVRing ? rv_s(s) : v_s(s) + kInPlaceAt;
           const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
-          const std::uint32_t rows_stride = FP8 ? 0u : std::uint32_t(C::kKeys * 128);
+          constexpr std::uint32_t kColumnStride = C::kKeys * 128;  // between a tile's box columns
           if (lane == 0) {
-            mbar_wait_in_asm(C::kWiden ? rk_empty(s) : k_empty(s), par ^ 1);
+            mbar_wait_in_asm(kKRing ? rk_empty(s) : k_empty(s), par ^ 1);
             mbar_arrive_expect_tx(kbar, bytes);
           }
           __syncwarp();
           if (lane < nbox)
             for (int c = 0; c < kBoxChunks; ++c)
-              tma_load_4d(kdst + c * rows_stride + lane * box_rows * 128, &tm_k, kbar, c * 64, it.kvh, off, page);
+              tma_load_4d(kdst + c * kColumnStride + lane * box_rows * 128, &tm_k, kbar, c * kBoxColumns, it.kvh, off,
+                          page);
           if (lane == 0) {
-            mbar_wait_in_asm(FP8 ? rv_empty(s) : v_empty(s), par ^ 1);
+            mbar_wait_in_asm(kVRing ? rv_empty(s) : v_empty(s), par ^ 1);
             mbar_arrive_expect_tx(vbar, bytes);
           }
           __syncwarp();
           if (lane < nbox)
             for (int c = 0; c < kBoxChunks; ++c)
-              tma_load_4d(vdst + c * rows_stride + lane * box_rows * 128, &tm_v, vbar, c * 64, it.kvh, off, page);
+              tma_load_4d(vdst + c * kColumnStride + lane * box_rows * 128, &tm_v, vbar, c * kBoxColumns, it.kvh, off,
+                          page);
           if (t == 0) load_q();
         }
       } else if constexpr (FP8) {
@@ -500,16 +563,17 @@ __global__ void __launch_bounds__(384, 1)
         // products transpose V into the K-major tile P·V reads (K is read as stored); f16
         // products widen K and V.
         const int tid = threadIdx.x - 32;
-        // Waits for the raw tile and a free destination, converts, and hands both back.
+        // Waits for the raw tile and a free destination, converts, and hands both back (in
+        // place, the copies waited for the stage to be free and there is no raw stage).
         auto hand_over = [&](std::uint32_t raw_full, std::uint32_t raw_empty, std::uint32_t full,
                              std::uint32_t empty, std::uint32_t par, auto&& convert) {
           mbar_wait(raw_full, par);
-          mbar_wait(empty, par ^ 1);
+          if constexpr (!C::kInPlace) mbar_wait(empty, par ^ 1);
           convert();
           fence_async_shared();
           __syncwarp();
           if (lane == 0) {
-            mbar_arrive(raw_empty);
+            if constexpr (!C::kInPlace) mbar_arrive(raw_empty);
             mbar_arrive(full);
           }
         };
@@ -520,6 +584,11 @@ __global__ void __launch_bounds__(384, 1)
           if constexpr (kE4m3) {
             hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
                       [&] { transpose_v_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
+          } else if constexpr (C::kInPlace) {
+            hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
+                      [&] { widen_e4m3_in_place<C, D>(ptr(k_s(s)), valid, tid); });
+            hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
+                      [&] { widen_e4m3_in_place<C, D>(ptr(v_s(s)), valid, tid); });
           } else {
             hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
                       [&] { widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid); });
@@ -800,10 +869,10 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
                          cfg_string("variant {} is not compiled for {} at head size {}", variant, to_string(e),
                                     head_size));
     };
-    const bool kv_fp8 = kv != KvPath::b16;
-    if (kv_fp8 && d != 64 && d != 128)
+    if (kv == KvPath::e4m3 && d > 128)
       throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
-                       cfg_string("an fp8 cache with head size {} (the fp8 path takes head sizes up to 128)",
+                       cfg_string("e4m3 products at head size {} (they take head sizes up to 128; f16 products "
+                                  "take every head size)",
                                   head_size));
     switch (d) {
       case 64:
@@ -816,7 +885,10 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
         else if (kv == KvPath::f16_widened) go_variant.template operator()<128, KvPath::f16_widened>();
         else go_variant.template operator()<128, KvPath::b16>();
         break;
-      case 256: go_variant.template operator()<256, KvPath::b16>(); break;
+      case 256:
+        if (kv == KvPath::f16_widened) go_variant.template operator()<256, KvPath::f16_widened>();
+        else go_variant.template operator()<256, KvPath::b16>();
+        break;
       default:
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                          cfg_string("head size {} is above 256", head_size));
