@@ -14,7 +14,8 @@
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
-// the two warpgroups, measured slower on the H200 (docs/KERNELS.md, 2026-12-01).
+// the two warpgroups, measured slower on the H200 (docs/KERNELS.md, 2026-12-01; the
+// overlap again 2026-12-02).
 //
 // A CTA runs one work item, or several in turn with a persistent grid (ctas): the rings'
 // stages and phases continue from item to item, and the next item's first K/V tiles load
