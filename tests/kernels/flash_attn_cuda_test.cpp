@@ -899,6 +899,31 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
         }
 }
 
+/// One case of the Latin square the two long fp8 prefill tests below walk (each GQA group
+/// and head size meets every variant once): long, odd and prime lengths with chunked
+/// prefill; variant 0 causal, 1 non-causal with ALiBi and sinks (f16 queries), 2 a sliding
+/// window with soft-cap and sinks on a persistent grid of 7 CTAs.
+GpuCase long_fp8_prefill_case(int group, int head_size, int variant, std::uint64_t seed_base) {
+  GpuCase c = fp8_case();
+  c.kv_heads = 2;
+  c.heads = 2 * group;
+  c.head_size = head_size;
+  c.dtype = variant == 1 ? ScalarType::f16 : ScalarType::bf16;
+  c.tuning.hopper_ctas = variant == 2 ? 7 : 0;
+  c.seqs = {{1031, 131}, {389, 389}, {127, 127}, {211, 1}};  // the first item's rows see 8-15 key tiles
+  c.seed = seed_base + static_cast<std::uint64_t>(head_size * 3 + group * 11 + variant);
+  if (variant == 1) {
+    c.causal = false;
+    c.alibi = true;
+    c.sinks = true;
+  } else if (variant == 2) {
+    c.window = 300;
+    c.softcap = 8.0f;
+    c.sinks = true;
+  }
+  return c;
+}
+
 /// The e4m3 products on long, odd and prime lengths (many 128-key tiles, the three-stage
 /// rings wrapping within and across items), GQA 1, 4 and 8, head sizes 64, 96 and 128,
 /// causal and not, chunked prefill, sliding windows, soft-cap, ALiBi and sinks (the sink
@@ -912,27 +937,11 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
   for (int gi = 0; gi < 3; ++gi)
     for (int hi = 0; hi < 3; ++hi) {
       const int group = groups[gi], hs = head_sizes[hi];
-      const int variant = (gi + hi) % 3;  // a Latin square: each group and head size meets every variant once
+      const int variant = (gi + hi) % 3;
       {
         SCOPED_TRACE(fmt::format("group {} d={} variant {}", group, hs, variant));
-        GpuCase c = fp8_case();
-        c.kv_heads = 2;
-        c.heads = 2 * group;
-        c.head_size = hs;
-        c.dtype = variant == 1 ? ScalarType::f16 : ScalarType::bf16;
+        GpuCase c = long_fp8_prefill_case(group, hs, variant, 1300);
         c.tuning.fp8_prefill = Fp8PrefillProducts::e4m3;
-        c.tuning.hopper_ctas = variant == 2 ? 7 : 0;
-        c.seqs = {{1031, 131}, {389, 389}, {127, 127}, {211, 1}};  // the first item's rows see 8-9 key tiles
-        c.seed = 1300 + static_cast<std::uint64_t>(hs * 3 + group * 11 + variant);
-        if (variant == 1) {
-          c.causal = false;
-          c.alibi = true;
-          c.sinks = true;
-        } else if (variant == 2) {
-          c.window = 300;
-          c.softcap = 8.0f;
-          c.sinks = true;
-        }
         const Outcome o = check_case(c);
         EXPECT_EQ(o.summary.prefill_products, "e4m3") << o.summary.describe();
         if (std::getenv("ATTNSEL_PRINT_ERRORS")) {
@@ -956,26 +965,10 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillHeadSizesAbove128GqaMasksAndLongSequences
   for (int gi = 0; gi < 3; ++gi)
     for (int hi = 0; hi < 3; ++hi) {
       const int group = groups[gi], hs = head_sizes[hi];
-      const int variant = (gi + hi) % 3;  // a Latin square: each group and head size meets every variant once
+      const int variant = (gi + hi) % 3;
       SCOPED_TRACE(fmt::format("group {} d={} variant {}", group, hs, variant));
-      GpuCase c = fp8_case();
-      c.kv_heads = 2;
-      c.heads = 2 * group;
-      c.head_size = hs;
-      c.dtype = variant == 1 ? ScalarType::f16 : ScalarType::bf16;
+      GpuCase c = long_fp8_prefill_case(group, hs, variant, 1400);
       c.layout = variant == 2 ? CacheLayout::hnd : CacheLayout::nhd;
-      c.tuning.hopper_ctas = variant == 2 ? 7 : 0;
-      c.seqs = {{1031, 131}, {389, 389}, {127, 127}, {211, 1}};  // the first item's rows see 14-15 key tiles
-      c.seed = 1400 + static_cast<std::uint64_t>(hs * 3 + group * 11 + variant);
-      if (variant == 1) {
-        c.causal = false;
-        c.alibi = true;
-        c.sinks = true;
-      } else if (variant == 2) {
-        c.window = 300;
-        c.softcap = 8.0f;
-        c.sinks = true;
-      }
       const Outcome o = check_case(c);
       EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma") << o.summary.describe();
       EXPECT_EQ(o.summary.prefill_products, "f16") << o.summary.describe();
