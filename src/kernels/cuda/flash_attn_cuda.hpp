@@ -47,8 +47,8 @@ enum class DecodeCopies {
 enum class Fp8PrefillProducts {
   automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else f16
   /// fp8 wgmma: queries (scaled per row) and probabilities quantised to e4m3, K as stored, V
-  /// transposed by the producer warpgroup (FlashAttention-3's way). 1.6× faster than f16 on
-  /// the H200, at ~10× the error (rel. L2 ~0.023 against ~0.0016): outside the fp8 cache's
+  /// transposed by the producer warpgroup (FlashAttention-3's way). 1.5× faster than f16 on
+  /// the H200, at ~14× the error (rel. L2 ~0.023 against ~0.0016): outside the fp8 cache's
   /// bound, so not the default (docs/kernels-fp8.md). Head sizes up to 128: above, the
   /// prefill takes f16 products (the plan's summary says which ran).
   e4m3,

@@ -23,16 +23,17 @@
 //
 // fp8 (e4m3) cache, two ways (KvPath):
 //  * e4m3 products (fp8 wgmma, m64nNk32; head sizes up to 128): K is the TMA tile as
-//    stored (K-major, what fp8 wgmma takes); V lands raw in a staging ring and the producer's other three warps
-//    transpose it into a K-major tile (d rows of keys), writing zeros for keys past the
-//    sequence. Each consumer quantises its query rows to e4m3 once, each row scaled so its
-//    largest magnitude becomes 448, the row's descale folded into its score scale. P is
-//    computed as 32·exp2(s − m) against a row maximum kept while the tile's exceeds it by
-//    at most 2^3 (so P ≤ 256 of e4m3's 448, probabilities down to 2^-11 of the maximum stay
-//    normal; l carries the same factor) and converted to e4m3 straight from the
-//    accumulators: the four bytes a thread packs per A register are keys {2q, 2q+1, 2q+8,
-//    2q+9} (+16 for the upper two), and the transposing warps store V's keys in that same
-//    order, so no register moves across lanes are needed.
+//    stored (K-major, what fp8 wgmma takes); V lands raw in a staging ring and the
+//    producer's other three warps transpose it into a K-major tile (d rows of keys),
+//    writing zeros for keys past the sequence. Each consumer quantises its query rows to
+//    e4m3 once, each row scaled so its largest magnitude becomes 448, the row's descale
+//    folded into its score scale. P is computed as 32·exp2(s − m) against a row maximum
+//    kept while the tile's exceeds it by at most 2^3 (so P ≤ 256 of e4m3's 448,
+//    probabilities down to 2^-11 of the maximum stay normal; l carries the same factor)
+//    and converted to e4m3 straight from the accumulators: the four bytes a thread packs
+//    per A register are keys {2q, 2q+1, 2q+8, 2q+9} (+16 for the upper two), and the
+//    transposing warps store V's keys in that same order, so no register moves across
+//    lanes are needed.
 //  * f16 products: TMA lands the raw bytes of K and V in a staging ring, the producer's
 //    other three warps widen them (exact, e4m3 -> f16) into the swizzled f16 layout the
 //    consumers read. Above d=128 the ring does not fit beside the f16 tiles: the raw bytes
@@ -43,8 +44,8 @@
 //    factor back in the score scale.
 // Either way k_scale joins the score scale, v_scale the output (per KV head where given).
 //
-// Every head size up to 256 (16-bit cache) takes this path, computed as 64, 128 or 256
-// with the columns past the real size read as zeros by TMA.
+// Every head size up to 256 (an fp8 cache: those that are multiples of 16) takes this
+// path, computed as 64, 128 or 256 with the columns past the real size read as zeros by TMA.
 #include <cuda.h>
 
 #include <iterator>
