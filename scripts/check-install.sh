@@ -14,6 +14,8 @@
 # Environment: ATTNSEL_BUILD_DIR (default: build, configured with the default preset when
 # missing), ATTNSEL_JOBS (default: nproc), ATTNSEL_CHECK_KEEP=1 keeps the temporary
 # directory, ATTNSEL_CHECK_SKIP_ADD_SUBDIRECTORY=1 skips step 3's source build (slow).
+# (Pipelines into grep read their whole input: grep -q would exit at the first match, and
+# under pipefail the writer's SIGPIPE would then fail the check at random.)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$(pwd)
@@ -54,7 +56,7 @@ for f in bin/attnsel include/attnsel/registry.hpp include/attnsel/plugin.h inclu
   [[ -e "$prefix/$f" ]] || fail "$f not installed"
 done
 [[ -d "$prefix/$libdir/attnsel/plugins" ]] || fail "$libdir/attnsel/plugins not installed"
-readelf -d "$prefix/$libdir/libattnsel.so" | grep -q "SONAME.*\[libattnsel.so.$major\]" || fail "SONAME is not libattnsel.so.$major"
+readelf -d "$prefix/$libdir/libattnsel.so" | grep "SONAME.*\[libattnsel.so.$major\]" >/dev/null || fail "SONAME is not libattnsel.so.$major"
 # Hidden visibility: the public API is exported, the internals are not.
 nm -DC --defined-only "$prefix/$libdir/libattnsel.so" >"$work/exports.txt"
 expect "$work/exports.txt" "attnsel::load_plugin\(" "load_plugin is exported"
@@ -78,7 +80,7 @@ cmake --build "$work/example" -j "$jobs" >/dev/null
 cmake --install "$work/example" >/dev/null
 plugin=$work/example/libattnsel_example_plugin.so
 [[ -f "$prefix/$libdir/attnsel/plugins/libattnsel_example_plugin.so" ]] || fail "the example plugin was not installed into attnsel's plugin directory"
-if ldd "$plugin" | grep -q libattnsel; then fail "the example plugin links libattnsel (a plugin must not)"; fi
+if ldd "$plugin" | grep libattnsel >/dev/null; then fail "the example plugin links libattnsel (a plugin must not)"; fi
 
 attnsel=$prefix/bin/attnsel
 export ATTNSEL_LOG_LEVEL=warn
@@ -111,7 +113,7 @@ cmake -S tests/consumers/find_package -B "$work/find_package" -G Ninja -DCMAKE_B
       -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/find_package" -j "$jobs" >/dev/null
 "$work/find_package/consumer_shared" "$plugin"
-ldd "$work/find_package/consumer_shared" | grep -q "$prefix/$libdir/libattnsel.so.$major" ||
+ldd "$work/find_package/consumer_shared" | grep "$prefix/$libdir/libattnsel.so.$major" >/dev/null ||
   fail "consumer_shared does not use the installed libattnsel.so.$major"
 "$work/find_package/consumer_static" "$plugin"
 
