@@ -577,8 +577,10 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   const bool hopper_fp8_ok = params_.head_size % 16 == 0;
   plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
-  const bool e4m3_products = fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3 &&
-                             hopper_head_dim(params_.head_size) <= 128;
+  // Only an fp8 cache reads the products' setting (a malformed environment variable must
+  // not fail a 16-bit layer's plan).
+  const bool e4m3_products = kv_fp8 && hopper_head_dim(params_.head_size) <= 128 &&
+                             fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3;
   plan->hopper_kv = !kv_fp8 ? KvPath::b16 : e4m3_products ? KvPath::e4m3 : KvPath::f16_widened;
   if (plan->hopper) {
     // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys.
