@@ -350,9 +350,9 @@ int main(int argc, char** argv) {
           cu::CudaTuning t;
           t.hopper_variant = v;
           variants.push_back({fmt::format("v{}", v), t});
-          if (s.kv_fp8) {  // the e4m3 products too
-            t.fp8_prefill = cu::Fp8PrefillProducts::e4m3;
-            variants.push_back({fmt::format("e4m3-v{}", v), t});
+          if (s.kv_fp8) {  // the f16 products too (the default is e4m3)
+            t.fp8_prefill = cu::Fp8PrefillProducts::f16;
+            variants.push_back({fmt::format("f16-v{}", v), t});
           }
         }
       if (sweep && s.kind == "prefill") {

@@ -249,6 +249,11 @@ class ATTNSEL_API StepPlan {
   virtual std::size_t workspace_bytes() const = 0;
   /// One line on the work split, e.g. "split-KV decode (tma): 64 sequences, 512 CTAs".
   virtual std::string describe() const = 0;
+  /// True when some of the plan's outputs multiply fp8 queries and probabilities (FLASH_ATTN's
+  /// Hopper prefill on an fp8 cache, as FlashAttention-3 runs it with a quantised query):
+  /// those outputs carry an fp8 query's rounding, not only the cache's (`attnsel run --check`
+  /// compares them with a wider tolerance).
+  virtual bool fp8_queries() const { return false; }
 
  protected:
   StepPlan() = default;

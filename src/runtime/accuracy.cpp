@@ -7,13 +7,21 @@
 
 namespace attnsel::runtime {
 
-Tolerance tolerance_for(kernel::ScalarType output_dtype) {
+Tolerance tolerance_for(kernel::ScalarType output_dtype, bool fp8_queries) {
+  // e4m3 keeps 3 mantissa bits: each query element and each probability is off by up to
+  // 2^-4 of itself. A row over a few keys keeps that error (up to 0.0625 with values in
+  // [-1, 1]; 0.017 measured over 37 keys on an H200), many keys average it down (0.003 at
+  // 1024). vLLM's test of FlashAttention-3 with an fp8 query asserts 0.15 of each
+  // (tests/kernels/attention/test_flash_attn.py, test_varlen_with_paged_kv).
+  if (fp8_queries) return {5e-2, 5e-2};
   switch (output_dtype) {
     case kernel::ScalarType::f32: return {2e-6, 1e-5};
     case kernel::ScalarType::f16: return {5e-4, 1e-3};
     default: return {3e-3, 6e-3};  // bf16 outputs (and bf16 probabilities on the dot-product path)
   }
 }
+
+Tolerance tolerance_for(const kernel::StepPlan& plan) { return tolerance_for(plan.shape().dtype, plan.fp8_queries()); }
 
 Comparison compare_with_reference(const kernel::TensorView& output, std::span<const std::int32_t> tokens,
                                   std::span<const double> want, Tolerance tol) {

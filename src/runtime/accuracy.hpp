@@ -1,6 +1,6 @@
 // Comparing a kernel's outputs with the double-precision reference: dtype-dependent
 // tolerances (the output's rounding, plus bf16 probabilities on the BF16 dot-product
-// path), shared by the kernel tests and `attnsel run --check`.
+// path, or e4m3 queries and probabilities), shared by the kernel tests and `attnsel run --check`.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -19,7 +19,12 @@ struct Tolerance {
 };
 
 /// |got - want| <= atol + rtol·|want|, for outputs that average values in [-1, 1].
-Tolerance tolerance_for(kernel::ScalarType output_dtype);
+/// `fp8_queries`: the outputs multiply e4m3 queries and probabilities (StepPlan::fp8_queries),
+/// whose rounding, not the output's, sets the bound.
+Tolerance tolerance_for(kernel::ScalarType output_dtype, bool fp8_queries = false);
+/// The tolerance for the outputs of `plan`: its activation dtype, and whether it multiplies
+/// fp8 queries.
+Tolerance tolerance_for(const kernel::StepPlan& plan);
 
 struct Mismatch {
   int token = 0, head = 0, dim = 0;

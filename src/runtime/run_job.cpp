@@ -182,7 +182,7 @@ class Job {
     const std::vector<double> want =
         kernel::reference::attend(lp_, host_query, cache_view(host_k, host_v, kernel::DeviceKind::cpu), md, tokens);
     r.tokens = static_cast<int>(tokens.size());
-    r.comparison = compare_with_reference(host_out, tokens, want, tolerance_for(s_.dtype));
+    r.comparison = compare_with_reference(host_out, tokens, want, plan_ ? tolerance_for(*plan_) : tolerance_for(s_.dtype));
     return r;
   }
 

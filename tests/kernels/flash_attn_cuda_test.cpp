@@ -60,6 +60,7 @@ constexpr double kE4m3ProductsRelL2 = 6e-2;
 
 struct Outcome {
   PlanSummary summary;
+  bool fp8_queries = false;  // StepPlan::fp8_queries of the plan that ran
   double rel_l2 = 0.0;
   double max_abs = 0.0;
 };
@@ -129,6 +130,8 @@ Outcome check_case(const GpuCase& c) {
 
   Outcome out;
   out.summary = FlashAttnCuda::summary(*plan);
+  out.fp8_queries = plan->fp8_queries();
+  EXPECT_EQ(out.fp8_queries, out.summary.prefill_products == "e4m3") << out.summary.describe();
   const TensorView ho = wl.output();
   const kernel::testing::OutputError e = kernel::testing::output_error(ho.data, ho.dtype, ref);
   out.max_abs = e.max_abs;
@@ -951,6 +954,40 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
         }
       }
     }
+}
+
+/// With no choice made, an fp8 cache's Hopper prefill multiplies e4m3 queries and
+/// probabilities up to head size 128, as vLLM's FLASH_ATTN does (FlashAttention-3 with the
+/// query quantised), and says so through StepPlan::fp8_queries; above 128, and for
+/// decode-only batches and 16-bit caches, it does not.
+TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
+  REQUIRE_GPU();
+  const DeviceInfo dev = device_info(0);
+  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  if (const char* v = std::getenv("ATTNSEL_CUDA_FP8_PREFILL"); v != nullptr && *v != '\0')
+    GTEST_SKIP() << "ATTNSEL_CUDA_FP8_PREFILL chooses the products";
+  struct Want {
+    int head_size;
+    const char* cache;
+    std::vector<SequenceShape> seqs;
+    bool fp8_queries;
+  };
+  const Want cases[] = {{128, "fp8_e4m3", {{300, 300}, {77, 1}}, true},
+                        {64, "fp8_e4m3", {{131, 131}}, true},
+                        {256, "fp8_e4m3", {{300, 300}}, false},
+                        {128, "fp8_e4m3", {{300, 1}, {77, 1}}, false},
+                        {128, "auto", {{300, 300}}, false}};
+  for (const Want& w : cases) {
+    SCOPED_TRACE(fmt::format("d={} {} cache, {} sequences", w.head_size, w.cache, w.seqs.size()));
+    GpuCase c = fp8_case();
+    c.kv_cache_dtype = w.cache;
+    c.head_size = w.head_size;
+    c.kv_heads = 2;
+    c.heads = 8;
+    c.seqs = w.seqs;
+    const Outcome o = check_case(c);
+    EXPECT_EQ(o.fp8_queries, w.fp8_queries) << o.summary.describe();
+  }
 }
 
 /// Head sizes above 128 on an fp8 cache (f16 products, the raw tiles widened in place in

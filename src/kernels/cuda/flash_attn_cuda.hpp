@@ -45,14 +45,17 @@ enum class DecodeCopies {
 
 /// How the Hopper prefill multiplies with an fp8 (e4m3) cache.
 enum class Fp8PrefillProducts {
-  automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else f16
+  automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else e4m3
   /// fp8 wgmma: queries (scaled per row) and probabilities quantised to e4m3, K as stored, V
-  /// transposed by the producer warpgroup (FlashAttention-3's way). 1.5× faster than f16 on
-  /// the H200, at ~14× the error (rel. L2 ~0.023 against ~0.0016): outside the fp8 cache's
-  /// bound, so not the default (docs/kernels-fp8.md). Head sizes up to 128: above, the
-  /// prefill takes f16 products (the plan's summary says which ran).
+  /// transposed by the producer warpgroup — FlashAttention-3's fp8 path, which vLLM's
+  /// FLASH_ATTN runs on Hopper with an fp8 cache. 1.5× faster than f16 on the H200, at ~14×
+  /// the error (rel. L2 ~0.023 against ~0.0016; docs/kernels-fp8.md): the plan says so
+  /// (StepPlan::fp8_queries). Head sizes up to 128: above, the prefill takes f16 products
+  /// (the plan's summary says which ran).
   e4m3,
-  f16,  ///< K and V widened to f16 exactly by the producer warpgroup; f16 products (exact K and V)
+  /// K and V widened to f16 exactly by the producer warpgroup; f16 products (exact K and V,
+  /// the queries exact in f16): the fp8 cache's own error bound, at 0.65× the e4m3 rate.
+  f16,
 };
 
 /// Planner knobs (defaults are the tuned values; the benchmark sweeps them).
