@@ -802,8 +802,8 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
         }
 }
 
-/// Every compiled variant of the Hopper prefill (128- and 176-key tiles; the planner keeps
-/// 176 for unmasked d=128 layers) against the reference, both activation dtypes: unmasked,
+/// Every compiled variant of the Hopper prefill (128- and 176-key tiles, the planner keeping
+/// 176 for unmasked d=128 layers; the next tile's S issued ahead) against the reference, both activation dtypes: unmasked,
 /// causal with context before the queries, ALiBi with sinks, a window with soft-cap, and
 /// sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile to tile, so
 /// the lazy rescale takes both branches, causal and not); and an fp8 cache with both products.
@@ -853,7 +853,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
           EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
           // Wide tiles only where no tile is masked: unmasked layers computed at d=128, 16-bit cache.
           const bool wide_applies = !c.causal && !c.window && hs > 64 && hs <= 128 && c.kv_cache_dtype == "auto";
-          EXPECT_EQ(o.summary.prefill_variant, wide_applies ? v : 0);
+          EXPECT_EQ(o.summary.prefill_variant, wide_applies ? v : v & ~int(HopperVariant::wide_keys));
         }
 }
 
@@ -958,14 +958,14 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
 
 /// With no choice made, an fp8 cache's Hopper prefill multiplies e4m3 queries and
 /// probabilities up to head size 128, as vLLM's FLASH_ATTN does (FlashAttention-3 with the
-/// query quantised), and says so through StepPlan::fp8_queries; above 128, and for
-/// decode-only batches and 16-bit caches, it does not.
+/// query quantised), issuing each next tile's S ahead, and says so through
+/// StepPlan::fp8_queries; above 128, and for decode-only batches and 16-bit caches, it does not.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
   REQUIRE_GPU();
   const DeviceInfo dev = device_info(0);
   if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
-  if (const char* v = std::getenv("ATTNSEL_CUDA_FP8_PREFILL"); v != nullptr && *v != '\0')
-    GTEST_SKIP() << "ATTNSEL_CUDA_FP8_PREFILL chooses the products";
+  for (const char* var : {"ATTNSEL_CUDA_FP8_PREFILL", "ATTNSEL_CUDA_HOPPER_VARIANT"})
+    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') GTEST_SKIP() << var << " chooses for the planner";
   struct Want {
     int head_size;
     const char* cache;
@@ -987,6 +987,10 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
     c.seqs = w.seqs;
     const Outcome o = check_case(c);
     EXPECT_EQ(o.fp8_queries, w.fp8_queries) << o.summary.describe();
+    // The e4m3 products issue the next tile's S ahead by default; the others do not.
+    EXPECT_EQ(o.summary.prefill_variant & int(HopperVariant::issue_ahead),
+              w.fp8_queries ? int(HopperVariant::issue_ahead) : 0)
+        << o.summary.describe();
   }
 }
 

@@ -146,8 +146,8 @@ Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
 }
 
 /// The Hopper prefill's variant: the tuning's, or with -1 ATTNSEL_CUDA_HOPPER_VARIANT, else
-/// the default; one of the compiled ones.
-int hopper_variant(int want) {
+/// the default of the path `kv` takes; one of the compiled ones.
+int hopper_variant(int want, KvPath kv) {
   auto check_compiled = [](int v, std::string_view from) {
     if (std::find(std::begin(kHopperVariants), std::end(kHopperVariants), v) == std::end(kHopperVariants))
       throw ValueError(fmt::format("{} {}: the Hopper prefill variants compiled are {}", from, v,
@@ -157,7 +157,7 @@ int hopper_variant(int want) {
   if (want >= 0) return check_compiled(want, "CudaTuning::hopper_variant");
   static const int from_env = [&] {
     const char* v = std::getenv("ATTNSEL_CUDA_HOPPER_VARIANT");
-    if (v == nullptr || *v == '\0') return kHopperDefaultVariant;
+    if (v == nullptr || *v == '\0') return -1;
     char* end = nullptr;
     const long n = std::strtol(v, &end, 10);
     if (*end != '\0' || n < 0 || n > 1024)
@@ -165,7 +165,7 @@ int hopper_variant(int want) {
                                    fmt::join(kHopperVariants, ", ")));
     return check_compiled(static_cast<int>(n), "ATTNSEL_CUDA_HOPPER_VARIANT");
   }();
-  return from_env;
+  return from_env >= 0 ? from_env : hopper_default_variant(kv);
 }
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
@@ -587,7 +587,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   if (plan->hopper) {
     // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys.
     const MaskRule rule = MaskRule::from(params_);
-    plan->hopper_variant = hopper_variant(tuning_.hopper_variant);
+    plan->hopper_variant = hopper_variant(tuning_.hopper_variant, plan->hopper_kv);
     if (rule.causal || rule.window >= 0 || kv_fp8 || hopper_head_dim(params_.head_size) != 128)
       plan->hopper_variant &= ~int(HopperVariant::wide_keys);
     plan->box_rows =

@@ -78,7 +78,7 @@ struct CudaTuning {
   Fp8PrefillProducts fp8_prefill = Fp8PrefillProducts::automatic;  ///< sm_90 prefill on an fp8 cache
   /// The Hopper prefill's compiled variant (HopperVariant flags in kernels/cuda/launch.hpp,
   /// one of kHopperVariants), for comparisons; -1 = the environment variable
-  /// ATTNSEL_CUDA_HOPPER_VARIANT, else the tuned default.
+  /// ATTNSEL_CUDA_HOPPER_VARIANT, else the tuned default of the path (hopper_default_variant).
   int hopper_variant = -1;
 };
 

@@ -15,7 +15,8 @@
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
 // the two warpgroups, measured slower on the H200 (docs/KERNELS.md, 2026-12-01; the
-// overlap again 2026-12-02).
+// overlap again 2026-12-02). HopperVariant::issue_ahead (the default of the e4m3 products)
+// issues the next tile's S right behind this tile's P·V and waits for both together.
 //
 // A CTA runs one work item, or several in turn with a persistent grid (ctas): the rings'
 // stages and phases continue from item to item, and the next item's first K/V tiles load
@@ -444,6 +445,7 @@ __global__ void __launch_bounds__(384, 1)
                         const int box_rows) {
 #ifdef ATTNSEL_SM90A
   constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
+  constexpr bool kIssueAhead = (V & HopperVariant::issue_ahead) != 0;
   static_assert(!kWide || (D == 128 && KP == KvPath::b16), "wide key tiles: d=128, 16-bit cache");
   using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
@@ -785,15 +787,17 @@ __global__ void __launch_bounds__(384, 1)
         const int s = stage(t);
         const std::uint32_t par = phase(t);
         const int key0 = kv_begin + t * C::kKeys;
-        mbar_wait_in_asm(k_full(s), par);
-        fence_operand<C::kNT>(sacc);
-        wgmma_fence();
-        issue_qk(s);
-        wgmma_commit();
-        wgmma_wait<0>();
-        fence_operand<C::kNT>(sacc);
-        __syncwarp();
-        if (lane == 0) mbar_arrive(k_empty(s));
+        if (!kIssueAhead || t == 0) {
+          mbar_wait_in_asm(k_full(s), par);
+          fence_operand<C::kNT>(sacc);
+          wgmma_fence();
+          issue_qk(s);
+          wgmma_commit();
+          wgmma_wait<0>();
+          fence_operand<C::kNT>(sacc);
+          __syncwarp();
+          if (lane == 0) mbar_arrive(k_empty(s));
+        }
         const bool scale_in_exp = scores(key0);
         softmax_scaled<D, C::kNT, kProbLog2, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
                                                     scale_in_exp ? row_scale[1] : 1.0f);
@@ -807,10 +811,24 @@ __global__ void __launch_bounds__(384, 1)
         wgmma_fence();
         issue_pv(s, pa);
         wgmma_commit();
+        // Issued ahead: the next tile's S behind this P·V (P is packed, so S's accumulators
+        // are free), the two waited for together.
+        const bool ahead = kIssueAhead && t + 1 < ntiles;
+        if (ahead) {
+          mbar_wait_in_asm(k_full(stage(t + 1)), phase(t + 1));
+          fence_operand<C::kNT>(sacc);
+          wgmma_fence();
+          issue_qk(stage(t + 1));
+          wgmma_commit();
+        }
         wgmma_wait<0>();
         fence_operand<D / 8>(st.o);
+        if (ahead) fence_operand<C::kNT>(sacc);
         __syncwarp();
-        if (lane == 0) mbar_arrive(v_empty(s));
+        if (lane == 0) {
+          mbar_arrive(v_empty(s));
+          if (ahead) mbar_arrive(k_empty(stage(t + 1)));
+        }
       }
 
       // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
