@@ -182,7 +182,9 @@ class Job {
     const std::vector<double> want =
         kernel::reference::attend(lp_, host_query, cache_view(host_k, host_v, kernel::DeviceKind::cpu), md, tokens);
     r.tokens = static_cast<int>(tokens.size());
-    r.comparison = compare_with_reference(host_out, tokens, want, plan_ ? tolerance_for(*plan_) : tolerance_for(s_.dtype));
+    r.fp8_queries = plan_ && plan_->fp8_queries();
+    r.tolerance = tolerance_for(s_.dtype, r.fp8_queries);
+    r.comparison = compare_with_reference(host_out, tokens, want, r.tolerance);
     return r;
   }
 

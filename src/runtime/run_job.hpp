@@ -79,6 +79,8 @@ struct CheckResult {
   bool ran = false;
   std::string step;          ///< "prefill" or "decode"
   int tokens = 0;            ///< sampled query tokens (every head, every dim)
+  Tolerance tolerance;       ///< of the step's plan (wider where it multiplies fp8 queries)
+  bool fp8_queries = false;  ///< the step's plan multiplied fp8 queries (StepPlan::fp8_queries)
   Comparison comparison;
 };
 

@@ -51,19 +51,22 @@ std::string check_line(const runtime::RunReport& r) {
   if (!r.check_prefill.ran && !r.check_decode.ran) return "skipped (--no-check)";
   int tokens = 0;
   double worst = 0.0;
-  std::string failures;
+  std::string failures, fp8_queries;
   for (const runtime::CheckResult* c : {&r.check_prefill, &r.check_decode}) {
     if (!c->ran) continue;
     tokens += c->tokens;
     worst = std::max(worst, c->comparison.worst_ratio);
+    if (c->fp8_queries)
+      fp8_queries = fmt::format(" ({} multiplied fp8 queries: tolerance {:g} + {:g}·|x|)", c->step, c->tolerance.atol,
+                                c->tolerance.rtol);
     for (const runtime::Mismatch& m : c->comparison.first_failures)
       failures += fmt::format("\n             {} token {} head {} dim {}: got {:.6g}, reference {:.6g}", c->step, m.token,
                               m.head, m.dim, m.got, m.want);
   }
   const int heads = r.spec.model.num_heads, d = r.spec.model.head_size;
   return fmt::format("{} — {} sampled tokens × {} heads × {} dims vs the double-precision reference; worst error "
-                     "{:.2f} of the tolerance{}",
-                     r.check_passed() ? "passed" : "FAILED", tokens, heads, d, worst, failures);
+                     "{:.2f} of the tolerance{}{}",
+                     r.check_passed() ? "passed" : "FAILED", tokens, heads, d, worst, fp8_queries, failures);
 }
 
 nlohmann::json phase_json(const runtime::PhaseStats& p) {
@@ -86,7 +89,9 @@ nlohmann::json check_json(const runtime::CheckResult& c) {
   return {{"tokens", c.tokens},
           {"passed", c.comparison.passed()},
           {"worst_ratio", c.comparison.worst_ratio},
-          {"max_abs_error", c.comparison.max_abs_error}};
+          {"max_abs_error", c.comparison.max_abs_error},
+          {"tolerance", {{"atol", c.tolerance.atol}, {"rtol", c.tolerance.rtol}}},
+          {"fp8_queries", c.fp8_queries}};
 }
 
 int run_run(RunOptions o) {
