@@ -411,6 +411,10 @@ ATTNSEL_C_API attnsel_status attnsel_kernel_update_plan(const attnsel_kernel* ke
 ATTNSEL_C_API void attnsel_step_plan_destroy(attnsel_step_plan* plan);
 /** Bytes of memory the plan owns (batch description and workspace, host and device). */
 ATTNSEL_C_API uint64_t attnsel_step_plan_workspace_bytes(const attnsel_step_plan* plan);
+/** 1 when some of the plan's outputs multiply fp8 (e4m3) queries and probabilities
+ *  (FLASH_ATTN's Hopper prefill on an fp8 cache, as FlashAttention-3 runs it with a quantised
+ *  query): their error is an fp8 query's, not only the cache's. 0 otherwise, and for NULL. */
+ATTNSEL_C_API int attnsel_step_plan_fp8_queries(const attnsel_step_plan* plan);
 
 /** Writes the step's new keys and values into the layer's paged cache at the plan's slot
  *  mapping (vLLM's reshape_and_cache), on `stream`. */

@@ -205,6 +205,7 @@ _SIGNATURES = {
     "attnsel_kernel_update_plan": (status_t, [c_void_p, c_void_p, _P(Batch), c_void_p]),
     "attnsel_step_plan_destroy": (None, [c_void_p]),
     "attnsel_step_plan_workspace_bytes": (ctypes.c_uint64, [c_void_p]),
+    "attnsel_step_plan_fp8_queries": (ctypes.c_int, [c_void_p]),
     "attnsel_kernel_write_kv_cache": (status_t, [c_void_p] * 7),
     "attnsel_kernel_execute": (status_t, [c_void_p] * 8),
     "attnsel_kernel_execute_append": (status_t, [c_void_p] * 10),

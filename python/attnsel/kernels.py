@@ -193,6 +193,13 @@ class StepPlan:
         """Bytes of memory the plan owns (batch description and workspace)."""
         return int(L.lib.attnsel_step_plan_workspace_bytes(self._handle))
 
+    @property
+    def fp8_queries(self) -> bool:
+        """True when some outputs multiply fp8 (e4m3) queries and probabilities (FLASH_ATTN's
+        Hopper prefill on an fp8 cache, as FlashAttention-3 with a quantised query): their error
+        is an fp8 query's, not only the cache's."""
+        return bool(L.lib.attnsel_step_plan_fp8_queries(self._handle))
+
     def __del__(self):
         handle, self._handle = getattr(self, "_handle", None), None
         if handle and L is not None and L.lib is not None:

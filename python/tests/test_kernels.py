@@ -103,6 +103,7 @@ def test_bf16_torch_tensors_and_one_plan_for_many_layers():
     step = attn.plan(*caches[0], [0, 1], [20], table)
     write = attn.plan(*caches[0], [0, 20], [20], table, slot_mapping=list(range(32, 48)) + list(range(0, 4)))
     assert step.num_tokens == 1 and write.num_tokens == 20 and step.workspace_bytes > 0
+    assert not step.fp8_queries  # the CPU kernel multiplies the queries as given
     for kc, vc in caches:
         k = torch.rand(20, kvh, d, dtype=torch.bfloat16) * 2 - 1
         v = torch.rand(20, kvh, d, dtype=torch.bfloat16) * 2 - 1

@@ -293,6 +293,10 @@ uint64_t attnsel_step_plan_workspace_bytes(const attnsel_step_plan* plan) {
   return plan != nullptr ? plan->plan->workspace_bytes() : 0;
 }
 
+int attnsel_step_plan_fp8_queries(const attnsel_step_plan* plan) {
+  return plan != nullptr && plan->plan->fp8_queries() ? 1 : 0;
+}
+
 attnsel_status attnsel_kernel_write_kv_cache(const attnsel_kernel* kernel, const attnsel_step_plan* plan,
                                              const DLTensor* key, const DLTensor* value, const DLTensor* key_cache,
                                              const DLTensor* value_cache, attnsel_stream stream) {

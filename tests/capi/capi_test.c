@@ -318,6 +318,8 @@ static void test_kernel(void) {
   b.slot_mapping = slots;
   CHECK(attnsel_kernel_plan(k, &b, &tkc, &tvc, f32, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
   CHECK(attnsel_step_plan_workspace_bytes(plan) > 0);
+  CHECK(attnsel_step_plan_fp8_queries(plan) == 0); /* the CPU kernel multiplies the queries as given */
+  CHECK(attnsel_step_plan_fp8_queries(NULL) == 0);
   CHECK(attnsel_kernel_write_kv_cache(k, plan, &tk, &tv, &tkc, &tvc, NULL) == ATTNSEL_STATUS_OK);
   attnsel_step_plan_destroy(plan);
   b.query_start_loc = qsl_decode;
