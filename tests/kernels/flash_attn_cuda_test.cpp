@@ -32,6 +32,15 @@ using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
 
+/// Skips a test of the Hopper prefill kernel where it cannot run (no GPU, or not sm_90).
+#define REQUIRE_HOPPER()                                                                     \
+  do {                                                                                       \
+    REQUIRE_GPU();                                                                           \
+    const DeviceInfo hopper_device = device_info(0);                                         \
+    if (!(hopper_device.major == 9 && hopper_device.minor == 0))                             \
+      GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";                               \
+  } while (0)
+
 struct GpuCase {
   int heads = 8, kv_heads = 2, head_size = 128;
   ScalarType dtype = ScalarType::bf16;
@@ -772,9 +781,7 @@ TEST(FlashAttnCudaGpu, Fp8PerHeadScalesWithVariantsAndOnlyOneSidePerHead) {
 /// sinks, with one CTA per work item and on a persistent grid of a few CTAs (several items
 /// of different lengths per CTA, the rings' phases carried from item to item).
 TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
-  REQUIRE_GPU();
-  const DeviceInfo dev = device_info(0);
-  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  REQUIRE_HOPPER();
   for (int ctas : {0, 5})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
       for (int hs : {40, 96, 128, 256})
@@ -808,9 +815,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
 /// sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile to tile, so
 /// the lazy rescale takes both branches, causal and not); and an fp8 cache with both products.
 TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
-  REQUIRE_GPU();
-  const DeviceInfo dev = device_info(0);
-  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  REQUIRE_HOPPER();
   for (const int v : kHopperVariants)
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
       for (int hs : {64, 96, 128, 256})
@@ -865,9 +870,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
 /// at their own bound (docs/kernels-fp8.md). Above d=128 the f16 products run (widened in
 /// place) whichever products are asked for, and the summary says so.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
-  REQUIRE_GPU();
-  const DeviceInfo dev = device_info(0);
-  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  REQUIRE_HOPPER();
   for (Fp8PrefillProducts products : {Fp8PrefillProducts::e4m3, Fp8PrefillProducts::f16})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
       for (int hs : {48, 64, 80, 96, 112, 128, 144, 192, 256})
@@ -927,33 +930,39 @@ GpuCase long_fp8_prefill_case(int group, int head_size, int variant, std::uint64
   return c;
 }
 
+/// Runs `check(case, variant)` (it adjusts the case, runs it and returns the outcome) on the long fp8
+/// prefill cases of GQA 1, 4 and 8 at each of three head sizes, the variants rotating;
+/// ATTNSEL_PRINT_ERRORS=1 prints each case's error.
+template <class Check>
+void for_each_long_fp8_prefill_case(const int (&head_sizes)[3], std::uint64_t seed_base, Check check) {
+  const int groups[3] = {1, 4, 8};
+  for (int gi = 0; gi < 3; ++gi)
+    for (int hi = 0; hi < 3; ++hi) {
+      const int group = groups[gi], hs = head_sizes[hi], variant = (gi + hi) % 3;
+      SCOPED_TRACE(fmt::format("group {} d={} variant {}", group, hs, variant));
+      GpuCase c = long_fp8_prefill_case(group, hs, variant, seed_base);
+      const Outcome o = check(c, variant);
+      if (std::getenv("ATTNSEL_PRINT_ERRORS")) {
+        std::printf("fp8 hopper prefill %s products group %d d=%d variant %d rel_l2 %.3g max_abs %.3g\n",
+                    o.summary.prefill_products.c_str(), group, hs, variant, o.rel_l2, o.max_abs);
+        std::fflush(stdout);
+      }
+    }
+}
+
 /// The e4m3 products on long, odd and prime lengths (many 128-key tiles, the three-stage
 /// rings wrapping within and across items), GQA 1, 4 and 8, head sizes 64, 96 and 128,
 /// causal and not, chunked prefill, sliding windows, soft-cap, ALiBi and sinks (the sink
 /// joins a row sum that carries the probabilities' factor 256), one CTA per item and a
 /// persistent grid.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
-  REQUIRE_GPU();
-  const DeviceInfo dev = device_info(0);
-  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
-  const int groups[3] = {1, 4, 8}, head_sizes[3] = {64, 96, 128};
-  for (int gi = 0; gi < 3; ++gi)
-    for (int hi = 0; hi < 3; ++hi) {
-      const int group = groups[gi], hs = head_sizes[hi];
-      const int variant = (gi + hi) % 3;
-      {
-        SCOPED_TRACE(fmt::format("group {} d={} variant {}", group, hs, variant));
-        GpuCase c = long_fp8_prefill_case(group, hs, variant, 1300);
-        c.tuning.fp8_prefill = Fp8PrefillProducts::e4m3;
-        const Outcome o = check_case(c);
-        EXPECT_EQ(o.summary.prefill_products, "e4m3") << o.summary.describe();
-        if (std::getenv("ATTNSEL_PRINT_ERRORS")) {
-          std::printf("fp8 hopper prefill e4m3 products group %d d=%d variant %d rel_l2 %.3g max_abs %.3g\n", group,
-                      hs, variant, o.rel_l2, o.max_abs);
-          std::fflush(stdout);
-        }
-      }
-    }
+  REQUIRE_HOPPER();
+  for_each_long_fp8_prefill_case({64, 96, 128}, 1300, [](GpuCase& c, int) {
+    c.tuning.fp8_prefill = Fp8PrefillProducts::e4m3;
+    const Outcome o = check_case(c);
+    EXPECT_EQ(o.summary.prefill_products, "e4m3") << o.summary.describe();
+    return o;
+  });
 }
 
 /// With no choice made, an fp8 cache's Hopper prefill multiplies e4m3 queries and
@@ -961,9 +970,7 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
 /// query quantised), issuing each next tile's S ahead, and says so through
 /// StepPlan::fp8_queries; above 128, and for decode-only batches and 16-bit caches, it does not.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
-  REQUIRE_GPU();
-  const DeviceInfo dev = device_info(0);
-  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
+  REQUIRE_HOPPER();
   for (const char* var : {"ATTNSEL_CUDA_FP8_PREFILL", "ATTNSEL_CUDA_HOPPER_VARIANT"})
     if (const char* v = std::getenv(var); v != nullptr && *v != '\0') GTEST_SKIP() << var << " chooses for the planner";
   struct Want {
@@ -999,27 +1006,15 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
 /// wrapping within and across items), GQA 1, 4 and 8, causal and not, chunked prefill,
 /// sliding windows, soft-cap, ALiBi and sinks, one CTA per item and a persistent grid.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillHeadSizesAbove128GqaMasksAndLongSequences) {
-  REQUIRE_GPU();
-  const DeviceInfo dev = device_info(0);
-  if (!(dev.major == 9 && dev.minor == 0)) GTEST_SKIP() << "the Hopper prefill kernel needs sm_90";
-  const int groups[3] = {1, 4, 8}, head_sizes[3] = {160, 208, 256};
-  for (int gi = 0; gi < 3; ++gi)
-    for (int hi = 0; hi < 3; ++hi) {
-      const int group = groups[gi], hs = head_sizes[hi];
-      const int variant = (gi + hi) % 3;
-      SCOPED_TRACE(fmt::format("group {} d={} variant {}", group, hs, variant));
-      GpuCase c = long_fp8_prefill_case(group, hs, variant, 1400);
-      c.layout = variant == 2 ? CacheLayout::hnd : CacheLayout::nhd;
-      const Outcome o = check_case(c);
-      EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma") << o.summary.describe();
-      EXPECT_EQ(o.summary.prefill_products, "f16") << o.summary.describe();
-      EXPECT_LT(o.rel_l2, c.dtype == ScalarType::bf16 ? 8e-3 : 2e-3) << o.summary.describe();
-      if (std::getenv("ATTNSEL_PRINT_ERRORS")) {
-        std::printf("fp8 hopper prefill f16 products group %d d=%d variant %d rel_l2 %.3g max_abs %.3g\n", group, hs,
-                    variant, o.rel_l2, o.max_abs);
-        std::fflush(stdout);
-      }
-    }
+  REQUIRE_HOPPER();
+  for_each_long_fp8_prefill_case({160, 208, 256}, 1400, [](GpuCase& c, int variant) {
+    c.layout = variant == 2 ? CacheLayout::hnd : CacheLayout::nhd;
+    const Outcome o = check_case(c);
+    EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma") << o.summary.describe();
+    EXPECT_EQ(o.summary.prefill_products, "f16") << o.summary.describe();
+    EXPECT_LT(o.rel_l2, c.dtype == ScalarType::bf16 ? 8e-3 : 2e-3) << o.summary.describe();
+    return o;
+  });
 }
 
 /// bf16 queries beyond the half's range (3e5) and tiny ones (1e-6): the fp8 Hopper prefill
