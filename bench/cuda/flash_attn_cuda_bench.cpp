@@ -4,11 +4,12 @@
 // Writes one JSON document (--json) that scripts/bench_torch_sdpa.py joins with PyTorch's
 // FlashAttention-2 and cuDNN timings on the same shapes.
 //
-//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only SUBSTRING]
+//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only REGEX]
 //                      [--hopper-variants N,N,...]
 //
 // --sweep adds planner variants (decode copies, split alignment and count; the Hopper
-// prefill on a persistent grid, and the portable prefill); --variant LABEL runs only the
+// prefill on a persistent grid, and the portable prefill); --only REGEX runs the shapes whose
+// name it matches (e.g. 'd128 (full|causal) blk16$'); --variant LABEL runs only the
 // variant of that label (e.g. for a profiler). --hopper-variants adds the Hopper prefill's
 // compiled variants (CudaTuning::hopper_variant, labelled vN) to every prefill shape.
 #include <fmt/format.h>
@@ -22,6 +23,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -252,7 +254,8 @@ std::vector<Shape> shapes(bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path, only, only_variant;
+  std::string json_path, only_variant;
+  std::optional<std::regex> only;
   std::vector<int> hopper_variants;
   bool quick = false, sweep = false;
   int reps = 20;
@@ -262,7 +265,14 @@ int main(int argc, char** argv) {
     else if (a == "--quick") quick = true;
     else if (a == "--sweep") sweep = true;
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
-    else if (a == "--only" && i + 1 < argc) only = argv[++i];
+    else if (a == "--only" && i + 1 < argc) {
+      try {
+        only.emplace(argv[++i]);
+      } catch (const std::regex_error& e) {
+        std::fprintf(stderr, "attnsel_cuda_bench: --only takes a regular expression; '%s': %s\n", argv[i], e.what());
+        return 2;
+      }
+    }
     else if (a == "--hopper-variants" && i + 1 < argc) {
       for (std::string list = argv[++i]; !list.empty();) {
         const std::size_t comma = list.find(',');
@@ -288,7 +298,7 @@ int main(int argc, char** argv) {
     }
     else {
       std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] "
-                           "[--only SUBSTRING] [--hopper-variants N,N,...]\n");
+                           "[--only REGEX] [--hopper-variants N,N,...]\n");
       return 2;
     }
   }
@@ -312,7 +322,7 @@ int main(int argc, char** argv) {
     fmt::print("{:<44} {:>10} {:>9} {:>9} {:>9}  {}\n", "shape", "ms", "TFLOP/s", "TB/s", "rel err", "plan");
     std::uint64_t seed = 1;
     for (const Shape& s : shapes(quick)) {
-      if (!only.empty() && s.name.find(only) == std::string::npos) continue;
+      if (only && !std::regex_search(s.name, *only)) continue;
       DeviceBatch b = make_batch(s, seed++);
       const ak::LayerParams lp = layer(s);
       std::vector<std::pair<std::string, cu::CudaTuning>> variants = {{"default", {}}};
@@ -396,8 +406,9 @@ int main(int argc, char** argv) {
                                   {"tflops", tflops}, {"tbs", tbs}, {"flops", flops(s)}, {"bytes", kv_bytes(s)},
                                   {"rel_err", err}, {"plan", plan_text}});
       }
+      // Written after every shape: a run cut short keeps what it measured.
+      if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
     }
-    if (!json_path.empty()) std::ofstream(json_path) << out.dump(2) << "\n";
   } catch (const std::exception& e) {
     std::fprintf(stderr, "attnsel_cuda_bench: %s\n", e.what());
     return 1;
