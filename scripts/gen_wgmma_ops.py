@@ -6,8 +6,9 @@ rather than typed. Run from the repository root after changing the shape list.""
 import pathlib
 
 TYPES = {"__nv_bfloat16": "bf16", "__half": "f16"}
-SS_N = [64, 80, 128, 176]   # S = Q K^T: both operands K-major in shared memory (176: wide d128 key tiles)
-RS_N = [64, 128, 256]   # O += P V: P from registers, V MN-major (transposed) in shared memory
+SS_N = [64, 80, 128, 176]   # S = Q K^T: both operands K-major in shared memory (176: wide key tiles up to d=128)
+RS_N = [64, 96, 128, 256]   # O += P V: P from registers, V MN-major (transposed) in shared memory
+                            # (96: one and a half 64-column swizzle atoms, the rest of the second unread)
 E4M3_SS_N = [128]       # fp8: S = Q K^T, k32, both operands K-major (the only layout fp8 takes)
 E4M3_RS_N = [64, 128]   # fp8: O += P V, P from registers, V transposed to K-major in shared memory
 

@@ -226,6 +226,29 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
 }
 
+// The head size the Hopper prefill computes and its key tile: 96 only on a 16-bit cache (the
+// fp8 paths convert whole 64- and 128-column units), 176-key tiles up to d=128 there.
+TEST(FlashAttnCudaHost, HopperHeadDimAndKeyTile) {
+  EXPECT_EQ(hopper_head_dim(40, KvPath::b16), 64);
+  EXPECT_EQ(hopper_head_dim(64, KvPath::e4m3), 64);
+  EXPECT_EQ(hopper_head_dim(72, KvPath::b16), 96);
+  EXPECT_EQ(hopper_head_dim(96, KvPath::b16), 96);
+  EXPECT_EQ(hopper_head_dim(96, KvPath::e4m3), 128);
+  EXPECT_EQ(hopper_head_dim(80, KvPath::f16_widened), 128);
+  EXPECT_EQ(hopper_head_dim(104, KvPath::b16), 128);
+  EXPECT_EQ(hopper_head_dim(192, KvPath::b16), 256);
+  EXPECT_EQ(hopper_head_dim(264, KvPath::b16), 0);
+  for (int d : {64, 96, 128}) {
+    EXPECT_TRUE(hopper_wide_keys_apply(d, KvPath::b16)) << d;
+    EXPECT_FALSE(hopper_wide_keys_apply(d, KvPath::e4m3)) << d;
+    EXPECT_FALSE(hopper_wide_keys_apply(d, KvPath::f16_widened)) << d;
+    EXPECT_EQ(hopper_key_tile(d, HopperVariant::wide_keys), 176) << d;
+    EXPECT_EQ(hopper_key_tile(d, 0), 128) << d;
+  }
+  EXPECT_FALSE(hopper_wide_keys_apply(256, KvPath::b16));
+  EXPECT_EQ(hopper_key_tile(256, HopperVariant::wide_keys), 80);
+}
+
 // ---- on a GPU ---------------------------------------------------------------------------
 
 TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
@@ -310,9 +333,10 @@ TEST(FlashAttnCudaGpu, PrefillHopperKernelHeadSizesAndDtypes) {
       }
 }
 
-// Head sizes between 64, 128 and 256 run as the next of those, the padded columns read as
-// zeros by TMA and never stored (a store past the real head size would overwrite the next
-// head's output, which the reference comparison catches).
+// Head sizes between 64, 96, 128 and 256 run as the next of those, the padded columns read
+// as zeros by TMA and never stored (a store past the real head size would overwrite the next
+// head's output, which the reference comparison catches). 96 computes 96 columns of its
+// two 64-column chunks.
 TEST(FlashAttnCudaGpu, PrefillHopperKernelEveryHeadSize) {
   REQUIRE_GPU();
   const DeviceInfo dev = device_info(0);
@@ -325,7 +349,11 @@ TEST(FlashAttnCudaGpu, PrefillHopperKernelEveryHeadSize) {
     c.seqs = {{131, 131}, {389, 257}, {61, 61}};
     c.seed = 300 + static_cast<std::uint64_t>(hs);
     const Outcome o = check_case(c);
-    EXPECT_EQ(o.summary.prefill_kernel, dev.major == 9 && dev.minor == 0 ? "sm90-wgmma" : "sm80-mma");
+    const bool hopper = dev.major == 9 && dev.minor == 0;
+    EXPECT_EQ(o.summary.prefill_kernel, hopper ? "sm90-wgmma" : "sm80-mma");
+    if (hopper) {
+      EXPECT_EQ(o.summary.prefill_head_dim, hs <= 64 ? 64 : hs <= 96 ? 96 : hs <= 128 ? 128 : 256);
+    }
   }
 }
 
@@ -810,7 +838,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
 }
 
 /// Every compiled variant of the Hopper prefill (128- and 176-key tiles, the planner keeping
-/// 176 for unmasked d=128 layers; the next tile's S issued ahead) against the reference, both activation dtypes: unmasked,
+/// 176 for unmasked layers up to d=128; the next tile's S issued ahead) against the reference, both activation dtypes: unmasked,
 /// causal with context before the queries, ALiBi with sinks, a window with soft-cap, and
 /// sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile to tile, so
 /// the lazy rescale takes both branches, causal and not); and an fp8 cache with both products.
@@ -856,8 +884,8 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
           }
           const Outcome o = check_case(c);
           EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
-          // Wide tiles only where no tile is masked: unmasked layers computed at d=128, 16-bit cache.
-          const bool wide_applies = !c.causal && !c.window && hs > 64 && hs <= 128 && c.kv_cache_dtype == "auto";
+          // Wide tiles only where no tile is masked: unmasked layers up to d=128, 16-bit cache.
+          const bool wide_applies = !c.causal && !c.window && hs <= 128 && c.kv_cache_dtype == "auto";
           EXPECT_EQ(o.summary.prefill_variant, wide_applies ? v : v & ~int(HopperVariant::wide_keys));
         }
 }

@@ -227,9 +227,10 @@ std::string PlanSummary::describe() const {
                        decode_seqs, decode_ctas, max_splits, merge_rows);
   if (prefill_ctas) {
     if (!out.empty()) out += "; ";
-    out += fmt::format("prefill ({}{}{}): {} sequences, {} CTAs", prefill_kernel,
+    out += fmt::format("prefill ({}{}{}{}): {} sequences, {} CTAs", prefill_kernel,
                        prefill_products.empty() ? "" : ", " + prefill_products + " products",
-                       prefill_variant ? fmt::format(", variant {}", prefill_variant) : "", prefill_seqs,
+                       prefill_variant ? fmt::format(", variant {}", prefill_variant) : "",
+                       prefill_head_dim ? fmt::format(", computed at d={}", prefill_head_dim) : "", prefill_seqs,
                        prefill_ctas);
   }
   return out.empty() ? "nothing to do" : out;
@@ -578,20 +579,20 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   // above, the f16 products run.
   const bool hopper_fp8_ok = params_.head_size % 16 == 0;
   plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
-                 hopper_head_dim(params_.head_size) != 0 && plan->block_size % 16 == 0;
+                 params_.head_size <= 256 && plan->block_size % 16 == 0;
   // Only an fp8 cache reads the products' setting (a malformed environment variable must
   // not fail a 16-bit layer's plan).
-  const bool e4m3_products = kv_fp8 && hopper_head_dim(params_.head_size) <= 128 &&
+  const bool e4m3_products = kv_fp8 && params_.head_size <= 128 &&
                              fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3;
   plan->hopper_kv = !kv_fp8 ? KvPath::b16 : e4m3_products ? KvPath::e4m3 : KvPath::f16_widened;
   if (plan->hopper) {
     // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys.
     const MaskRule rule = MaskRule::from(params_);
     plan->hopper_variant = hopper_variant(tuning_.hopper_variant, plan->hopper_kv);
-    if (rule.causal || rule.window >= 0 || kv_fp8 || hopper_head_dim(params_.head_size) != 128)
+    const int head_dim = hopper_head_dim(params_.head_size, plan->hopper_kv);
+    if (rule.causal || rule.window >= 0 || !hopper_wide_keys_apply(head_dim, plan->hopper_kv))
       plan->hopper_variant &= ~int(HopperVariant::wide_keys);
-    plan->box_rows =
-        std::gcd(plan->block_size, hopper_key_tile(hopper_head_dim(params_.head_size), plan->hopper_variant));
+    plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(head_dim, plan->hopper_variant));
   }
   plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
   plan->early_cache_reads = options.early_cache_reads && plan->programmatic;
@@ -840,6 +841,8 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
                          : plan.hopper_kv == KvPath::e4m3                           ? "e4m3"
                                                                                     : "f16";
   sum.prefill_variant = plan.hopper && !plan.prefill_seqs.empty() ? plan.hopper_variant : 0;
+  sum.prefill_head_dim =
+      plan.hopper && !plan.prefill_seqs.empty() ? hopper_head_dim(params_.head_size, plan.hopper_kv) : 0;
 }
 
 void FlashAttnCuda::execute_plan(const StepPlan& base, const TensorView& query, const KVCacheView& cache,

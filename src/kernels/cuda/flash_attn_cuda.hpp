@@ -94,6 +94,7 @@ struct PlanSummary {
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
   std::string prefill_products;  ///< sm90-wgmma on an fp8 cache: "e4m3" or "f16"; "" otherwise
   int prefill_variant = 0;     ///< sm90-wgmma: the HopperVariant flags it runs with
+  int prefill_head_dim = 0;    ///< sm90-wgmma: the head size its products compute (64, 96, 128 or 256)
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
   /// An execute with new keys and values appends them inside the decode launch: every
   /// sequence takes the decode kernel, every slot is -1 or its token's block-table position,

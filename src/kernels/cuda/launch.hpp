@@ -138,7 +138,7 @@ enum class KvPath { b16, f16_widened, e4m3 };
 /// build can compare them (CudaTuning::hopper_variant, ATTNSEL_CUDA_HOPPER_VARIANT).
 struct HopperVariant {
   enum : int {
-    wide_keys = 1,  ///< 176-key tiles at d=128 on a 16-bit cache without a causal mask or window
+    wide_keys = 1,  ///< 176-key tiles at d ≤ 128 on a 16-bit cache without a causal mask or window
     /// The next tile's S = Q·Kᵀ issued right behind this tile's P·V, both waited for
     /// together: the tensor pipe gets a warpgroup's next product without the wake-up and
     /// issue gap between them (S's accumulators are free once P is packed).
@@ -197,15 +197,24 @@ inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hoppe
 /// Keys per tile in the Hopper kernel: 128 up to d=128; 80 at d=256 (O alone is 128
 /// registers per consumer thread there, and 2 stages of 80-key K and V tiles fill shared memory).
 constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80; }
-/// The key tile of a variant: wide_keys takes 176 keys at d=128 (16-bit cache only).
+/// Where wide_keys applies: d ≤ 128 on a 16-bit cache (the planner drops it elsewhere, and
+/// on causal or windowed layers).
+constexpr bool hopper_wide_keys_apply(int head_dim, KvPath kv) { return head_dim <= 128 && kv == KvPath::b16; }
+/// The key tile of a variant: wide_keys takes 176 keys up to d=128.
 constexpr int hopper_key_tile(int head_dim, int variant) {
-  return head_dim == 128 && (variant & HopperVariant::wide_keys) ? 176 : hopper_key_tile(head_dim);
+  return head_dim <= 128 && (variant & HopperVariant::wide_keys) ? 176 : hopper_key_tile(head_dim);
 }
-/// The head size the Hopper kernel computes with: 64, 128 or 256, the next one up from the
-/// layer's (0 above 256). The TMA boxes read the columns past the real head size as zeros,
-/// so padded columns add nothing to Q·Kᵀ and produce output columns that are not stored.
-constexpr int hopper_head_dim(int head_size) {
-  return head_size <= 64 ? 64 : head_size <= 128 ? 128 : head_size <= 256 ? 256 : 0;
+/// The head size the Hopper kernel computes with: 64, 96 (16-bit caches), 128 or 256, the
+/// next one up from the layer's (0 above 256). The TMA boxes read the columns past the real
+/// head size as zeros, so padded columns add nothing to Q·Kᵀ and produce output columns
+/// that are not stored. At 96 the tiles keep two 64-column chunks (the upper half of the
+/// second all zeros) and the products stop at column 96: Q·Kᵀ takes 6 steps of 16 instead
+/// of 8 and P·V 96 output columns, a quarter less tensor work than computing 128. The fp8
+/// paths widen and transpose whole 64- and 128-column units and compute 96 as 128.
+constexpr int hopper_head_dim(int head_size, KvPath kv) {
+  if (head_size <= 64) return 64;
+  if (head_size <= 96 && kv == KvPath::b16) return 96;
+  return head_size <= 128 ? 128 : head_size <= 256 ? 256 : 0;
 }
 
 }  // namespace attnsel::kernel::cuda

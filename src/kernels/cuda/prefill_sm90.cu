@@ -8,9 +8,9 @@
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory. The softmax folds the
 // score scale into exp2's FMA and rescales O only when a row maximum grows by more than
-// 2^8 (2^3 for e4m3 products). Key tiles are 128 keys (80 at d=256), 176 at d=128 without
-// a causal mask or window (HopperVariant::wide_keys: fewer per-tile fixed costs where no
-// tile is masked).
+// 2^8 (2^3 for e4m3 products). Key tiles are 128 keys (80 at d=256), 176 up to d=128
+// without a causal mask or window (HopperVariant::wide_keys: fewer per-tile fixed costs
+// where no tile is masked).
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
@@ -46,7 +46,8 @@
 // Either way k_scale joins the score scale, v_scale the output (per KV head where given).
 //
 // Every head size up to 256 (an fp8 cache: those that are multiples of 16) takes this
-// path, computed as 64, 128 or 256 with the columns past the real size read as zeros by TMA.
+// path, computed as 64, 96 (16-bit caches), 128 or 256 with the columns past the real size
+// read as zeros by TMA (hopper_head_dim).
 #include <cuda.h>
 
 #include <iterator>
@@ -90,13 +91,17 @@ struct HopperConfig {
   static_assert(!kE4m3 || kKeys == 128, "e4m3: one 128-byte swizzle atom of keys per transposed V row");
   // e4m3 tiles are half the bytes: a third stage fits.
   static constexpr int kStages = kE4m3 ? 3 : 2;
-  static constexpr int kChunks = D / 64;  // 64-column (128-byte) swizzle atoms per row
-  static constexpr std::uint32_t kQBytes = kRows * D * 2;  // the 16-bit queries as loaded
+  // Columns a tile row holds: D rounded up to whole 64-column (128-byte) swizzle atoms (at
+  // D=96 the second atom's upper half holds TMA's zeros, never read by the products).
+  static constexpr int kLayoutD = (D + 63) / 64 * 64;
+  static_assert(!kFp8 || D == kLayoutD, "fp8 paths widen and transpose whole 64-column chunks");
+  static constexpr int kChunks = kLayoutD / 64;  // swizzle atoms per row
+  static constexpr std::uint32_t kQBytes = kRows * kLayoutD * 2;  // the 16-bit queries as loaded
   static constexpr std::uint32_t kQ8Bytes = kE4m3 ? kRows * 128 : 0;  // e4m3 queries
   // One stage of K and of V as the wgmma reads them: e4m3 K as stored (128 bytes a key),
   // e4m3 V transposed (D rows of 128 keys), or 16-bit tiles.
-  static constexpr std::uint32_t kKBytes = kE4m3 ? kKeys * 128 : kKeys * D * 2;
-  static constexpr std::uint32_t kVBytes = kE4m3 ? D * kKeys : kKeys * D * 2;
+  static constexpr std::uint32_t kKBytes = kE4m3 ? kKeys * 128 : kKeys * kLayoutD * 2;
+  static constexpr std::uint32_t kVBytes = kE4m3 ? D * kKeys : kKeys * kLayoutD * 2;
   static constexpr std::uint32_t kRawBytes = kFp8 && !kInPlace ? kKeys * 128 : 0;  // one 128-byte box column
   static constexpr std::uint32_t kKOffset = kQBytes + kQ8Bytes;
   static constexpr std::uint32_t kVOffset = kKOffset + kStages * kKBytes;
@@ -446,7 +451,7 @@ __global__ void __launch_bounds__(384, 1)
 #ifdef ATTNSEL_SM90A
   constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
   constexpr bool kIssueAhead = (V & HopperVariant::issue_ahead) != 0;
-  static_assert(!kWide || (D == 128 && KP == KvPath::b16), "wide key tiles: d=128, 16-bit cache");
+  static_assert(!kWide || hopper_wide_keys_apply(D, KP), "wide key tiles: d ≤ 128, 16-bit cache");
   using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
@@ -878,9 +883,8 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
                          int box_rows, int variant, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
-  const int d = hopper_head_dim(head_size);
-  // wide_keys applies to d=128 on a 16-bit cache only (the planner drops it elsewhere).
-  if (d != 128 || kv != KvPath::b16) variant &= ~int(HopperVariant::wide_keys);
+  const int d = hopper_head_dim(head_size, kv);
+  if (!hopper_wide_keys_apply(d, kv)) variant &= ~int(HopperVariant::wide_keys);
   dispatch_elem(e, [&]<class T>() {
     auto go = [&]<int D, KvPath KP, int V>() {
       using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
@@ -906,7 +910,7 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
       bool launched = false;
       auto one = [&]<int V>() {
         if (launched || variant != V) return;
-        if constexpr ((V & HopperVariant::wide_keys) && (D != 128 || KP != KvPath::b16)) return;
+        if constexpr ((V & HopperVariant::wide_keys) && !hopper_wide_keys_apply(D, KP)) return;
         else {
           go.template operator()<D, KP, V>();
           launched = true;
@@ -930,6 +934,9 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
         if (kv == KvPath::e4m3) go_variant.template operator()<64, KvPath::e4m3>();
         else if (kv == KvPath::f16_widened) go_variant.template operator()<64, KvPath::f16_widened>();
         else go_variant.template operator()<64, KvPath::b16>();
+        break;
+      case 96:  // 16-bit caches only (hopper_head_dim)
+        go_variant.template operator()<96, KvPath::b16>();
         break;
       case 128:
         if (kv == KvPath::e4m3) go_variant.template operator()<128, KvPath::e4m3>();
