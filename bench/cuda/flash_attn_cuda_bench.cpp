@@ -47,9 +47,13 @@ struct Shape {
   bool causal = true;
   ak::ScalarType dtype = ak::ScalarType::bf16;
   bool kv_fp8 = false;  // e4m3 cache (k_scale 0.25, v_scale 0.5) instead of dtype
+  // Each sequence's pages adjacent and in order (the block table counts up): the cache read
+  // as one run per sequence, as contiguous attention reads it, where the others scatter it.
+  bool contiguous_pages = false;
 };
 
-/// A paged batch built directly on the device: random keys/values/queries, shuffled pages.
+/// A paged batch built directly on the device: random keys/values/queries, shuffled pages
+/// (unless Shape::contiguous_pages).
 struct DeviceBatch {
   cu::DeviceTensor q, o, k, v;
   std::vector<std::int32_t> qsl, seq_lens, block_table;
@@ -76,7 +80,7 @@ DeviceBatch make_batch(const Shape& s, std::uint64_t seed) {
   std::vector<std::int32_t> ids(static_cast<std::size_t>(num_blocks));
   std::iota(ids.begin(), ids.end(), 0);
   std::mt19937_64 rng(seed);
-  std::shuffle(ids.begin(), ids.end(), rng);
+  if (!s.contiguous_pages) std::shuffle(ids.begin(), ids.end(), rng);
   b.max_blocks = blocks_per_seq;
   b.qsl.push_back(0);
   std::size_t next = 0;
@@ -209,7 +213,7 @@ std::vector<Shape> shapes(bool quick) {
                          fp8 ? " fp8" : "");
     v.push_back(s);
   };
-  auto decode = [&](int batch, int ctx, bool hnd = false, bool fp8 = false) {
+  auto decode = [&](int batch, int ctx, bool hnd = false, bool fp8 = false, bool contiguous = false) {
     Shape s;
     s.kind = "decode";
     s.batch = batch;
@@ -220,7 +224,9 @@ std::vector<Shape> shapes(bool quick) {
     s.head_size = 128;
     s.hnd = hnd;
     s.kv_fp8 = fp8;
-    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16{}{}", batch, ctx, hnd ? " HND" : "", fp8 ? " fp8" : "");
+    s.contiguous_pages = contiguous;
+    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16{}{}{}", batch, ctx, hnd ? " HND" : "", fp8 ? " fp8" : "",
+                         contiguous ? " contiguous" : "");
     v.push_back(s);
   };
   decode(64, 4096);
@@ -231,7 +237,12 @@ std::vector<Shape> shapes(bool quick) {
   decode(1, 8192);
   decode(4, 4096);
   decode(16, 2048);
-  if (!quick) decode(32, 16384);
+  if (!quick) {
+    decode(32, 16384);
+    // The same cache read in order: what the pages' scatter costs against contiguous K and V.
+    decode(64, 4096, false, false, true);
+    decode(1, 32768, false, false, true);
+  }
   decode(64, 4096, false, true);  // e4m3 cache: half the bytes
   decode(1, 32768, false, true);
   prefill(2, 16384, 16, 128, false);
