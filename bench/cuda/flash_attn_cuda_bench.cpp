@@ -339,7 +339,8 @@ int main(int argc, char** argv) {
       std::vector<std::pair<std::string, cu::CudaTuning>> variants = {{"default", {}}};
       if (sweep && s.kind == "decode") {
         for (auto [name, copies] : {std::pair{"cp.async", cu::DecodeCopies::cp_async},
-                                    std::pair{"bulk", cu::DecodeCopies::bulk_rows}}) {
+                                    std::pair{"bulk", cu::DecodeCopies::bulk_rows},
+                                    std::pair{"boxes", cu::DecodeCopies::tma_boxes}}) {
           cu::CudaTuning t;
           t.decode_copies = copies;
           variants.push_back({name, t});

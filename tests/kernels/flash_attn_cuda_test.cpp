@@ -249,12 +249,34 @@ TEST(FlashAttnCudaHost, HopperHeadDimAndKeyTile) {
   EXPECT_EQ(hopper_key_tile(256, HopperVariant::wide_keys), 80);
 }
 
+/// Page boxes read every 64-column chunk of a row whole: only unpadded head sizes of whole
+/// chunks (a padded one would read the next head's columns), 16-bit caches, 16-key boxes.
+TEST(FlashAttnCudaHost, PageBoxesOnlyWhereEveryChunkIsTheHeads) {
+  for (int hs : {128, 256}) {
+    EXPECT_TRUE(hopper_v_page_boxes_apply(hs, KvPath::b16, 16)) << hs;
+    EXPECT_TRUE(decode_page_boxes_apply(hs, false, 16)) << hs;
+    EXPECT_FALSE(hopper_v_page_boxes_apply(hs, KvPath::b16, 32)) << hs;
+    EXPECT_FALSE(decode_page_boxes_apply(hs, false, 8)) << hs;
+    EXPECT_FALSE(hopper_v_page_boxes_apply(hs, KvPath::f16_widened, 16)) << hs;
+    EXPECT_FALSE(decode_page_boxes_apply(hs, true, 16)) << hs;
+  }
+  EXPECT_FALSE(hopper_v_page_boxes_apply(128, KvPath::e4m3, 16));
+  for (int hs : {64, 96, 112, 192, 240}) {
+    EXPECT_FALSE(hopper_v_page_boxes_apply(hs, KvPath::b16, 16)) << hs;
+    EXPECT_FALSE(decode_page_boxes_apply(hs, false, 16)) << hs;
+  }
+  // 16-bit caches take them by default (the planner drops the flag where it does not apply).
+  EXPECT_EQ(hopper_default_variant(KvPath::b16), HopperVariant::wide_keys | HopperVariant::v_page_boxes);
+  EXPECT_EQ(hopper_default_variant(KvPath::e4m3), HopperVariant::issue_ahead);
+}
+
 // ---- on a GPU ---------------------------------------------------------------------------
 
 TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
   REQUIRE_GPU();
   const bool hopper = device_info(0).major >= 9;
-  for (DecodeCopies copies : {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes})
+  for (DecodeCopies copies :
+       {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes, DecodeCopies::tma_page_boxes})
     for (int hs = 8; hs <= 256; hs += 8) {
       SCOPED_TRACE("head_size " + std::to_string(hs) + " copies " + std::to_string(static_cast<int>(copies)));
       GpuCase c;
@@ -264,10 +286,13 @@ TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
       c.tuning.decode_copies = copies;
       const Outcome o = check_case(c);
       EXPECT_GT(o.summary.decode_ctas, 0);
-      // What runs: TMA boxes need sm_90 and a head size padded (to 32s) to a multiple of 64.
+      // What runs: TMA boxes need sm_90 and a head size padded (to 32s) to a multiple of 64;
+      // page boxes a head size of 128 or 256 (elsewhere the 64-column boxes).
       const bool pad64 = (hs + 31) / 32 * 32 % 64 == 0;
+      const bool pages = copies == DecodeCopies::tma_page_boxes && (hs == 128 || hs == 256);
       const char* want = !hopper || copies == DecodeCopies::cp_async                 ? "cp.async"
                          : copies == DecodeCopies::bulk_rows || !pad64               ? "bulk"
+                         : pages                                                     ? "tma page boxes"
                                                                                      : "tma";
       EXPECT_EQ(o.summary.decode_loads, want);
     }
@@ -275,28 +300,32 @@ TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
 
 TEST(FlashAttnCudaGpu, TmaDecodeSlicesPagesAndWindows) {
   REQUIRE_GPU();
-  // Boxes of gcd(block, 64) keys; slices aligned to them; windows whose first key is not
-  // box-aligned; sequence ends inside a box (the unwritten slots are NaN).
-  for (int bs : {16, 32, 48, 128})
-    for (bool split : {false, true}) {
-      SCOPED_TRACE("block " + std::to_string(bs) + (split ? " split" : ""));
-      GpuCase c;
-      c.heads = 16;
-      c.kv_heads = 4;
-      c.block_size = bs;
-      c.seqs = {{4099, 1}, {77, 1}, {1203, 3}};
-      c.window = 1001;
-      c.tuning.decode_copies = DecodeCopies::tma_boxes;
-      c.tuning.split_waves = split ? 4.0 : 0.01;
-      const Outcome o = check_case(c);
-      EXPECT_EQ(o.summary.max_splits > 1, split) << o.summary.describe();
-      GpuCase h = c;
-      h.layout = CacheLayout::hnd;
-      h.window.reset();
-      h.softcap = 7.0f;
-      h.sinks = true;
-      check_case(h);
-    }
+  // Boxes of gcd(block, 64) keys (page boxes: 16 keys, every column); slices aligned to
+  // them; windows whose first key is not box-aligned; sequence ends inside a box (the
+  // unwritten slots are NaN).
+  for (DecodeCopies copies : {DecodeCopies::tma_boxes, DecodeCopies::tma_page_boxes})
+    for (int bs : {16, 32, 48, 128})
+      for (bool split : {false, true}) {
+        SCOPED_TRACE("block " + std::to_string(bs) + (split ? " split" : "") +
+                     (copies == DecodeCopies::tma_page_boxes ? " page boxes" : ""));
+        GpuCase c;
+        c.heads = 16;
+        c.kv_heads = 4;
+        c.block_size = bs;
+        c.seqs = {{4099, 1}, {77, 1}, {1203, 3}};
+        c.window = 1001;
+        c.tuning.decode_copies = copies;
+        c.tuning.split_waves = split ? 4.0 : 0.01;
+        const Outcome o = check_case(c);
+        EXPECT_EQ(o.summary.max_splits > 1, split) << o.summary.describe();
+        EXPECT_EQ(o.summary.decode_loads, copies == DecodeCopies::tma_page_boxes ? "tma page boxes" : "tma");
+        GpuCase h = c;
+        h.layout = CacheLayout::hnd;
+        h.window.reset();
+        h.softcap = 7.0f;
+        h.sinks = true;
+        check_case(h);
+      }
 }
 
 TEST(FlashAttnCudaGpu, PrefillEveryHeadSizePortableKernel) {
@@ -430,6 +459,7 @@ TEST(FlashAttnCudaGpu, NonCausalAndCrossAttention) {
 
 TEST(FlashAttnCudaGpu, BlockSizesAndHndLayout) {
   REQUIRE_GPU();
+  const bool hopper = device_info(0).major == 9 && device_info(0).minor == 0;
   for (int bs : {16, 32, 48, 128, 256})
     for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
       SCOPED_TRACE("block " + std::to_string(bs) + (layout == CacheLayout::nhd ? " NHD" : " HND"));
@@ -438,6 +468,13 @@ TEST(FlashAttnCudaGpu, BlockSizesAndHndLayout) {
       c.layout = layout;
       c.seqs = {{389, 389}, {600, 1}, {255, 17}};
       check_case(c);
+      // Unmasked at d=128: where a page gives 16-key boxes anyway (16, 48), the Hopper
+      // prefill takes 176-key tiles and page-boxed V; larger boxes keep 128-key tiles.
+      GpuCase n = c;
+      n.causal = false;
+      const Outcome o = check_case(n);
+      const int want = std::gcd(bs, 128) == 16 ? HopperVariant::wide_keys | HopperVariant::v_page_boxes : 0;
+      EXPECT_EQ(o.summary.prefill_variant, hopper ? want : 0);
     }
 }
 
@@ -838,7 +875,8 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
 }
 
 /// Every compiled variant of the Hopper prefill (128- and 176-key tiles, the planner keeping
-/// 176 for unmasked layers up to d=128; the next tile's S issued ahead) against the reference, both activation dtypes: unmasked,
+/// 176 for unmasked layers up to d=128; the next tile's S issued ahead; page-boxed V) against
+/// the reference, both activation dtypes: unmasked,
 /// causal with context before the queries, ALiBi with sinks, a window with soft-cap, and
 /// sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile to tile, so
 /// the lazy rescale takes both branches, causal and not); and an fp8 cache with both products.
@@ -884,9 +922,13 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
           }
           const Outcome o = check_case(c);
           EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
-          // Wide tiles only where no tile is masked: unmasked layers up to d=128, 16-bit cache.
-          const bool wide_applies = !c.causal && !c.window && hs <= 128 && c.kv_cache_dtype == "auto";
-          EXPECT_EQ(o.summary.prefill_variant, wide_applies ? v : v & ~int(HopperVariant::wide_keys));
+          // Wide tiles only where no tile is masked: unmasked layers up to d=128, 16-bit cache;
+          // page-boxed V at head sizes 128 and 256 of a 16-bit cache (16-key pages here).
+          const bool b16 = c.kv_cache_dtype == "auto";
+          int expected = v;
+          if (c.causal || c.window || hs > 128 || !b16) expected &= ~int(HopperVariant::wide_keys);
+          if (!b16 || (hs != 128 && hs != 256)) expected &= ~int(HopperVariant::v_page_boxes);
+          EXPECT_EQ(o.summary.prefill_variant, expected);
         }
 }
 

@@ -141,7 +141,8 @@ TEST(FusedAppendGpu, DecodeFp8E4m3EqualsWriteThenExecute) {
 TEST(FusedAppendGpu, EveryCopyPathReadsTheAppendedTokens) {
   REQUIRE_GPU();
   // TMA boxes and bulk copies read through the async proxy, cp.async through the generic one.
-  for (DecodeCopies copies : {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes}) {
+  for (DecodeCopies copies :
+       {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes, DecodeCopies::tma_page_boxes}) {
     SCOPED_TRACE(static_cast<int>(copies));
     FusedCase c{kDecode};
     c.copies = copies;

@@ -130,4 +130,17 @@ __device__ __forceinline__ void tma_load_4d(std::uint32_t dst, const CUtensorMap
 #endif
 }
 
+__device__ __forceinline__ void tma_load_5d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0,
+                                            int c1, int c2, int c3, int c4) {
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, "
+      "%6, %7}], [%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+#else
+  __trap();
+#endif
+}
+
 }  // namespace attnsel::kernel::cuda

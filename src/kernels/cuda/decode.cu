@@ -51,10 +51,14 @@ struct DecodeConfig {
   static constexpr int kWarpKeys = kKeys / kWarps;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
-  static constexpr bool kTma = LOADS == kLoadsTma;
+  static constexpr bool kTma = LOADS == kLoadsTma || LOADS == kLoadsTmaPages;
+  static constexpr bool kPages = LOADS == kLoadsTmaPages;
   static_assert(!kTma || DP % (FP8 ? 128 : 64) == 0, "TMA tiles are made of 128-byte column chunks");
-  // TMA tiles are dense 128-byte column chunks (Swizzled128); the others padded rows.
-  using KVLayout = std::conditional_t<kTma, Swizzled128<kKeys>, PaddedRows<DP>>;
+  static_assert(!kPages || (!FP8 && kKeys / kWarps == 16), "page boxes: 16-bit tiles, one box per warp's keys");
+  // TMA tiles are dense 128-byte column chunks (Swizzled128): of the whole tile, or page
+  // boxes of 16 keys, one warp's, one after another; the others padded rows.
+  using KVLayout =
+      std::conditional_t<kPages, Swizzled128<16>, std::conditional_t<kTma, Swizzled128<kKeys>, PaddedRows<DP>>>;
   using RawLayout = std::conditional_t<kTma, RawSwizzled128<kKeys>, RawPadded<DP>>;
   static constexpr int kTileElems = kTma ? kKeys * DP : kKeys * kRS;
   // An fp8 cache's stages hold the raw bytes (K then V).
@@ -131,6 +135,28 @@ __device__ __forceinline__ void issue_kv_tile_tma(const AttnParams& p, const std
     const int page = block_row[key / p.block_size];
     const std::uint32_t dst = (is_v ? vs : ks) + std::uint32_t(c * NKEYS * 128 + b * box_rows * 128);
     tma_load_4d(dst, is_v ? tm_v : tm_k, bar, c * COLS, kv_head, key % p.block_size, page);
+  }
+}
+
+/// Hopper TMA loading by page boxes (kLoadsTmaPages): one 5-D box per 16-key page slice and
+/// K or V, holding every 64-column chunk of those keys ([chunk][16 keys][128 bytes]), the
+/// slice one warp reads — 8 boxes of 4 KB for a 64-key tile at d=128, where kLoadsTma issues
+/// 16 of 2 KB. Warp 0 issues them, as for kLoadsTma's 16-bit tiles.
+template <int DP, int NKEYS>
+__device__ __forceinline__ void issue_kv_tile_tma_pages(const AttnParams& p, const std::int32_t* block_row,
+                                                        int kv_head, int t0, int kv_end, std::uint32_t ks,
+                                                        std::uint32_t vs, std::uint32_t bar, const CUtensorMap* tm_k,
+                                                        const CUtensorMap* tm_v) {
+  constexpr std::uint32_t kBoxBytes = 16 * DP * 2;
+  if (threadIdx.x >= 32) return;
+  const int nbox = ceil_div(min(kv_end - t0, NKEYS), 16);
+  if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, std::uint32_t(2 * nbox) * kBoxBytes);
+  for (int r = threadIdx.x; r < 2 * nbox; r += 32) {
+    const int b = r % nbox;
+    const bool is_v = r >= nbox;
+    const int key = t0 + b * 16;
+    const int page = block_row[key / p.block_size];
+    tma_load_5d((is_v ? vs : ks) + b * kBoxBytes, is_v ? tm_v : tm_k, bar, 0, key % p.block_size, 0, kv_head, page);
   }
 }
 
@@ -238,6 +264,9 @@ __global__ void __launch_bounds__(128)
     else if constexpr (kBulk)
       issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                                        tiles.k(s), tiles.v(s), bars + 8 * s);
+    else if constexpr (C::kPages)
+      issue_kv_tile_tma_pages<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(tiles.k(s)),
+                                            smem_addr(tiles.v(s)), bars + 8 * s, &tm_k, &tm_v);
     else if constexpr (C::kTma)
       issue_kv_tile_tma<DP, C::kKeys, 64, 32>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                               smem_addr(tiles.k(s)), smem_addr(tiles.v(s)), bars + 8 * s, box_rows,
@@ -392,7 +421,8 @@ __global__ void __launch_bounds__(128)
       pv_tile_fp8<DP, typename C::RawLayout, false>(st, s, vraw, warp * 16);
       continue;
     } else {
-      constexpr int kWarpSliceElems = C::kTma ? 16 * 64 : 16 * C::kRS;  // a warp's 16 keys in a tile
+      // A warp's 16 keys in a tile: a page box, rows of the tile's chunks, or padded rows.
+      constexpr int kWarpSliceElems = C::kPages ? 16 * DP : C::kTma ? 16 * 64 : 16 * C::kRS;
       float s[2][4];
       const T* ks = tiles.k(it % C::kStages) + warp * kWarpSliceElems;
       T* vs = tiles.v(it % C::kStages) + warp * kWarpSliceElems;
@@ -609,7 +639,7 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
                    const void* kv_maps, int box_rows, bool programmatic, void* stream) {
   if (p.num_work == 0) return;
   CUtensorMap maps[2] = {};
-  if (loads == kLoadsTma) std::memcpy(maps, kv_maps, sizeof(maps));
+  if (loads == kLoadsTma || loads == kLoadsTmaPages) std::memcpy(maps, kv_maps, sizeof(maps));
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
       auto go = [&]<int LOADS, bool FP8, int FORM = kFormRows>() {
@@ -618,7 +648,8 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         const char* how = FP8                      ? (LOADS == kLoadsTma ? "fp8 tma" : "fp8 cp.async")
                           : LOADS == kLoadsCpAsync ? "cp.async"
                           : LOADS == kLoadsBulk    ? "bulk"
-                                                   : "tma";
+                          : LOADS == kLoadsTma     ? "tma"
+                                                   : "tma page boxes";
         auto cfg = [&] {
           return cfg_string(
               "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={} form={}",
@@ -644,7 +675,12 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
           case kFormKeys128: fp8.template operator()<kFormKeys128>(); break;
         }
       } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
-      else if (loads != kLoadsTma) go.template operator()<kLoadsCpAsync, false>();
+      else if (loads == kLoadsTmaPages) {
+        if constexpr (DP == 128 || DP == 256) go.template operator()<kLoadsTmaPages, false>();
+        else
+          throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "decode_kernel",
+                           cfg_string("TMA page boxes take head sizes 128 and 256, not {}", DP));
+      } else if (loads != kLoadsTma) go.template operator()<kLoadsCpAsync, false>();
       else if constexpr (DP % 64 == 0) go.template operator()<kLoadsTma, false>();
       else
         throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "decode_kernel",

@@ -37,10 +37,13 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& con
 
 /// How the decode kernel fills shared memory (16-bit caches; fp8 caches always use cp.async).
 enum class DecodeCopies {
-  automatic,  ///< the measured best where it applies: TMA boxes on sm_90, else cp.async
+  automatic,  ///< the measured best where it applies: TMA page boxes, else boxes on sm_90, else cp.async
   cp_async,   ///< 16-byte cp.async per thread (any sm_80+)
   bulk_rows,  ///< sm_90: one bulk copy per key row
   tma_boxes,  ///< sm_90: one TMA box per page slice and 64 columns (head size padded to 64s)
+  /// sm_90: one TMA box per 16-key page slice holding all of its columns (16-bit cache,
+  /// head size 128 or 256, pages of 16 keys or a multiple: elsewhere tma_boxes)
+  tma_page_boxes,
 };
 
 /// How the Hopper prefill multiplies with an fp8 (e4m3) cache.

@@ -118,7 +118,15 @@ enum DecodeLoads : int {
   kLoadsTma = 2,      ///< one TMA box per page slice and 128 bytes of columns, 128-byte
                       ///< swizzled (sm_90; head_dim_pad a multiple of 64 for 16-bit caches,
                       ///< of 128 for fp8; p.split_align a multiple of the box's keys)
+  kLoadsTmaPages = 3,  ///< one TMA box per 16-key page slice holding every 64-column chunk of
+                       ///< its keys, 128-byte swizzled (sm_90; 16-bit cache, head size 128 or
+                       ///< 256 unpadded, 16-key boxes: decode_page_boxes_apply)
 };
+/// Where kLoadsTmaPages applies: the box reads every 64-column chunk whole (a padded head
+/// size would read the next head's columns), and each warp's 16 keys are one box.
+constexpr bool decode_page_boxes_apply(int head_size, bool kv_fp8, int box_rows) {
+  return !kv_fp8 && (head_size == 128 || head_size == 256) && box_rows == 16;
+}
 /// Split sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes
 /// (copied raw by TMA boxes or cp.async, converted to f16 in registers as the mma fragments
 /// are built; k_scale is folded into the score scale by the planner, v_scale is p.v_scale;
@@ -143,16 +151,21 @@ struct HopperVariant {
     /// together: the tensor pipe gets a warpgroup's next product without the wake-up and
     /// issue gap between them (S's accumulators are free once P is packed).
     issue_ahead = 2,
+    /// Page-boxed V: one TMA box per 16-key page slice holding all of its 64-column
+    /// chunks (a 5-D box), read by P·V one box per 16-key step; half of a d=128 tile's V
+    /// boxes (a quarter of d=256's). 16-bit caches, head sizes 128 and 256, 16-key boxes.
+    v_page_boxes = 4,
   };
 };
 /// The variants compiled in (wide keys and issue-ahead together spill at d=128, and
 /// measured +1.4 % there only).
-inline constexpr int kHopperVariants[] = {0, 1, 2};
+inline constexpr int kHopperVariants[] = {0, 1, 2, 4, 5};
 /// The variant a path takes by default: e4m3 products issue ahead (+6 % on the H200,
-/// 2026-12-02); 16-bit caches take wide tiles where they apply (the planner drops the flag
-/// elsewhere): issue-ahead measured −3 % to +4 % there, the f16 products ±0 at d=128.
+/// 2026-12-02); 16-bit caches take wide tiles and page-boxed V where they apply (the
+/// planner drops each flag elsewhere; page boxes +7 to +12 % on the H200, 2026-12-02):
+/// issue-ahead measured −3 % to +4 % there, the f16 products ±0 at d=128.
 constexpr int hopper_default_variant(KvPath kv) {
-  return kv == KvPath::e4m3 ? HopperVariant::issue_ahead : HopperVariant::wide_keys;
+  return kv == KvPath::e4m3 ? HopperVariant::issue_ahead : HopperVariant::wide_keys | HopperVariant::v_page_boxes;
 }
 
 /// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
@@ -200,6 +213,12 @@ constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80;
 /// Where wide_keys applies: d ≤ 128 on a 16-bit cache (the planner drops it elsewhere, and
 /// on causal or windowed layers).
 constexpr bool hopper_wide_keys_apply(int head_dim, KvPath kv) { return head_dim <= 128 && kv == KvPath::b16; }
+/// Where v_page_boxes applies: a 16-bit cache whose head size is two or four whole 64-column
+/// chunks (the box reads every chunk's 64 columns: a padded head size would read the next
+/// head's), with 16-key boxes (the P·V step).
+constexpr bool hopper_v_page_boxes_apply(int head_size, KvPath kv, int box_rows) {
+  return kv == KvPath::b16 && (head_size == 128 || head_size == 256) && box_rows == 16;
+}
 /// The key tile of a variant: wide_keys takes 176 keys up to d=128.
 constexpr int hopper_key_tile(int head_dim, int variant) {
   return head_dim <= 128 && (variant & HopperVariant::wide_keys) ? 176 : hopper_key_tile(head_dim);

@@ -3,7 +3,9 @@
 //
 // One CTA = 128 query rows of one query head (64 per consumer warpgroup). The producer's
 // first warp loads Q and K/V tiles into a two-stage ring, page by page through the
-// block table (one TMA box per page slice and 128-byte column chunk, 128-byte swizzled).
+// block table (one TMA box per page slice and 128-byte column chunk, 128-byte swizzled; V
+// at head sizes 128 and 256 on 16-key boxes one box per page slice holding all its chunks,
+// HopperVariant::v_page_boxes, which P·V reads one box per 16-key step).
 // Each consumer computes S = Q·Kᵀ with both operands in shared memory, applies the score
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory. The softmax folds the
@@ -451,8 +453,14 @@ __global__ void __launch_bounds__(384, 1)
 #ifdef ATTNSEL_SM90A
   constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
   constexpr bool kIssueAhead = (V & HopperVariant::issue_ahead) != 0;
+  // Page-boxed V (HopperVariant::v_page_boxes): box b of a stage holds keys 16b..16b+15,
+  // every 64-column chunk of them (kVBox bytes), which is exactly P·V's k-step b.
+  constexpr bool kVPageBoxes = (V & HopperVariant::v_page_boxes) != 0;
   static_assert(!kWide || hopper_wide_keys_apply(D, KP), "wide key tiles: d ≤ 128, 16-bit cache");
+  static_assert(!kVPageBoxes || hopper_v_page_boxes_apply(D, KP, 16), "page-boxed V: d 128 or 256, 16-bit cache");
   using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
+  constexpr int kVBoxRows = 16;
+  constexpr std::uint32_t kVBox = kVBoxRows * 128 * C::kChunks;
   constexpr bool FP8 = C::kFp8, kE4m3 = C::kE4m3;
   using M = std::conditional_t<FP8, __half, T>;  // the 16-bit products' element type
   // e4m3 P is 2^5·exp2(s − m): a maximum 2^3 stale keeps it under e4m3's 448.
@@ -592,10 +600,13 @@ __global__ void __launch_bounds__(384, 1)
             mbar_arrive_expect_tx(vbar, bytes);
           }
           __syncwarp();
-          if (lane < nbox)
+          if constexpr (kVPageBoxes) {
+            if (lane < nbox) tma_load_5d(vdst + lane * kVBox, &tm_v, vbar, 0, off, 0, it.kvh, page);
+          } else if (lane < nbox) {
             for (int c = 0; c < kBoxChunks; ++c)
               tma_load_4d(vdst + c * kColumnStride + lane * box_rows * 128, &tm_v, vbar, c * kBoxColumns, it.kvh, off,
                           page);
+          }
           if (t == 0) load_q();
         }
       } else if constexpr (FP8) {
@@ -693,8 +704,10 @@ __global__ void __launch_bounds__(384, 1)
 
       const std::uint64_t q_desc = smem_desc((kE4m3 ? q8_s : q_s) + wg_row0 * 128, 16, 1024);
       const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
-      // 16-bit V is read transposed (MN-major); e4m3 V was transposed to K-major (d rows).
-      const std::uint64_t v_desc = smem_desc(v_s(0), kE4m3 ? 16 : C::kKeys * 128, 1024);
+      // 16-bit V is read transposed (MN-major: the leading offset steps 64 columns); e4m3 V
+      // was transposed to K-major (d rows).
+      const std::uint64_t v_desc =
+          smem_desc(v_s(0), kE4m3 ? 16 : kVPageBoxes ? kVBoxRows * 128 : C::kKeys * 128, 1024);
       // P as register A-fragments: 16 keys per register quadruple (16-bit), 32 (e4m3).
       constexpr int kPK = kE4m3 ? 32 : 16;
       auto issue_qk = [&](int s) {
@@ -718,7 +731,7 @@ __global__ void __launch_bounds__(384, 1)
           if constexpr (kE4m3) {
             WgmmaE4m3RS<D>::run(st.o, pa[kb], desc_at(v_desc, s * C::kVBytes + kb * 32), 1);
           } else {
-            const std::uint64_t dv = desc_at(v_desc, s * C::kVBytes + kb * 16 * 128);
+            const std::uint64_t dv = desc_at(v_desc, s * C::kVBytes + kb * (kVPageBoxes ? kVBox : 16 * 128));
             WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
           }
         }
@@ -755,8 +768,10 @@ __global__ void __launch_bounds__(384, 1)
             for (int idx = threadIdx.x - 128; idx < n16; idx += 256) {
               const int row = first_bad + idx / (C::kChunks * 8);
               const int c = (idx / 8) % C::kChunks;
-              *reinterpret_cast<uint4*>(ptr(v_s(s)) + c * C::kKeys * 128 + row * 128 + (idx % 8) * 16) =
-                  make_uint4(0, 0, 0, 0);
+              const int at = kVPageBoxes
+                                 ? (row / kVBoxRows) * int(kVBox) + c * kVBoxRows * 128 + (row % kVBoxRows) * 128
+                                 : c * C::kKeys * 128 + row * 128;
+              *reinterpret_cast<uint4*>(ptr(v_s(s)) + at + (idx % 8) * 16) = make_uint4(0, 0, 0, 0);
             }
             fence_async_shared();
             named_barrier(1, 256);
@@ -885,6 +900,11 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   const int d = hopper_head_dim(head_size, kv);
   if (!hopper_wide_keys_apply(d, kv)) variant &= ~int(HopperVariant::wide_keys);
+  // The V map was encoded for the variant's layout: a mismatch is the planner's error.
+  if ((variant & HopperVariant::v_page_boxes) && !hopper_v_page_boxes_apply(head_size, kv, box_rows))
+    throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
+                     cfg_string("page-boxed V at head size {} with {}-key boxes (it takes 128 or 256 with 16)",
+                                head_size, box_rows));
   dispatch_elem(e, [&]<class T>() {
     auto go = [&]<int D, KvPath KP, int V>() {
       using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
@@ -911,6 +931,7 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
       auto one = [&]<int V>() {
         if (launched || variant != V) return;
         if constexpr ((V & HopperVariant::wide_keys) && !hopper_wide_keys_apply(D, KP)) return;
+        else if constexpr ((V & HopperVariant::v_page_boxes) && !hopper_v_page_boxes_apply(D, KP, 16)) return;
         else {
           go.template operator()<D, KP, V>();
           launched = true;

@@ -40,6 +40,20 @@ std::string encode(EncodeTiled fn, CUtensorMap* map, const TensorView& t, int ra
   return "";
 }
 
+/// Page boxes: box_rows keys × every 64-column chunk of a 16-bit row, landing chunk after
+/// chunk ([chunk][key][128 bytes]). The chunk dimension steps 128 bytes inside the row while
+/// the key dimension steps whole rows: TMA takes the strides in any order.
+std::string encode_page_boxes(EncodeTiled fn, const TensorView& t, int box_rows, CUtensorMap* map,
+                              const char* name) {
+  constexpr std::uint64_t es = 2;
+  const cuuint64_t chunks = cuuint64_t(t.shape[3]) / 64;
+  const cuuint64_t dims[5] = {64, cuuint64_t(t.shape[1]), chunks, cuuint64_t(t.shape[2]), cuuint64_t(t.shape[0])};
+  const cuuint64_t strides[4] = {cuuint64_t(t.stride[1]) * es, 128, cuuint64_t(t.stride[2]) * es,
+                                 cuuint64_t(t.stride[0]) * es};
+  const cuuint32_t box[5] = {64, cuuint32_t(box_rows), cuuint32_t(chunks), 1, 1};
+  return encode(fn, map, t, 5, dims, strides, box, name);
+}
+
 /// K and V maps into maps[0] and maps[1]: boxes of box_rows keys × 128 bytes (64 16-bit
 /// or 128 fp8 columns).
 std::string encode_kv(EncodeTiled fn, const KVCacheView& cache, int box_rows, CUtensorMap* maps) {
@@ -61,7 +75,8 @@ std::string encode_kv(EncodeTiled fn, const KVCacheView& cache, int box_rows, CU
 
 }  // namespace
 
-std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, TensorMaps& out) {
+std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, bool v_page_boxes,
+                            TensorMaps& out) {
   const EncodeTiled fn = encoder();
   if (!fn) return "the driver does not provide cuTensorMapEncodeTiled";
   CUtensorMap maps[3];
@@ -73,16 +88,25 @@ std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, i
     if (auto e = encode(fn, &maps[0], query, 3, dims, strides, box, "query"); !e.empty()) return e;
   }
   if (auto e = encode_kv(fn, cache, box_rows, &maps[1]); !e.empty()) return e;
+  if (v_page_boxes)
+    if (auto e = encode_page_boxes(fn, cache.value, box_rows, &maps[2], "value_cache (page boxes)"); !e.empty())
+      return e;
   static_assert(sizeof(maps) == sizeof(out.bytes));
   std::memcpy(out.bytes.data(), maps, sizeof(maps));
   return "";
 }
 
-std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, KVTensorMaps& out) {
+std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, bool page_boxes, KVTensorMaps& out) {
   const EncodeTiled fn = encoder();
   if (!fn) return "the driver does not provide cuTensorMapEncodeTiled";
   CUtensorMap maps[2];
-  if (auto e = encode_kv(fn, cache, box_rows, maps); !e.empty()) return e;
+  if (page_boxes) {
+    if (auto e = encode_page_boxes(fn, cache.key, box_rows, &maps[0], "key_cache (page boxes)"); !e.empty()) return e;
+    if (auto e = encode_page_boxes(fn, cache.value, box_rows, &maps[1], "value_cache (page boxes)"); !e.empty())
+      return e;
+  } else if (auto e = encode_kv(fn, cache, box_rows, maps); !e.empty()) {
+    return e;
+  }
   static_assert(sizeof(maps) == sizeof(out.bytes));
   std::memcpy(out.bytes.data(), maps, sizeof(maps));
   return "";

@@ -22,10 +22,13 @@ struct alignas(64) KVTensorMaps {
 };
 
 /// Encodes the maps: Q boxes of 64 columns × 128 query tokens of one head; K/V boxes of
-/// 64 columns × box_rows keys of one page and one KV head. Returns an error text, or "" on
-/// success (the caller then takes another kernel and says why).
-std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, TensorMaps& out);
-/// The K/V maps alone (boxes of 64 columns × box_rows keys of one page and one KV head).
-std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, KVTensorMaps& out);
+/// 64 columns × box_rows keys of one page and one KV head (v_page_boxes: V boxes of every
+/// 64-column chunk of box_rows keys, HopperVariant::v_page_boxes). Returns an error text, or
+/// "" on success (the caller then takes another kernel and says why).
+std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, bool v_page_boxes,
+                            TensorMaps& out);
+/// The K/V maps alone (boxes of 64 columns × box_rows keys of one page and one KV head;
+/// page_boxes: boxes of every 64-column chunk of box_rows keys, kLoadsTmaPages).
+std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, bool page_boxes, KVTensorMaps& out);
 
 }  // namespace attnsel::kernel::cuda
