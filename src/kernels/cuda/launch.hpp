@@ -162,7 +162,7 @@ struct HopperVariant {
 inline constexpr int kHopperVariants[] = {0, 1, 2, 4, 5};
 /// The variant a path takes by default: e4m3 products issue ahead (+6 % on the H200,
 /// 2026-12-02); 16-bit caches take wide tiles and page-boxed V where they apply (the
-/// planner drops each flag elsewhere; page boxes +7 to +12 % on the H200, 2026-12-02):
+/// planner drops each flag elsewhere; page boxes +8 to +21 % on the H200, 2026-12-02):
 /// issue-ahead measured −3 % to +4 % there, the f16 products ±0 at d=128.
 constexpr int hopper_default_variant(KvPath kv) {
   return kv == KvPath::e4m3 ? HopperVariant::issue_ahead : HopperVariant::wide_keys | HopperVariant::v_page_boxes;
