@@ -4,7 +4,8 @@
 // K and V are read once per group) against one slice of the keys. Four warps take 16 keys
 // each of every 64-key tile; tiles stream through a 2–3 stage pipeline, filled by cp.async
 // (sm_80+), by one bulk copy per key row, or by TMA boxes of a page slice × 64 columns
-// (sm_90; 128-byte swizzled, so ldmatrix reads them through Swizzled128). The warps'
+// (sm_90; 128-byte swizzled, so ldmatrix reads them through Swizzled128) — at head sizes
+// 128 and 256 one box per warp's 16 keys holding all their columns (kLoadsTmaPages). The warps'
 // partial softmax states are combined in shared memory; a CTA that owns a whole sequence
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row

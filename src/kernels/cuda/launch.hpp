@@ -122,10 +122,17 @@ enum DecodeLoads : int {
                        ///< its keys, 128-byte swizzled (sm_90; 16-bit cache, head size 128 or
                        ///< 256 unpadded, 16-key boxes: decode_page_boxes_apply)
 };
-/// Where kLoadsTmaPages applies: the box reads every 64-column chunk whole (a padded head
-/// size would read the next head's columns), and each warp's 16 keys are one box.
+/// Where a 16-bit row fits page boxes (one TMA box per 16-key page slice holding all of its
+/// 64-column chunks: the prefill's V, the decode's K and V): the box reads every chunk's 64
+/// columns whole, so the head size must be whole chunks (a padded one would read the next
+/// head's columns; 128 and 256 are the sizes the kernels compute that way), and the boxes
+/// 16 keys (the P·V step, a decode warp's share of a tile).
+constexpr bool page_boxes_fit(int head_size, int box_rows) {
+  return (head_size == 128 || head_size == 256) && box_rows == 16;
+}
+/// Where kLoadsTmaPages applies: a 16-bit cache whose rows fit page boxes.
 constexpr bool decode_page_boxes_apply(int head_size, bool kv_fp8, int box_rows) {
-  return !kv_fp8 && (head_size == 128 || head_size == 256) && box_rows == 16;
+  return !kv_fp8 && page_boxes_fit(head_size, box_rows);
 }
 /// Split sequences are merged by the last slice's CTA. kv_fp8: the cache holds e4m3 bytes
 /// (copied raw by TMA boxes or cp.async, converted to f16 in registers as the mma fragments
@@ -213,11 +220,9 @@ constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80;
 /// Where wide_keys applies: d ≤ 128 on a 16-bit cache (the planner drops it elsewhere, and
 /// on causal or windowed layers).
 constexpr bool hopper_wide_keys_apply(int head_dim, KvPath kv) { return head_dim <= 128 && kv == KvPath::b16; }
-/// Where v_page_boxes applies: a 16-bit cache whose head size is two or four whole 64-column
-/// chunks (the box reads every chunk's 64 columns: a padded head size would read the next
-/// head's), with 16-key boxes (the P·V step).
+/// Where v_page_boxes applies: a 16-bit cache whose rows fit page boxes (page_boxes_fit).
 constexpr bool hopper_v_page_boxes_apply(int head_size, KvPath kv, int box_rows) {
-  return kv == KvPath::b16 && (head_size == 128 || head_size == 256) && box_rows == 16;
+  return kv == KvPath::b16 && page_boxes_fit(head_size, box_rows);
 }
 /// The key tile of a variant: wide_keys takes 176 keys up to d=128.
 constexpr int hopper_key_tile(int head_dim, int variant) {
