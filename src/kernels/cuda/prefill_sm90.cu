@@ -10,9 +10,11 @@
 // modifiers and the online softmax in registers, and accumulates O += P·V with P taken
 // straight from registers and V read transposed from shared memory. The softmax folds the
 // score scale into exp2's FMA and rescales O only when a row maximum grows by more than
-// 2^8 (2^3 for e4m3 products). Key tiles are 128 keys (80 at d=256), 176 up to d=128
-// without a causal mask or window (HopperVariant::wide_keys: fewer per-tile fixed costs
-// where no tile is masked).
+// 2^8 (2^3 for e4m3 products); its row maxima and sums run as four independent chains
+// each, and the warpgroup index is warp-uniform to the compiler (shuffled from lane 0), so
+// more of the wgmma descriptor arithmetic stays in uniform registers. Key tiles are 128
+// keys (80 at d=256), 176 up to d=128 without a causal mask or window
+// (HopperVariant::wide_keys: fewer per-tile fixed costs where no tile is masked).
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
@@ -143,6 +145,14 @@ template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4
 #pragma unroll
     for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
 }
+/// Reduces N partial values pairwise (a tree of depth log2 N, not a chain of N - 1).
+template <int N, class Op> __device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
+#pragma unroll
+  for (int width = 1; width < N; width *= 2)
+#pragma unroll
+    for (int i = 0; i + width < N; i += 2 * width) v[i] = op(v[i], v[i + width]);
+  return v[0];
+}
 /// Online softmax of one S tile: row maxima of s as given, the per-row `scale` folded into
 /// exp2's FMA (one FFMA and one exp2 an element; s already in the log2 domain: scale 1).
 /// A row keeps its maximum while the tile's exceeds it by at most 2^LAZY_LOG2 (P ≤
@@ -154,12 +164,19 @@ template <int DP, int NT, int PROB_LOG2, int LAZY_LOG2>
 __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT][4], float scale0, float scale1) {
   static_assert(LAZY_LOG2 > 0, "every caller rescales lazily");
   const float scale[2] = {scale0, scale1};
+  // Maxima and sums in kChains independent partial chains per row: one chain of NT
+  // dependent FMNMX or FADD would leave the warp waiting out each one's latency.
+  constexpr int kChains = NT < 4 ? NT : 4;
   float mx[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    mx[h] = -INFINITY;
+    float part[kChains];
 #pragma unroll
-    for (int n = 0; n < NT; ++n) mx[h] = fmaxf(mx[h], fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+    for (int c = 0; c < kChains; ++c) part[c] = fmaxf(s[c][2 * h], s[c][2 * h + 1]);
+#pragma unroll
+    for (int n = kChains; n < NT; ++n)
+      part[n % kChains] = fmaxf(part[n % kChains], fmaxf(s[n][2 * h], s[n][2 * h + 1]));
+    mx[h] = tree_reduce<kChains>(part, [](float a, float b) { return fmaxf(a, b); });
   }
 #pragma unroll
   for (int h = 0; h < 2; ++h) mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
@@ -190,16 +207,15 @@ __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT]
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const float neg = (st.m[h] == -INFINITY ? 0.0f : -st.m[h]) + float(PROB_LOG2);
-    float sum = 0.0f;
+    float part[kChains];
 #pragma unroll
-    for (int n = 0; n < NT; ++n)
+    for (int n = 0; n < NT; ++n) {
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const float x = fmaf(s[n][2 * h + e], scale[h], neg);
-        s[n][2 * h + e] = fast_exp2(x);
-        sum += s[n][2 * h + e];
-      }
-    st.l[h] += sum;
+      for (int e = 0; e < 2; ++e) s[n][2 * h + e] = fast_exp2(fmaf(s[n][2 * h + e], scale[h], neg));
+      const float pair = s[n][2 * h] + s[n][2 * h + 1];
+      part[n % kChains] = n < kChains ? pair : part[n % kChains] + pair;
+    }
+    st.l[h] += tree_reduce<kChains>(part, [](float a, float b) { return a + b; });
   }
 }
 __device__ __forceinline__ void named_barrier(int id, int threads) {
@@ -538,7 +554,9 @@ __global__ void __launch_bounds__(384, 1)
   }
   __syncthreads();
 
-  const int wg = threadIdx.x / 128;
+  // Warp-uniform by construction (a shuffle from lane 0): the compiler then keeps more of
+  // the consumers' descriptor arithmetic in uniform registers (fewer R2UR moves per wgmma).
+  const int wg = __shfl_sync(0xffffffffu, int(threadIdx.x / 128), 0);
   if (wg == 0) {
     // ---------------- producer ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs) : "memory");
