@@ -5,6 +5,7 @@
 
 #include "kernels/gpu_test_util.hpp"
 #include "kernels/cuda/flash_attn_cuda.hpp"
+#include "runtime/accuracy.hpp"
 #include "runtime/bench_job.hpp"
 #include "runtime/run_job.hpp"
 
@@ -61,6 +62,30 @@ TEST(RunJobGpu, Fp8CacheWithScalesPassesTheCheck) {
   // The cache is 1 byte per element: decode reads half the bytes of a bf16 cache.
   const double tokens = 3.0 * ((45 + 4) + (45 + 6) + (45 + 8));  // the warm-up step's 47 apart
   EXPECT_DOUBLE_EQ(r.decode.kv_bytes, 3 /*layers*/ * tokens * 2 * 2 * 64 * 1);
+}
+
+TEST(RunJobGpu, Fp8PrefillOnHopperChecksE4m3QueriesAgainstTheirTolerance) {
+  REQUIRE_GPU();
+  // Chunks of 256 / 3 = 85 tokens a sequence: the checked (last) prefill step takes 65 of
+  // each, 260 rows per KV head, beyond the decode kernel's 64. On sm_90 that is the Hopper
+  // prefill, whose e4m3 products (head size 64) multiply fp8 queries and take the wider
+  // tolerance; elsewhere the mma.sync prefill, which keeps bf16's.
+  RunSpec s = tiny_spec();
+  s.context = 150;
+  s.prefill_chunk_tokens = 256;
+  s.decode_steps = 1;
+  s.kv_cache_dtype = "fp8_e4m3";
+  s.k_scale = 0.02f;
+  s.v_scale = 0.5f;
+  const kernel::cuda::DeviceInfo device = kernel::cuda::device_info(0);
+  const bool hopper = device.major == 9 && device.minor == 0;
+  const RunReport r = run_job(s, cuda_impl());
+  EXPECT_EQ(r.prefill.steps, 2);
+  ASSERT_TRUE(r.check_prefill.ran);
+  EXPECT_EQ(r.check_prefill.fp8_queries, hopper);
+  EXPECT_EQ(r.check_prefill.tolerance.atol, tolerance_for(s.dtype, hopper).atol);
+  EXPECT_TRUE(r.check_passed()) << r.check_prefill.comparison.worst_ratio << " "
+                                << r.check_decode.comparison.worst_ratio;
 }
 
 TEST(RunJobGpu, DecodeStepCapturedInACudaGraphPassesTheCheck) {
