@@ -242,7 +242,7 @@ __global__ void __launch_bounds__(128)
   const int last_row = min(row0 + kDecodeRows - 1, pr.rows - 1);
   const int pos_min = pr.ctx + row0 / p.group, pos_max = pr.ctx + last_row / p.group;
   const KeyRange vis_first = visible_keys(p, pos_min, seq_len), vis_last = visible_keys(p, pos_max, seq_len);
-  const int num_splits = p.seq_splits[seq];
+  const int num_splits = w.num_splits;
   const int lo = vis_first.lo & ~(p.split_align - 1);  // slices and TMA boxes start aligned
   const int hi = vis_last.hi;                           // (union of the rows' visible keys)
   const int span = max(hi - lo, 0);

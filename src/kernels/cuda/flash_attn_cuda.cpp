@@ -388,12 +388,11 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   bool fused_append = false;  // see PlanSummary::fused_append
   std::int64_t num_blocks = 0;  // of the group's cache
   AppendBlocks append_blocks;
-  std::size_t o_qsl = 0, o_sl = 0, o_bt = 0, o_sp = 0, o_dw = 0, o_pw = 0, o_slots = 0, meta_bytes = 0;
+  std::size_t o_qsl = 0, o_sl = 0, o_bt = 0, o_dw = 0, o_pw = 0, o_slots = 0, meta_bytes = 0;
   std::size_t part_floats = 0;
   PlanSummary summary;
   // Host-side lists, kept for their capacity.
   std::vector<int> decode_seqs, prefill_seqs;
-  std::vector<std::int32_t> seq_splits;
   std::vector<DecodeWork> dwork;
   std::vector<PrefillWork> pwork;
   std::vector<std::pair<std::int64_t, int>> tile_cost;
@@ -681,7 +680,6 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   }
 
   // ---- decode: choose splits ------------------------------------------------------------
-  plan.seq_splits.assign(std::max(n, 1), 1);
   plan.dwork.clear();
   int part_tokens = 0, max_splits = 1, counters = 0;
   if (!plan.decode_seqs.empty()) {
@@ -711,14 +709,13 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
         ns = static_cast<int>(std::floor(target * double(span) / weighted + 1e-9));
         ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / std::max(1, tuning_.min_split_keys))));
       }
-      plan.seq_splits[s] = ns;
       max_splits = std::max(max_splits, ns);
       const int base = ns > 1 ? part_tokens : 0;
       for (int t = 0; t < tiles; ++t)
         for (int h = 0; h < lp.num_kv_heads; ++h) {
           const int counter = ns > 1 ? counters++ : -1;
           for (int sp = 0; sp < ns; ++sp)
-            plan.dwork.push_back({s, h, t, sp, base, counter, md.query_start_loc[s], q_len, md.seq_lens[s], {0, 0, 0}});
+            plan.dwork.push_back({s, h, t, sp, base, counter, md.query_start_loc[s], q_len, md.seq_lens[s], ns, {0, 0}});
         }
       if (ns > 1) part_tokens += q_len;
     }
@@ -766,7 +763,6 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   plan.o_qsl = take((std::size_t(n) + 1) * sizeof(std::int32_t));
   plan.o_sl = take(std::size_t(n) * sizeof(std::int32_t));
   plan.o_bt = take(std::size_t(n) * stride * sizeof(std::int32_t));
-  plan.o_sp = take(plan.seq_splits.size() * sizeof(std::int32_t));
   plan.o_dw = take(plan.dwork.size() * sizeof(DecodeWork));
   plan.o_pw = take(plan.pwork.size() * sizeof(PrefillWork));
   plan.o_slots = take(tokens * sizeof(std::int64_t));
@@ -792,7 +788,6 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
       std::fill(row + md.max_blocks_per_seq, row + stride, 0);
     }
   }
-  put(plan.o_sp, plan.seq_splits.data(), plan.seq_splits.size() * sizeof(std::int32_t));
   put(plan.o_dw, plan.dwork.data(), plan.dwork.size() * sizeof(DecodeWork));
   put(plan.o_pw, plan.pwork.data(), plan.pwork.size() * sizeof(PrefillWork));
   if (slots) put(plan.o_slots, md.slot_mapping.data(), tokens * sizeof(std::int64_t));
@@ -958,7 +953,6 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
   p.query_start_loc = static_cast<const std::int32_t*>(plan.at(plan.o_qsl));
   p.seq_lens = static_cast<const std::int32_t*>(plan.at(plan.o_sl));
   p.block_table = static_cast<const std::int32_t*>(plan.at(plan.o_bt));
-  p.seq_splits = static_cast<const std::int32_t*>(plan.at(plan.o_sp));
   p.split_align = plan.split_align;
   if (lse) {
     p.lse = static_cast<float*>(lse->data);

@@ -22,11 +22,13 @@ struct DecodeWork {
   std::int32_t split;      ///< which slice of the keys
   std::int32_t part_base;  ///< row of the sequence's first query token in the partial buffers
   std::int32_t counter;    ///< this row tile's arrival counter (split sequences only)
-  // The sequence's facts, so a CTA starts its first copies one memory round trip sooner.
-  std::int32_t q_begin;    ///< query_start_loc[seq]
+  // The sequence's facts, so a CTA reads nothing else of the plan before its first copies
+  // (each such read was a dependent memory round trip).
+  std::int32_t q_begin;     ///< query_start_loc[seq]
   std::int32_t q_len;
   std::int32_t seq_len;
-  std::int32_t pad[3];
+  std::int32_t num_splits;  ///< slices of this sequence's keys (1 = no split)
+  std::int32_t pad[2];
 };
 
 /// One CTA's work in a prefill kernel: a tile of query rows of one sequence.
@@ -77,7 +79,6 @@ struct AttnParams {
   float* part_lse = nullptr;   ///< [max_splits, num_part_tokens, num_heads]
   std::int32_t num_part_tokens = 0;  ///< query tokens of the sequences that are split
   std::int32_t* split_counters = nullptr;  ///< per split row tile; zero between runs
-  const std::int32_t* seq_splits = nullptr;  ///< [num_seqs] number of key slices (1 = no split)
   std::int32_t split_align = 16;  ///< decode slices start on multiples of this many keys (a power of 2)
 
   // Log-sum-exp of each row (decode kernel only; null = not wanted): natural log of the
