@@ -22,8 +22,8 @@ struct DecodeWork {
   std::int32_t split;      ///< which slice of the keys
   std::int32_t part_base;  ///< row of the sequence's first query token in the partial buffers
   std::int32_t counter;    ///< this row tile's arrival counter (split sequences only)
-  // The sequence's facts, so a CTA reads nothing else of the plan before its first copies
-  // (each such read was a dependent memory round trip).
+  // The sequence's facts, so that the block table's page ids are the only other read of the
+  // plan before a CTA's first copies (each such read is a dependent memory round trip).
   std::int32_t q_begin;     ///< query_start_loc[seq]
   std::int32_t q_len;
   std::int32_t seq_len;
