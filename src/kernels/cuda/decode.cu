@@ -143,20 +143,24 @@ __device__ __forceinline__ void issue_kv_tile_tma(const AttnParams& p, const std
 /// K or V, holding every 64-column chunk of those keys ([chunk][16 keys][128 bytes]), the
 /// slice one warp reads — 8 boxes of 4 KB for a 64-key tile at d=128, where kLoadsTma issues
 /// 16 of 2 KB. Warp 0 issues them, as for kLoadsTma's 16-bit tiles.
+/// A prologue tile's page ids come from `held` (lane held_at + b of warp 0 holds box b's,
+/// loaded before the kernel waited for the ones before it); held_at < 0 reads the block table.
 template <int DP, int NKEYS>
 __device__ __forceinline__ void issue_kv_tile_tma_pages(const AttnParams& p, const std::int32_t* block_row,
                                                         int kv_head, int t0, int kv_end, std::uint32_t ks,
                                                         std::uint32_t vs, std::uint32_t bar, const CUtensorMap* tm_k,
-                                                        const CUtensorMap* tm_v) {
+                                                        const CUtensorMap* tm_v, int held, int held_at) {
   constexpr std::uint32_t kBoxBytes = 16 * DP * 2;
+  static_assert(2 * (NKEYS / 16) <= 32, "one lane per box of K or V");
   if (threadIdx.x >= 32) return;
   const int nbox = ceil_div(min(kv_end - t0, NKEYS), 16);
   if (threadIdx.x == 0) mbar_arrive_expect_tx(bar, std::uint32_t(2 * nbox) * kBoxBytes);
-  for (int r = threadIdx.x; r < 2 * nbox; r += 32) {
-    const int b = r % nbox;
-    const bool is_v = r >= nbox;
-    const int key = t0 + b * 16;
-    const int page = block_row[key / p.block_size];
+  const int r = threadIdx.x, b = nbox > 0 ? r % nbox : 0;
+  const bool is_v = r >= nbox;
+  const int key = t0 + b * 16;
+  const int held_page = __shfl_sync(0xffffffffu, held, max(held_at, 0) + b);
+  if (r < 2 * nbox) {
+    const int page = held_at >= 0 ? held_page : block_row[key / p.block_size];
     tma_load_5d((is_v ? vs : ks) + b * kBoxBytes, is_v ? tm_v : tm_k, bar, 0, key % p.block_size, 0, kv_head, page);
   }
 }
@@ -172,6 +176,15 @@ __device__ __forceinline__ float row_lse(float m, float l, float sink_log2, bool
     return (mm + __log2f(l * a + fast_exp2(sink_log2 - mm))) * kLn2;
   }
   return l > 0.0f ? (m + __log2f(l)) * kLn2 : -INFINITY;
+}
+
+/// Adds one to a counter in global memory, as a release of everything this thread wrote or
+/// saw written before (the CTA's writes, after a barrier) and an acquire of what the earlier
+/// arrivals released; returns the count before.
+__device__ __forceinline__ int arrive_acq_rel(int* counter) {
+  int before;
+  asm volatile("atom.add.acq_rel.gpu.global.s32 %0, [%1], 1;" : "=r"(before) : "l"(counter) : "memory");
+  return before;
 }
 
 /// Orders this thread's generic-proxy global writes before later async-proxy reads of them
@@ -253,6 +266,16 @@ __global__ void __launch_bounds__(128)
   const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
 
   const std::uint32_t bars = smem_addr(pipe) + std::uint32_t(C::kPipeBytes);
+  // Page boxes: warp 0 loads the prologue tiles' page ids (lane t * boxes + b: tile t's box
+  // b) in one round trip now, from the plan's block table, so that no copy waits for a
+  // dependent load once the kernels ahead have finished.
+  constexpr int kPrologueTiles = C::kStages - 1, kTileBoxes = C::kKeys / 16;
+  int held_page = 0;
+  if constexpr (C::kPages) {
+    static_assert(kPrologueTiles * kTileBoxes <= 32, "one lane per prologue box");
+    const int key = kv_begin + (threadIdx.x / kTileBoxes) * C::kKeys + (threadIdx.x % kTileBoxes) * 16;
+    if (threadIdx.x < kPrologueTiles * kTileBoxes && key < kv_end) held_page = block_row[key / p.block_size];
+  }
   auto issue = [&](int t) {
     const int s = t % C::kStages;
     if constexpr (FP8 && C::kTma)
@@ -267,7 +290,8 @@ __global__ void __launch_bounds__(128)
                                                        tiles.k(s), tiles.v(s), bars + 8 * s);
     else if constexpr (C::kPages)
       issue_kv_tile_tma_pages<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(tiles.k(s)),
-                                            smem_addr(tiles.v(s)), bars + 8 * s, &tm_k, &tm_v);
+                                            smem_addr(tiles.v(s)), bars + 8 * s, &tm_k, &tm_v, held_page,
+                                            t < kPrologueTiles ? t * kTileBoxes : -1);
     else if constexpr (C::kTma)
       issue_kv_tile_tma<DP, C::kKeys, 64, 32>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
                                               smem_addr(tiles.k(s)), smem_addr(tiles.v(s)), bars + 8 * s, box_rows,
@@ -568,13 +592,14 @@ __global__ void __launch_bounds__(128)
   if (!split_mode) return;
 
   // ---- the last slice of a row tile to finish merges every slice (no second launch) ----
+  // One thread's acquire-release arrival after the CTA's barrier publishes every thread's
+  // partial (as cooperative groups' grid barrier does), where a fence in every thread
+  // before and after it waited for the stores twice.
   __shared__ int last_slice;
-  __threadfence();
   __syncthreads();
-  if (threadIdx.x == 0) last_slice = atomicAdd(p.split_counters + w.counter, 1) == num_splits - 1;
+  if (threadIdx.x == 0) last_slice = arrive_acq_rel(p.split_counters + w.counter) == num_splits - 1;
   __syncthreads();
   if (!last_slice) return;
-  __threadfence();
   for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
     const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
     const int row = row0 + r;
