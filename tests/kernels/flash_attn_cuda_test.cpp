@@ -58,6 +58,9 @@ struct GpuCase {
   std::vector<float> k_scales, v_scales;  // per KV head (empty = the scalars)
   bool batch_invariant = false;
   float scale_mult = 1.0f;  // the softmax scale is scale_mult / sqrt(head_size)
+  // The output's head stride, for one head (never stepped): 0 keeps it contiguous; one TMA
+  // cannot express (not a multiple of 16 bytes) makes the Hopper prefill store by warps.
+  std::int64_t output_head_stride = 0;
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -124,6 +127,10 @@ Outcome check_case(const GpuCase& c) {
   DeviceTensor k = to_device(host_cache.key);
   DeviceTensor v = to_device(host_cache.value);
   DeviceTensor o = device_like(wl.output());
+  if (c.output_head_stride != 0) {
+    EXPECT_EQ(c.heads, 1) << "a head stride of its own needs one head";
+    o.view.stride[1] = c.output_head_stride;
+  }
   o.buffer.fill_bytes(0xFF);  // 0xFFFF is a NaN in f16 and bf16: unwritten elements show
   FlashAttnCuda impl(lp, c.tuning);
   const KVCacheView dev_cache{k.view, v.view};
@@ -858,7 +865,8 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
           c.head_size = hs;
           c.dtype = dt;
           c.tuning.hopper_ctas = ctas;
-          c.seqs = {{131, 131}, {389, 257}, {61, 61}};
+          // 100 queries: one warpgroup's 64 rows leave by TMA store, the other's 36 by its warps.
+          c.seqs = {{131, 131}, {389, 257}, {61, 61}, {230, 100}};
           if (variant == 0) c.seqs.push_back({1031, 523});
           c.seed = 900 + static_cast<std::uint64_t>(hs * 3 + variant);
           if (variant == 1) {
@@ -872,6 +880,25 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
           const Outcome o = check_case(c);
           EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
         }
+}
+
+/// The Hopper prefill stores full 64-row blocks of the output by TMA where a tensor map can
+/// address the output; where none can (here a one-head output whose unused head stride is
+/// not a multiple of 16 bytes), every row is written by the warps instead.
+TEST(FlashAttnCudaGpu, HopperPrefillOutputTmaCannotAddress) {
+  REQUIRE_HOPPER();
+  for (int ctas : {0, 3}) {
+    SCOPED_TRACE(fmt::format("ctas {}", ctas));
+    GpuCase c;
+    c.heads = 1;
+    c.kv_heads = 1;
+    c.head_size = 128;
+    c.output_head_stride = 4;
+    c.tuning.hopper_ctas = ctas;
+    c.seqs = {{300, 300}, {517, 191}};
+    c.seed = 977;
+    EXPECT_EQ(check_case(c).summary.prefill_kernel, "sm90-wgmma");
+  }
 }
 
 /// Every compiled variant of the Hopper prefill (128- and 176-key tiles, the planner keeping

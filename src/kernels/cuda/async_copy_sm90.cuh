@@ -39,6 +39,14 @@ __device__ __forceinline__ void mbar_arrive(std::uint32_t bar) {
   __trap();
 #endif
 }
+/// `count` arrivals at once (one thread standing for several).
+__device__ __forceinline__ void mbar_arrive_count(std::uint32_t bar, std::uint32_t count) {
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+#else
+  __trap();
+#endif
+}
 __device__ __forceinline__ bool mbar_try_wait(std::uint32_t bar, std::uint32_t parity) {
 #ifdef ATTNSEL_SM90_COPY
   std::uint32_t done = 0;
@@ -138,6 +146,29 @@ __device__ __forceinline__ void tma_load_5d(std::uint32_t dst, const CUtensorMap
       "%6, %7}], [%2];\n" ::"r"(dst),
       "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
       : "memory");
+#else
+  __trap();
+#endif
+}
+
+/// A TMA store of one box from shared memory (the tensor map's layout and swizzle) to
+/// global memory, in the thread's bulk group; coordinates past the map's bounds are not
+/// written. The shared-memory writes it reads must be fenced for the async proxy first.
+__device__ __forceinline__ void tma_store_3d(const CUtensorMap* map, std::uint32_t src, int c0, int c1, int c2) {
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];\n" ::"l"(
+                   reinterpret_cast<std::uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2)
+               : "memory");
+#else
+  __trap();
+#endif
+}
+/// Closes the thread's bulk group and waits until every store in it has read its shared
+/// memory (the writes to global memory may still be in flight).
+__device__ __forceinline__ void bulk_stores_read() {
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile("cp.async.bulk.commit_group;\ncp.async.bulk.wait_group.read 0;\n" ::: "memory");
 #else
   __trap();
 #endif

@@ -998,11 +998,12 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
     if (plan.hopper) {
       TensorMaps maps;
       const bool v_page_boxes = (plan.hopper_variant & HopperVariant::v_page_boxes) != 0;
-      if (const std::string err = encode_tma_maps(query, cache, plan.box_rows, v_page_boxes, maps); !err.empty())
+      if (const std::string err = encode_tma_maps(query, output, cache, plan.box_rows, v_page_boxes, maps);
+          !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
       const int ctas = tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas;
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, ctas, maps.bytes.data(), plan.box_rows,
-                          plan.hopper_variant, s);
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, ctas, maps.bytes.data(), maps.output,
+                          plan.box_rows, plan.hopper_variant, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }

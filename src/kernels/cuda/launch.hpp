@@ -185,8 +185,10 @@ constexpr int hopper_default_variant(KvPath kv) {
 /// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
 /// variant: HopperVariant flags, one of kHopperVariants (wide_keys is dropped where it does
 /// not apply).
+/// tma: the Q, K, V and O maps (TensorMaps); output_map: O's was encoded, so full 64-row
+/// blocks of the output are written by TMA stores.
 void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
-                         int box_rows, int variant, void* stream);
+                         bool output_map, int box_rows, int variant, void* stream);
 
 struct CacheWriteParams {
   const void* key = nullptr;

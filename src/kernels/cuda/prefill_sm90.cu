@@ -465,7 +465,7 @@ template <class T, int D, KvPath KP, int V>
 __global__ void __launch_bounds__(384, 1)
     prefill_sm90_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_q,
                         const __grid_constant__ CUtensorMap tm_k, const __grid_constant__ CUtensorMap tm_v,
-                        const int box_rows) {
+                        const __grid_constant__ CUtensorMap tm_o, const int store_by_tma, const int box_rows) {
 #ifdef ATTNSEL_SM90A
   constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
   constexpr bool kIssueAhead = (V & HopperVariant::issue_ahead) != 0;
@@ -889,21 +889,35 @@ __global__ void __launch_bounds__(384, 1)
           *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
         }
       }
+      // The warpgroup's 64 rows leave in one TMA store per 64-column chunk (the map clips
+      // the columns past the head size) — unless they run past the item, whose next rows
+      // belong to another sequence: the warps store those rows themselves.
+      const bool by_tma = store_by_tma != 0 && wg_row0 + 64 <= rows_valid;
+      if (by_tma) fence_async_shared();  // the staged rows, read next by the async proxy
       named_barrier(2 + cw, 128);
-      T* out = static_cast<T*>(p.o);
-      constexpr int CH = D / 8;
-      for (int idx = ctid; idx < 64 * CH; idx += 128) {
-        const int rl = idx / CH, d = (idx % CH) * 8;
-        const int r = wg_row0 + rl;
-        if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
-        const int c = d / 64, chunk = (d % 64) / 8;
-        const uint4 v =
-            *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
-        const std::int64_t tok = it.q_begin + q0 + r;
-        *reinterpret_cast<uint4*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = v;
+      if (by_tma) {
+        if (ctid == 0) {
+          for (int c = 0; c < C::kChunks; ++c)
+            tma_store_3d(&tm_o, q_s + c * C::kRows * 128 + wg_row0 * 128, c * 64, head, it.q_begin + q0 + wg_row0);
+          bulk_stores_read();
+          mbar_arrive_count(q_empty, 4);  // for the warpgroup's four warps: the staged rows are read
+        }
+      } else {
+        T* out = static_cast<T*>(p.o);
+        constexpr int CH = D / 8;
+        for (int idx = ctid; idx < 64 * CH; idx += 128) {
+          const int rl = idx / CH, d = (idx % CH) * 8;
+          const int r = wg_row0 + rl;
+          if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
+          const int c = d / 64, chunk = (d % 64) / 8;
+          const uint4 v =
+              *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
+          const std::int64_t tok = it.q_begin + q0 + r;
+          *reinterpret_cast<uint4*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = v;
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(q_empty);  // this warp's Q rows and staged output are free
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(q_empty);  // this warp's Q rows and staged output are free
       g += ntiles;
     }
   }
@@ -913,7 +927,7 @@ __global__ void __launch_bounds__(384, 1)
 }  // namespace
 
 void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
-                         int box_rows, int variant, void* stream) {
+                         bool output_map, int box_rows, int variant, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   const int d = hopper_head_dim(head_size, kv);
@@ -939,8 +953,8 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
       static std::atomic<std::uint64_t> smem_set{0};
       set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
       const int grid = ctas > 0 && ctas < p.num_work ? ctas : p.num_work;
-      kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(p, maps[0], maps[1], maps[2],
-                                                                                       box_rows);
+      kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(
+          p, maps[0], maps[1], maps[2], maps[3], output_map ? 1 : 0, box_rows);
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
     // The variant's instantiation.

@@ -73,24 +73,36 @@ std::string encode_kv(EncodeTiled fn, const KVCacheView& cache, int box_rows, CU
   return "";
 }
 
+/// A [tokens, heads, head size] tensor of 16-bit elements in boxes of 64 columns × `rows`
+/// tokens of one head.
+std::string encode_token_rows(EncodeTiled fn, const TensorView& t, cuuint32_t rows, CUtensorMap* map,
+                              const char* name) {
+  const std::uint64_t es = 2;
+  const cuuint64_t dims[3] = {cuuint64_t(t.shape[2]), cuuint64_t(t.shape[1]), cuuint64_t(t.shape[0])};
+  const cuuint64_t strides[2] = {cuuint64_t(t.stride[1]) * es, cuuint64_t(t.stride[0]) * es};
+  const cuuint32_t box[3] = {64, 1, rows};
+  return encode(fn, map, t, 3, dims, strides, box, name);
+}
+
 }  // namespace
 
-std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, bool v_page_boxes,
-                            TensorMaps& out) {
+std::string encode_tma_maps(const TensorView& query, const TensorView& output, const KVCacheView& cache,
+                            int box_rows, bool v_page_boxes, TensorMaps& out) {
   const EncodeTiled fn = encoder();
   if (!fn) return "the driver does not provide cuTensorMapEncodeTiled";
-  CUtensorMap maps[3];
-  const std::uint64_t es = 2;  // 16-bit elements
-  {
-    const cuuint64_t dims[3] = {cuuint64_t(query.shape[2]), cuuint64_t(query.shape[1]), cuuint64_t(query.shape[0])};
-    const cuuint64_t strides[2] = {cuuint64_t(query.stride[1]) * es, cuuint64_t(query.stride[0]) * es};
-    const cuuint32_t box[3] = {64, 1, 128};
-    if (auto e = encode(fn, &maps[0], query, 3, dims, strides, box, "query"); !e.empty()) return e;
-  }
+  CUtensorMap maps[4] = {};
+  if (auto e = encode_token_rows(fn, query, 128, &maps[0], "query"); !e.empty()) return e;
   if (auto e = encode_kv(fn, cache, box_rows, &maps[1]); !e.empty()) return e;
   if (v_page_boxes)
     if (auto e = encode_page_boxes(fn, cache.value, box_rows, &maps[2], "value_cache (page boxes)"); !e.empty())
       return e;
+  // The output: 64 rows, a consumer warpgroup's. An address or a stride TMA cannot express
+  // (every stride a positive multiple of 16 bytes, even a one-element dimension's) leaves
+  // the kernel's own stores in place; it is not handed to the driver to be refused.
+  const auto tma_stride = [](std::int64_t elems) { return elems > 0 && (elems * 2) % 16 == 0; };
+  const bool addressable = reinterpret_cast<std::uintptr_t>(output.data) % 16 == 0 &&
+                           tma_stride(output.stride[0]) && tma_stride(output.stride[1]);
+  out.output = addressable && encode_token_rows(fn, output, 64, &maps[3], "output").empty();
   static_assert(sizeof(maps) == sizeof(out.bytes));
   std::memcpy(out.bytes.data(), maps, sizeof(maps));
   return "";

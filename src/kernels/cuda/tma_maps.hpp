@@ -11,9 +11,11 @@
 
 namespace attnsel::kernel::cuda {
 
-/// Three CUtensorMap objects (Q, K, V), 128 bytes each, as the kernel takes them.
+/// Four CUtensorMap objects (Q, K, V, O), 128 bytes each, as the kernel takes them; O's
+/// only where the output's address and strides allow a TMA store (`output`).
 struct alignas(64) TensorMaps {
-  std::array<std::byte, 3 * 128> bytes{};
+  std::array<std::byte, 4 * 128> bytes{};
+  bool output = false;
 };
 
 /// Two CUtensorMap objects (K, V cache), as the decode kernel takes them.
@@ -23,10 +25,11 @@ struct alignas(64) KVTensorMaps {
 
 /// Encodes the maps: Q boxes of 64 columns × 128 query tokens of one head; K/V boxes of
 /// 64 columns × box_rows keys of one page and one KV head (v_page_boxes: V boxes of every
-/// 64-column chunk of box_rows keys, HopperVariant::v_page_boxes). Returns an error text, or
-/// "" on success (the caller then takes another kernel and says why).
-std::string encode_tma_maps(const TensorView& query, const KVCacheView& cache, int box_rows, bool v_page_boxes,
-                            TensorMaps& out);
+/// 64-column chunk of box_rows keys, HopperVariant::v_page_boxes); O boxes of 64 columns ×
+/// 64 query tokens of one head, when TMA can address the output (else out.output stays
+/// false and the kernel stores it itself). Returns an error text, or "" on success.
+std::string encode_tma_maps(const TensorView& query, const TensorView& output, const KVCacheView& cache,
+                            int box_rows, bool v_page_boxes, TensorMaps& out);
 /// The K/V maps alone (boxes of 64 columns × box_rows keys of one page and one KV head;
 /// page_boxes: boxes of every 64-column chunk of box_rows keys, kLoadsTmaPages).
 std::string encode_kv_tma_maps(const KVCacheView& cache, int box_rows, bool page_boxes, KVTensorMaps& out);
