@@ -866,7 +866,9 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
           c.dtype = dt;
           c.tuning.hopper_ctas = ctas;
           // 100 queries: one warpgroup's 64 rows leave by TMA store, the other's 36 by its warps.
-          c.seqs = {{131, 131}, {389, 257}, {61, 61}, {230, 100}};
+          // The next sequence's rows follow them, and its one-tile item finishes first: rows
+          // stored past the item would overwrite its output.
+          c.seqs = {{131, 131}, {389, 257}, {230, 100}, {61, 61}};
           if (variant == 0) c.seqs.push_back({1031, 523});
           c.seed = 900 + static_cast<std::uint64_t>(hs * 3 + variant);
           if (variant == 1) {
