@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_attention.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
 #include "runtime/ceilings.hpp"
 #include "runtime/paged_workload.hpp"
 

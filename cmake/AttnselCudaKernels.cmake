@@ -1,5 +1,5 @@
-# FLASH_ATTN's CUDA kernels (src/kernels/cuda). With CUDA they join the kernels layer's objects,
-# built for sm_80 (mma.sync) and sm_90a (wgmma, TMA); without it a plain fallback says why.
+# attnsel's CUDA kernels (src/kernels/*/cuda). With CUDA they join the kernels layer's objects,
+# built for sm_80 (mma.sync) and sm_90a (wgmma, TMA); without it plain fallbacks say why.
 option(ATTNSEL_CUDA_PTXAS_VERBOSE "Print ptxas resource usage (-Xptxas -v) for the CUDA kernels" OFF)
 set(ATTNSEL_CUDA_GENCODE_SM80 "-gencode=arch=compute_80,code=sm_80")
 set(ATTNSEL_CUDA_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
@@ -10,15 +10,30 @@ if(ATTNSEL_HAVE_CUDA AND NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
   set(CMAKE_CUDA20_EXTENSION_COMPILE_OPTION "-std=c++20")
 endif()
 
+# The kernels layer's cuda/ folders: the device plumbing and one per attention family.
+set(ATTNSEL_CUDA_KERNEL_DIRS kernels/device/cuda kernels/attention/cuda kernels/mla/cuda)
+
 function(attnsel_add_cuda_kernels obj_target shared_target)
-  set(dir ${PROJECT_SOURCE_DIR}/src/kernels/cuda)
+  # In each folder, *_unavailable.cpp is the build without CUDA (its entry points say why);
+  # everything else needs CUDA.
+  set(cu_sources "")
+  set(host_sources "")
+  set(fallbacks "")
+  foreach(dir IN LISTS ATTNSEL_CUDA_KERNEL_DIRS)
+    file(GLOB found_cu CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${dir}/*.cu)
+    file(GLOB found_cpp CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${dir}/*.cpp)
+    file(GLOB found_fallbacks CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/src/${dir}/*_unavailable.cpp)
+    if(found_fallbacks)
+      list(REMOVE_ITEM found_cpp ${found_fallbacks})
+    endif()
+    list(APPEND cu_sources ${found_cu})
+    list(APPEND host_sources ${found_cpp})
+    list(APPEND fallbacks ${found_fallbacks})
+  endforeach()
   if(NOT ATTNSEL_HAVE_CUDA)
-    target_sources(${obj_target} PRIVATE ${dir}/cuda_unavailable.cpp ${dir}/flash_attn_gaps.cpp ${dir}/span_bytes.cpp)
+    target_sources(${obj_target} PRIVATE ${fallbacks})
     return()
   endif()
-  file(GLOB cu_sources CONFIGURE_DEPENDS ${dir}/*.cu)
-  file(GLOB host_sources CONFIGURE_DEPENDS ${dir}/*.cpp)
-  list(REMOVE_ITEM host_sources ${dir}/cuda_unavailable.cpp)
   target_sources(${obj_target} PRIVATE ${cu_sources} ${host_sources})
   target_compile_definitions(${obj_target} PRIVATE ATTNSEL_HAVE_CUDA=1)
   set_target_properties(${obj_target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)

@@ -60,7 +60,7 @@ if(ATTNSEL_HAVE_NCCL)
 else()
   target_sources(attnsel_distributed PRIVATE ${_dir}/nccl_unavailable.cpp)
 endif()
-# The GPU merge kernel (src/kernels/cuda/merge_states.cu) joins the library with the other
+# The GPU merge kernel (src/kernels/attention/cuda/merge_states.cu) joins the library with the other
 # CUDA kernels; without CUDA its entry point says why.
 if(NOT ATTNSEL_HAVE_CUDA)
   target_sources(attnsel_distributed PRIVATE ${_dir}/cuda_merge_unavailable.cpp)

@@ -2,7 +2,8 @@
 """Checks every #include of src/ and tools/ against the layer rule (src/layers.txt).
 
 A layer includes the internal headers (src/LAYER/...) of itself and of the layers its line
-names, and the public API headers (include/attnsel/) that belong to those layers: most
+names (and inside a layer split into folders, such as kernels, a folder includes only the
+folders its line names), and the public API headers (include/attnsel/) that belong to those layers: most
 belong to core (the value types, the backend, registry, platform, selector and kernel
 interfaces); PUBLIC_HEADER_LAYER names the others. The build enforces the internal part
 (cmake/AttnselLayers.cmake); this script explains every violation, covers the public
@@ -35,17 +36,78 @@ PUBLIC_HEADER_LAYER = {
 }
 
 
-def read_table(path):
-    """src/layers.txt: {layer: [layers it may use]}, in the file's order."""
-    table = {}
+def read_tables(path):
+    """src/layers.txt: ({layer: [layers it may use]}, {folder: [folders it may use]}), in the
+    file's order. The second table holds the rows naming a folder inside a layer
+    ("kernels/mla"); the layer's top folder is named by the layer alone ("kernels")."""
+    table, folders = {}, {}
     for line in path.read_text().splitlines():
         if not line or line.startswith("#"):
             continue
-        layer, *uses = line.split()
-        if layer in table:
-            raise SystemExit(f"{path}: layer '{layer}' is listed twice")
-        table[layer] = uses
-    return table
+        name, *uses = line.split()
+        into = folders if "/" in name else table
+        if name in into:
+            raise SystemExit(f"{path}: '{name}' is listed twice")
+        into[name] = uses
+    return table, folders
+
+
+def folder_of(rel_parts, folders):
+    """The most specific folder of the folder table that holds a path (parts under src/), or None."""
+    best = None
+    for folder in folders:
+        fparts = folder.split("/")
+        if list(rel_parts[:len(fparts)]) == fparts:
+            best = folder
+    if best is None and folders:
+        owner = next(iter(folders)).split("/")[0]
+        if rel_parts and rel_parts[0] == owner:
+            return owner
+    return best
+
+
+def folder_problems(folders):
+    """The folder table is closed and acyclic like the layer table, and names real folders."""
+    problems = []
+    for folder, uses in folders.items():
+        if not (ROOT / "src" / folder).is_dir():
+            problems.append(f"src/layers.txt: the folder {folder} does not exist under src/")
+        for used in uses:
+            if used in folders:
+                missing = [u for u in folders[used] if u not in uses and u != folder]
+                if missing:
+                    problems.append(f"src/layers.txt: {folder} uses {used}, which uses {', '.join(missing)}: "
+                                    f"name them on {folder}'s line too")
+                if folder in folders[used]:
+                    problems.append(f"src/layers.txt: {folder} and {used} use each other (a cycle)")
+    return problems
+
+
+def check_folder_includes(folders):
+    """Includes between the folders of one layer, against the folder table."""
+    problems = []
+    for path in sources():
+        rel = path.relative_to(ROOT)
+        if rel.parts[0] != "src":
+            continue
+        here = folder_of(rel.parts[1:-1], folders)
+        if here is None:
+            continue
+        allowed = set(folders.get(here, [])) | {here}
+        for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+            m = INCLUDE.match(line)
+            if not m or m.group(1).startswith("attnsel/"):
+                continue
+            parts = Path(m.group(1)).parts
+            if not (ROOT / "src" / m.group(1)).exists():
+                continue
+            there = folder_of(parts[:-1], folders)
+            if there is None or there in allowed:
+                continue
+            uses = ", ".join(folders.get(here, [])) or "nothing"
+            problems.append(f"{rel}:{number}: #include \"{m.group(1)}\": {here} may use {uses} "
+                            f"(src/layers.txt), not {there}")
+    return problems
 
 
 def table_problems(table):
@@ -181,8 +243,9 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--graph", action="store_true", help="print the include graph between layers")
     args = parser.parse_args()
-    table = read_table(ROOT / "src" / "layers.txt")
+    table, folders = read_tables(ROOT / "src" / "layers.txt")
     include_problems, graph = check_includes(table)
+    include_problems += folder_problems(folders) + check_folder_includes(folders)
     if args.graph:
         for layer in table:
             edges = ", ".join(f"{u} ({graph[layer][u]})" for u in table if u in graph[layer])

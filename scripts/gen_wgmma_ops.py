@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes src/kernels/cuda/wgmma_ops.cuh: the few wgmma shapes the Hopper kernel uses.
+"""Writes src/kernels/device/cuda/wgmma_ops.cuh: the few wgmma shapes the Hopper kernel uses.
 
 Inline PTX for wgmma lists every accumulator register, so the wrappers are generated
 rather than typed. Run from the repository root after changing the shape list."""
@@ -100,7 +100,7 @@ def main():
     for n in E4M3_RS_N:
         out.append(rs_e4m3(n))
     out.append("}  // namespace attnsel::kernel::cuda")
-    pathlib.Path("src/kernels/cuda/wgmma_ops.cuh").write_text("\n".join(out) + "\n")
+    pathlib.Path("src/kernels/device/cuda/wgmma_ops.cuh").write_text("\n".join(out) + "\n")
 
 
 if __name__ == "__main__":

@@ -28,9 +28,9 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
+#include "kernels/attention/reference.hpp"
 
 namespace ak = attnsel::kernel;
 namespace cu = attnsel::kernel::cuda;

@@ -262,6 +262,7 @@ class ATTNSEL_API StepPlan {
   bool lse_ = false;
   const void* maker_ = nullptr;  ///< which implementation made it (execute refuses others' plans)
   friend class AttentionImpl;
+  friend class MlaImpl;
 };
 
 /// What a backend's kernel implementation provides. Thread-safety: const methods may be

@@ -1,6 +1,6 @@
 // The build without CUDA: the GPU merge says so.
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/merge_states.hpp"
+#include "kernels/attention/cuda/merge_states.hpp"
 
 namespace attnsel::kernel::cuda {
 

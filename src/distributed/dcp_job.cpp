@@ -15,7 +15,7 @@
 #include "distributed/partial_attention.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 
 namespace attnsel::distributed {
 

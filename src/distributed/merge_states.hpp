@@ -7,7 +7,7 @@
 // reduce-scatter the scaled outputs over the heads, so each rank ends with the sum for its
 // slice of heads. An empty shard has L_r = -inf and contributes nothing; NaN and +inf LSEs
 // count as -inf, and a token no rank saw gets output 0 and L = -inf — vLLM's rules.
-// The CUDA version of correct_partial_output is kernels/cuda/merge_states.hpp.
+// The CUDA version of correct_partial_output is kernels/attention/cuda/merge_states.hpp.
 // Thread-safety: pure functions over caller-owned buffers.
 #pragma once
 

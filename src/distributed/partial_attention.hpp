@@ -26,7 +26,7 @@
 #include <vector>
 
 #include "attnsel/kernel.hpp"
-#include "kernels/cuda/device_memory.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
 
 namespace attnsel::distributed {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 
 namespace attnsel::runtime {
 

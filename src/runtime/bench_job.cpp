@@ -7,7 +7,7 @@
 #include <cmath>
 #include <memory>
 
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
 
 namespace attnsel::runtime {

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <chrono>
 
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/bench_job.hpp"
 #include "runtime/device_ceilings.hpp"

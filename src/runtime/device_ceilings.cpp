@@ -5,8 +5,7 @@
 #include <algorithm>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
 
 namespace attnsel::runtime {
 

@@ -1,13 +1,12 @@
 // JobMemory in device memory (the CUDA kernels' runs), through the CUDA helpers of
-// kernels/cuda/device_memory.hpp: without CUDA they throw, and so does this, first, with
+// kernels/device/cuda/device_memory.hpp: without CUDA they throw, and so does this, first, with
 // the reason.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
 #include "runtime/huge_buffer.hpp"
 #include "runtime/job_memory.hpp"
 

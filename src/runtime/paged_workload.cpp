@@ -9,7 +9,7 @@
 #include "attnsel/errors.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
-#include "kernels/semantics.hpp"
+#include "kernels/attention/semantics.hpp"
 
 namespace attnsel::runtime {
 

@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
-#include "kernels/reference.hpp"
-#include "kernels/semantics.hpp"
+#include "kernels/attention/reference.hpp"
+#include "kernels/attention/semantics.hpp"
 #include "runtime/job_memory.hpp"
 
 namespace attnsel::runtime {

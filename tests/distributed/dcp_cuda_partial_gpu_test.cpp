@@ -13,9 +13,9 @@
 #include "distributed/kv_shard.hpp"
 #include "distributed/merge_states.hpp"
 #include "distributed/partial_attention.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
 #include "kernels/gpu_test_util.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 

@@ -8,8 +8,8 @@
 
 #include "distributed/merge_states.hpp"
 #include "distributed/nccl_communicator.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/merge_states.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/merge_states.hpp"
 
 namespace attnsel::distributed {
 namespace {

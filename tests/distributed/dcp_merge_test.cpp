@@ -13,8 +13,8 @@
 #include "distributed/kv_shard.hpp"
 #include "distributed/merge_states.hpp"
 #include "distributed/partial_attention.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 

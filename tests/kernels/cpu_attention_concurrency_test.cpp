@@ -6,8 +6,8 @@
 #include <thread>
 #include <vector>
 
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 

@@ -9,8 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/cpu/work.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/cpu/work.hpp"
 #include "kernel_test_util.hpp"
 
 namespace attnsel::kernel::cpu {

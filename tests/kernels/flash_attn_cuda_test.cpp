@@ -18,10 +18,10 @@
 #include "kernels/gpu_test_util.hpp"
 #include "kernels/output_error.hpp"
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
-#include "kernels/cuda/launch.hpp"  // the Hopper prefill's compiled variants
-#include "kernels/reference.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
+#include "kernels/attention/cuda/launch.hpp"  // the Hopper prefill's compiled variants
+#include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel::cuda {

@@ -15,9 +15,9 @@
 #include "kernels/gpu_test_util.hpp"
 #include "kernels/output_error.hpp"
 #include "kernel_test_util.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
 

@@ -2,8 +2,8 @@
 // fragments hold match the keys the transposed V tile holds, column by column; the
 // transposition moves every byte (zeros past the sequence); and its shared-memory accesses
 // are free of bank conflicts. The fragment layouts are those the PTX ISA gives for wgmma
-// (restated in src/kernels/cuda/fp8_wgmma_layout.hpp).
-#include "kernels/cuda/fp8_wgmma_layout.hpp"
+// (restated in src/kernels/attention/cuda/fp8_wgmma_layout.hpp).
+#include "kernels/attention/cuda/fp8_wgmma_layout.hpp"
 
 #include <gtest/gtest.h>
 

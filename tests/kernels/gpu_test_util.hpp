@@ -6,10 +6,10 @@
 #include <numeric>
 #include <vector>
 
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
 #include "kernels/output_error.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 
 namespace attnsel::kernel::cuda::testing {
 

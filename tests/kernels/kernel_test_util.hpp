@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "attnsel/kernel.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 

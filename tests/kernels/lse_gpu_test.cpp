@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
 #include "kernels/gpu_test_util.hpp"
 #include "kernels/output_error.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel::cuda {

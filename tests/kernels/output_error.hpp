@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 
 namespace attnsel::kernel::testing {
 

@@ -14,8 +14,8 @@
 
 #include "attnsel/errors.hpp"
 #include "kernel_test_util.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "attnsel/errors.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel {

@@ -13,9 +13,9 @@
 #include "kernels/output_error.hpp"
 #include "allocation_count.hpp"
 #include "attnsel/errors.hpp"
-#include "kernels/cuda/device_memory.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel::cuda {

@@ -14,7 +14,7 @@
 #include "allocation_count.hpp"
 #include "attnsel/errors.hpp"
 #include "kernel_test_util.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
 
 // ---- counting operator new (replaces the global one for the whole test program) --------------
 namespace {

@@ -7,8 +7,8 @@
 #include <limits>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::kernel {

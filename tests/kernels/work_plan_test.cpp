@@ -1,5 +1,5 @@
 // The CPU kernels' work plan: which items a batch becomes and in what order they run.
-#include "kernels/cpu/work_plan.hpp"
+#include "kernels/attention/cpu/work_plan.hpp"
 
 #include <gtest/gtest.h>
 

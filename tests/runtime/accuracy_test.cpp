@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "kernels/cpu/cpu_attention.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 

@@ -4,7 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/gpu_test_util.hpp"
-#include "kernels/cuda/flash_attn_cuda.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/bench_job.hpp"
 #include "runtime/run_job.hpp"

@@ -3,8 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "attnsel/errors.hpp"
-#include "kernels/cpu/cpu_attention.hpp"
-#include "kernels/reference.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/reference.hpp"
 #include "runtime/run_job.hpp"
 
 namespace attnsel::runtime {

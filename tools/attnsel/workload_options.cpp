@@ -6,7 +6,7 @@
 #include "attnsel/scalar_type.hpp"
 #include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
-#include "kernels/cuda/device_memory.hpp"
+#include "kernels/device/cuda/device_memory.hpp"
 #include "runtime/workload_device.hpp"
 
 namespace attnsel::cli {

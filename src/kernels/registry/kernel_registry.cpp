@@ -1,0 +1,67 @@
+#include "kernels/registry/kernel_registry.hpp"
+
+#include <fmt/format.h>
+
+#include <array>
+#include <string>
+
+#include "attnsel/errors.hpp"
+#include "kernels/attention/cpu/cpu_attention.hpp"
+#include "kernels/attention/cuda/flash_attn_cuda.hpp"
+
+namespace attnsel::kernel {
+
+namespace {
+
+std::string always_available() { return ""; }
+std::vector<std::string> no_gaps(const AttentionSelectorConfig&, const RuntimeEnv&) { return {}; }
+
+KernelInfo cpu_attention_info(ScalarType dtype, CacheDType kv_cache_dtype) {
+  KernelInfo k;
+  k.available = true;
+  k.device = DeviceKind::cpu;
+  k.isa = cpu::cpu_attention_isa(dtype, std::string(cache_dtype_name(kv_cache_dtype)));
+  k.graph_support = GraphSupport::never;  // host code: nothing to capture
+  k.lse_output = true;
+  k.lse_prefill = true;
+  return k;
+}
+std::unique_ptr<AttentionImpl> make_cpu_attention(const LayerParams& p) { return cpu::make_cpu_attention_impl(p); }
+
+KernelInfo flash_attn_cuda_info(ScalarType, CacheDType) {
+  KernelInfo k = cuda::flash_attn_cuda_kernel_info();
+  k.available = cuda::cuda_kernels_built() && cuda::cuda_kernels_unavailable_reason().empty();
+  return k;
+}
+std::unique_ptr<AttentionImpl> make_flash_attn_cuda(const LayerParams& p) { return cuda::make_flash_attn_cuda_impl(p); }
+
+const std::array kEntries = {
+    KernelEntry{.name = "cpu_attention",
+                .family = KernelFamily::attention,
+                .device = DeviceKind::cpu,
+                .unavailable_reason = always_available,
+                .info = cpu_attention_info,
+                .gaps = no_gaps,
+                .make_attention = make_cpu_attention},
+    KernelEntry{.name = "flash_attn_cuda",
+                .family = KernelFamily::attention,
+                .device = DeviceKind::cuda,
+                .unavailable_reason = cuda::cuda_kernels_unavailable_reason,
+                .info = flash_attn_cuda_info,
+                .gaps = cuda::flash_attn_cuda_gaps,
+                .make_attention = make_flash_attn_cuda},
+};
+
+}  // namespace
+
+std::span<const KernelEntry> kernel_entries() { return kEntries; }
+
+const KernelEntry& find_kernel(std::string_view name) {
+  for (const KernelEntry& e : kEntries)
+    if (e.name == name) return e;
+  std::string names;
+  for (const KernelEntry& e : kEntries) names += fmt::format("{}{}", names.empty() ? "" : ", ", e.name);
+  throw ValueError(fmt::format("no kernel named '{}' in this build; the kernels are: {}", name, names));
+}
+
+}  // namespace attnsel::kernel
