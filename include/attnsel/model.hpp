@@ -82,7 +82,9 @@ struct ATTNSEL_API LayerSpec {
 struct ATTNSEL_API ModelSpec {
   std::string source;      ///< the file read, or "<built-in default>"
   std::string model_type;  ///< config.json's model_type
-  std::string architecture;  ///< the first entry of `architectures`, when present
+  /// The entry of `architectures` that decided the family (vLLM's model class), else its
+  /// first entry; "" when the config has none.
+  std::string architecture;
   std::optional<DType> config_dtype;  ///< torch_dtype / dtype; nullopt = not given (transformers' float32)
   bool config_dtype_float32 = false;  ///< the config said float32 (vLLM downcasts it, see resolve_model_dtype)
   bool is_encoder_only = false;       ///< a pooling model (BERT-like)
@@ -94,7 +96,7 @@ struct ATTNSEL_API ModelSpec {
 
 /// Reads `path` (a config.json, or a folder holding one). Throws ValueError naming the file,
 /// the field and what was expected (missing file, malformed JSON, missing or mistyped
-/// field, unknown model_type, inconsistent heads).
+/// field, an unknown architecture with an unknown model_type, inconsistent heads).
 ATTNSEL_API ModelSpec load_model_config(const std::filesystem::path& path);
 /// Parses config.json text; `source` names it in error messages.
 ATTNSEL_API ModelSpec parse_model_config(std::string_view json_text, std::string_view source);
@@ -103,6 +105,10 @@ ATTNSEL_API ModelSpec parse_model_config(std::string_view json_text, std::string
 ATTNSEL_API ModelSpec default_model();
 /// Every model_type the reader understands, sorted.
 ATTNSEL_API std::span<const std::string_view> supported_model_types();
+/// Every architecture (config.json's `architectures` entry, vLLM's model class) the reader
+/// understands, sorted. The first entry of a config's `architectures` found here decides its
+/// family, as in vLLM; the model_type decides only when none is.
+ATTNSEL_API std::span<const std::string_view> supported_architectures();
 
 /// vLLM's model dtype: `override` ("auto", "half", "bfloat16", "float32", ...; empty or
 /// "auto" = from the config). "auto" keeps the config's dtype, except that a float32 (or

@@ -173,27 +173,18 @@ ModelSpec parse_model_config(std::string_view json_text, std::string_view source
     throw ValueError(fmt::format("{}: expected a JSON object at the top level, got {}", source,
                                  model::describe_json(root_json)));
   const model::ConfigReader root(root_json, std::string(source));
-  const std::string types = fmt::format("{}", fmt::join(supported_model_types(), ", "));
+  // transformers needs a model_type to read any config.json, whatever its architectures.
   const std::optional<std::string> model_type = root.opt_string("model_type");
-  if (!model_type) root.fail_missing("model_type", fmt::format("one of: {}", types));
-  const auto fams = model::families();
-  const auto it = std::find_if(fams.begin(), fams.end(),
-                               [&](const model::Family& f) { return f.model_type == *model_type; });
-  if (it == fams.end()) root.fail_type("model_type", fmt::format("a supported model type ({})", types));
+  if (!model_type)
+    root.fail_missing("model_type", fmt::format("one of: {}", fmt::join(supported_model_types(), ", ")));
+  const model::FamilyChoice family = model::choose_family(root, root_json, *model_type);
 
   ModelSpec m;
   m.source = std::string(source);
   m.model_type = *model_type;
-  if (root.has("architectures")) {
-    const nlohmann::json& arch = root_json["architectures"];
-    if (!arch.is_array()) root.fail_type("architectures", "an array of strings");
-    if (!arch.empty()) {
-      if (!arch[0].is_string()) root.fail("architectures", "element 0: expected a string");
-      m.architecture = arch[0].get<std::string>();
-    }
-  }
+  m.architecture = family.architecture;
   model::read_config_dtype(root, m);
-  it->read(root, m);
+  family.read(root, m);
   m.is_mm_prefix_lm = model::read_is_mm_prefix_lm(root, m.model_type);
   if (m.is_mm_prefix_lm)
     for (LayerSpec& l : m.layers)

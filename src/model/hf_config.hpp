@@ -24,6 +24,24 @@ struct Family {
 /// Every supported model_type with its reader, sorted by model_type.
 std::span<const Family> families();
 
+struct Architecture {
+  std::string_view name;  ///< a model class vLLM registers (vllm/model_executor/models/registry.py)
+  FamilyReader read;
+};
+
+/// Every architecture attnsel reads, sorted by name.
+std::span<const Architecture> architectures();
+
+struct FamilyChoice {
+  FamilyReader read;
+  std::string architecture;  ///< the entry of `architectures` that decided, else its first entry (or "")
+};
+
+/// The reader for a config, as vLLM picks the model class: the first entry of
+/// `architectures` that attnsel reads, else the model_type's family. ValueError naming both
+/// fields and the supported values when neither is known.
+FamilyChoice choose_family(const ConfigReader& root, const nlohmann::json& root_json, std::string_view model_type);
+
 // --- shared helpers -------------------------------------------------------------------
 
 /// Defaults for configs that omit fields (transformers fills them from the config class).

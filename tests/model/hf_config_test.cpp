@@ -39,10 +39,56 @@ std::string parse_error(const std::string& json) {
   return value_error([&] { (void)parse_model_config(json, "test.json"); });
 }
 
-TEST(HfConfigFamilies, TableIsSortedSoTheErrorListsTypesInOrder) {
+TEST(HfConfigFamilies, TablesAreSortedSoTheErrorListsNamesInOrder) {
   const auto f = model::families();
   EXPECT_TRUE(std::is_sorted(f.begin(), f.end(),
                              [](const model::Family& a, const model::Family& b) { return a.model_type < b.model_type; }));
+  const auto a = model::architectures();
+  EXPECT_TRUE(std::adjacent_find(a.begin(), a.end(), [](const model::Architecture& x, const model::Architecture& y) {
+                return x.name >= y.name;
+              }) == a.end());
+  EXPECT_EQ(supported_architectures().size(), a.size());
+}
+
+// vLLM resolves the model class from `architectures`: the first entry it registers decides.
+TEST(HfConfigFamilies, ArchitectureDecidesOverModelType) {
+  const std::string mla = R"("num_hidden_layers":2,"num_attention_heads":64,"kv_lora_rank":512,"qk_rope_head_dim":64,
+                             "qk_nope_head_dim":128,"v_head_dim":128)";
+  // Kimi-K2: a model_type of its own, vLLM's DeepseekV3ForCausalLM.
+  const ModelSpec kimi =
+      parse_model_config(R"({"model_type":"kimi_k2","architectures":["DeepseekV3ForCausalLM"],)" + mla + "}", "k.json");
+  EXPECT_EQ(kimi.model_type, "kimi_k2");
+  EXPECT_EQ(kimi.architecture, "DeepseekV3ForCausalLM");
+  ASSERT_EQ(kimi.layers.size(), 2u);
+  EXPECT_TRUE(kimi.layers[0].attention->use_mla);
+  EXPECT_EQ(kimi.layers[0].attention->head_size, 576);
+
+  // The first entry vLLM registers wins, even over a known model_type: Mistral's reader
+  // slides every layer, Qwen2's would not without use_sliding_window.
+  const ModelSpec m = parse_model_config(
+      R"({"model_type":"qwen2","architectures":["MyWrapperForCausalLM","MistralForCausalLM","Qwen2ForCausalLM"],
+          "num_attention_heads":8,"num_key_value_heads":2,"hidden_size":512,"num_hidden_layers":2,"sliding_window":64})",
+      "m.json");
+  EXPECT_EQ(m.architecture, "MistralForCausalLM");
+  EXPECT_EQ(layer_indices(m, is_sliding), every(0, 1, 1));
+}
+
+TEST(HfConfigFamilies, ModelTypeDecidesWhenNoArchitectureIsKnown) {
+  const std::string body = R"("num_attention_heads":8,"num_key_value_heads":2,"hidden_size":512,"num_hidden_layers":2,
+                              "sliding_window":64})";
+  // Not registered by vLLM (T5, Bart) or not given: the model_type's family reads it.
+  const ModelSpec t5 = load_example("t5");
+  EXPECT_EQ(t5.architecture, "T5ForConditionalGeneration");
+  EXPECT_EQ(t5.layers.size(), 36u);
+  const ModelSpec unknown = parse_model_config(R"({"model_type":"qwen2","architectures":["Qwen2ForRewardModel"],)" + body,
+                                               "q.json");
+  EXPECT_EQ(unknown.architecture, "Qwen2ForRewardModel");
+  EXPECT_TRUE(layer_indices(unknown, is_sliding).empty());  // Qwen2's reader
+  for (const std::string arch : {"", R"("architectures":[],)", R"("architectures":null,)"}) {
+    const ModelSpec m = parse_model_config(R"({"model_type":"mistral",)" + arch + body, "m.json");
+    EXPECT_EQ(m.architecture, "") << arch;
+    EXPECT_EQ(layer_indices(m, is_sliding), every(0, 1, 1)) << arch;
+  }
 }
 
 TEST(HfConfigLlama, GqaHeadsFromHiddenSize) {
@@ -303,10 +349,27 @@ TEST(HfConfigBadInput, MissingOrUnknownModelType) {
   EXPECT_THAT(parse_error("{}"),
               AllOf(HasSubstr("test.json: missing field 'model_type' (expected one of: bart, bert,"),
                     HasSubstr("xlm-roberta")));
+  // A known architecture does not make up for a missing model_type (transformers needs it).
+  EXPECT_THAT(parse_error(R"({"architectures":["LlamaForCausalLM"]})"), HasSubstr("missing field 'model_type'"));
   EXPECT_THAT(parse_error(R"({"model_type":"gpt_neo"})"),
-              AllOf(HasSubstr("test.json: field 'model_type': expected a supported model type (bart, bert,"),
-                    HasSubstr("got string \"gpt_neo\"")));
+              AllOf(HasSubstr("test.json: unsupported model: there is no field 'architectures', and field "
+                              "'model_type' (\"gpt_neo\") is not a supported model type. Supported architectures: "
+                              "BertForSequenceClassification, "),
+                    HasSubstr("Supported model types: bart, bert, "), HasSubstr("xlm-roberta.")));
   EXPECT_THAT(parse_error(R"({"model_type":7})"), HasSubstr("field 'model_type': expected a string, got 7"));
+}
+
+TEST(HfConfigBadInput, UnknownArchitectureAndModelTypeNameBothFields) {
+  EXPECT_THAT(parse_error(R"({"model_type":"kimi_k3","architectures":["KimiK3ForCausalLM","Foo\u0001"]})"),
+              AllOf(HasSubstr("test.json: unsupported model: field 'architectures' ([\"KimiK3ForCausalLM\", "
+                              "\"Foo\\x01\"]) names no supported architecture, and field 'model_type' "
+                              "(\"kimi_k3\") is not a supported model type. Supported architectures: "),
+                    HasSubstr("DeepseekV3ForCausalLM"), HasSubstr("Supported model types: bart, ")));
+  // Long lists are cut.
+  EXPECT_THAT(parse_error(R"({"model_type":"x","architectures":["A","B","C","D","E","F"]})"),
+              HasSubstr(R"(["A", "B", "C", "D", ... (6 in all)])"));
+  EXPECT_THAT(parse_error(R"({"model_type":"llama","architectures":["LlamaForCausalLM",7]})"),
+              HasSubstr("test.json: field 'architectures': element 1: expected a string, got 7"));
 }
 
 TEST(HfConfigBadInput, MissingAndMistypedFields) {
