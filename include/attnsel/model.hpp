@@ -25,6 +25,32 @@ enum class MixerKind : std::uint8_t {
 };
 ATTNSEL_API std::string_view mixer_kind_name(MixerKind k);  ///< "attention", "mamba", "indexer"
 
+/// An MLA layer's widths and softmax scale, as vLLM's DeepseekV2MLAAttention derives them
+/// from config.json (vllm/model_executor/models/deepseek_v2.py). Tensor parallelism splits
+/// only the heads (AttentionLayerSpec::num_heads): every rank caches the whole latent.
+/// Thread-safety: a plain value.
+struct ATTNSEL_API MlaShape {
+  int kv_lora_rank = 0;            ///< the latent's width, also the absorbed decode's value width (512)
+  int qk_rope_head_dim = 0;        ///< the shared rotary key's width (64)
+  int qk_nope_head_dim = 0;        ///< each head's non-rotary query and key width (128)
+  int v_head_dim = 0;              ///< each head's value width (128)
+  std::optional<int> q_lora_rank;  ///< the query's low-rank width; nullopt = a plain q_proj (DeepSeek-V2-Lite)
+  /// The RoPE type as vLLM's DeepSeek layer runs it: "default", else "deepseek_yarn" (every
+  /// other type is renamed to it) or "deepseek_llama_scaling" (apply_yarn_scaling false).
+  std::string rope_type = "default";
+  std::optional<double> rope_factor;  ///< the RoPE parameters' factor, when given
+  double mscale_all_dim = 0.0;        ///< the RoPE parameters' mscale_all_dim (absent: 0)
+  /// yarn's attention factor m: 0.1 · mscale_all_dim · ln(factor) + 1 for deepseek_yarn with
+  /// factor > 1, else 1.
+  double yarn_mscale = 1.0;
+  /// qk_head_size()^-0.5 · yarn_mscale²: the scale of every MLA path (absorbed decode,
+  /// prefill, sparse).
+  double softmax_scale = 0.0;
+
+  int latent_size() const { return kv_lora_rank + qk_rope_head_dim; }       ///< one cached entry (576)
+  int qk_head_size() const { return qk_nope_head_dim + qk_rope_head_dim; }  ///< the MHA query/key width (192)
+};
+
 /// An attention layer's shape and flags, before tensor parallelism (total heads).
 /// Thread-safety: a plain value.
 struct ATTNSEL_API AttentionLayerSpec {
@@ -39,7 +65,7 @@ struct ATTNSEL_API AttentionLayerSpec {
   AttentionType attn_type = AttentionType::decoder;
   std::optional<int> sliding_window;       ///< window in tokens; nullopt = full attention
   std::optional<double> logits_soft_cap;   ///< Gemma 2's attn_logit_softcapping (informational)
-  std::optional<int> qk_nope_head_dim;     ///< MLA only
+  std::optional<MlaShape> mla;             ///< MLA only (use_mla)
   std::optional<int> index_topk;           ///< sparse MLA only
   /// The backend class the layer brings itself (vLLM's Attention(attn_backend=...)): a
   /// qualified class name resolved through the registry's class table; the selector is not

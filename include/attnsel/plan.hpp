@@ -17,6 +17,7 @@
 #include "attnsel/export.hpp"
 #include "attnsel/engine_args.hpp"
 #include "attnsel/kv_layout_resolution.hpp"
+#include "attnsel/mla.hpp"
 #include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
 
@@ -83,7 +84,16 @@ struct ATTNSEL_API PlanGroup {
   std::optional<std::int64_t> state_bytes_per_sequence;  ///< Mamba-like layers, per layer
   std::optional<int> kernel_block_size;                ///< select_common_block_size's result for this group
   std::vector<std::string> notes;
+
+  /// MLA groups: the layers' widths and softmax scale (their heads per rank are
+  /// request->num_heads); see mla_kernel_dims.
+  std::optional<MlaShape> mla;
 };
+
+/// An MLA group's kernel dimensions on this rank (heads divided by the TP size, the latent
+/// whole), for kernel::MlaLayerParams with `group.mla->softmax_scale`. ValueError for a
+/// group without MLA layers.
+ATTNSEL_API kernel::MlaDims mla_kernel_dims(const PlanGroup& group);
 
 /// How the block size was chosen. Thread-safety: a plain value.
 struct ATTNSEL_API BlockSizeChoice {

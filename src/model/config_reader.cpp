@@ -86,8 +86,6 @@ const nlohmann::json* ConfigReader::find(std::string_view name) const {
   return &*it;
 }
 
-bool ConfigReader::has(std::string_view name) const { return find(name) != nullptr; }
-
 void ConfigReader::fail_type(std::string_view name, std::string_view expected) const {
   const nlohmann::json* v = find(name);
   throw ValueError(fmt::format("{}: field '{}': expected {}, got {}", source_, field_name(name), expected,

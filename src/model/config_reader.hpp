@@ -26,7 +26,9 @@ class ConfigReader {
   /// The field's full name, e.g. "text_config.head_dim".
   std::string field_name(std::string_view name) const;
   /// Present and not null.
-  bool has(std::string_view name) const;
+  bool has(std::string_view name) const { return find(name) != nullptr; }
+  /// The field's JSON value; null when it is absent or null.
+  const nlohmann::json* value(std::string_view name) const { return find(name); }
   /// The field is the string `text`.
   bool is_string(std::string_view name, std::string_view text) const {
     const nlohmann::json* v = find(name);

@@ -39,6 +39,9 @@ std::string group_key(const LayerSpec& l, const std::optional<AttentionSelectorC
     const AttentionLayerSpec& a = *l.attention;
     key += fmt::format("|kv{}|hs{}|hv{}|w{}", a.num_kv_heads, a.head_size, a.head_size_v, a.sliding_window.value_or(0));
     if (a.backend_class) key += "|own:" + *a.backend_class;
+    if (a.mla)
+      key += fmt::format("|mla{}/{}/{}/{}/{}", a.mla->qk_nope_head_dim, a.mla->v_head_dim,
+                         a.mla->q_lora_rank.value_or(0), a.mla->rope_type, a.mla->softmax_scale);
   }
   if (l.mamba) {
     const MambaLayerSpec& m = *l.mamba;
@@ -136,6 +139,7 @@ std::vector<PlanGroup> build_groups(const ModelSpec& sharded, DType dtype, const
         g.head_size = a.head_size;
         g.num_states = a.use_mla || l.mixer == MixerKind::indexer ? 1 : 2;
         g.sliding_window = a.sliding_window;
+        if (l.mixer == MixerKind::attention) g.mla = a.mla;
         if (g.has_kv_cache) {
           g.kv_bytes_per_token = model::kv_bytes_per_token(l, cache_dtype, dtype);
           if (!g.kv_bytes_per_token) g.notes.push_back(dtype_bytes_note(cache_dtype));
@@ -411,6 +415,18 @@ void sum_sizes(ModelPlan& plan) {
 }
 
 }  // namespace
+
+kernel::MlaDims mla_kernel_dims(const PlanGroup& group) {
+  if (!group.mla || !group.request || !group.request->num_heads)
+    throw ValueError(fmt::format("layers {}: not an MLA group (it has no MLA dimensions)", group.layers_text));
+  kernel::MlaDims dims;
+  dims.num_heads = *group.request->num_heads;
+  dims.kv_lora_rank = group.mla->kv_lora_rank;
+  dims.qk_rope_head_dim = group.mla->qk_rope_head_dim;
+  dims.qk_nope_head_dim = group.mla->qk_nope_head_dim;
+  dims.v_head_dim = group.mla->v_head_dim;
+  return dims;
+}
 
 ModelPlan make_plan(const ModelSpec& model, const EngineOptions& given_options, Selector& selector) {
   const ModelSpec sharded = shard_model(model, given_options.tensor_parallel_size);

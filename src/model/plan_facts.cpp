@@ -19,9 +19,9 @@ std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions&
     if (l.mixer != MixerKind::attention || !l.attention) continue;
     if (!first) first = &*l.attention;
     softcap = softcap || l.attention->logits_soft_cap.has_value();
-    if (l.attention->qk_nope_head_dim) set("model.qk_nope_head_dim", *l.attention->qk_nope_head_dim);
+    if (l.attention->mla) set("model.qk_nope_head_dim", l.attention->mla->qk_nope_head_dim);
     if (l.attention->index_topk) set("model.index_topk", *l.attention->index_topk);
-    if (l.attention->qk_nope_head_dim || l.attention->index_topk) break;  // MLA models: every layer alike
+    if (l.attention->mla || l.attention->index_topk) break;  // MLA models: every layer alike
   }
   if (first) {
     set("model.head_size", first->head_size);

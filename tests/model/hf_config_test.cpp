@@ -194,7 +194,9 @@ TEST(HfConfigDeepSeek, MlaHeadSizeIsLatentPlusRope) {
   EXPECT_EQ(a.head_size, 576);  // 512 + 64
   EXPECT_EQ(a.num_kv_heads, 1);
   EXPECT_EQ(a.num_heads, 16);
-  EXPECT_EQ(a.qk_nope_head_dim, 128);
+  EXPECT_EQ(a.mla->qk_nope_head_dim, 128);
+  EXPECT_EQ(a.mla->kv_lora_rank, 512);
+  EXPECT_FALSE(a.mla->q_lora_rank);  // V2-Lite: a plain q_proj
   const ModelSpec v3 = load_example("deepseek_v3");
   EXPECT_EQ(v3.layers.size(), 61u);
   EXPECT_EQ(v3.layers[60].attention->num_heads, 128);
@@ -211,14 +213,22 @@ TEST(HfConfigDeepSeek, V32IsSparseMlaWithAnIndexerPerLayer) {
   EXPECT_EQ(m.layers[1].attention->head_size, 128);
 }
 
-TEST(HfConfigDeepSeek, WithoutKvLoraRankItIsPlainAttentionWithUnequalHeads) {
+// vLLM's DeepseekV2Attention: one KV head per query head (num_key_value_heads is not read),
+// and the 128-wide value padded to the 192-wide query before it is cached.
+TEST(HfConfigDeepSeek, WithoutKvLoraRankItIsPlainAttentionWithThePaddedValue) {
   const ModelSpec m = parse_model_config(
-      R"({"model_type":"deepseek_v2","num_hidden_layers":2,"num_attention_heads":16,"qk_nope_head_dim":128,
-          "qk_rope_head_dim":64,"v_head_dim":128,"kv_lora_rank":null})",
+      R"({"model_type":"deepseek_v2","num_hidden_layers":2,"num_attention_heads":16,"num_key_value_heads":4,
+          "qk_nope_head_dim":128,"qk_rope_head_dim":64,"v_head_dim":128,"kv_lora_rank":null})",
       "d.json");
-  EXPECT_FALSE(m.layers[0].attention->use_mla);
-  EXPECT_EQ(m.layers[0].attention->head_size, 192);
-  EXPECT_EQ(m.layers[0].attention->head_size_v, 128);
+  const AttentionLayerSpec& a = *m.layers[0].attention;
+  EXPECT_FALSE(a.use_mla);
+  EXPECT_FALSE(a.mla);
+  EXPECT_EQ(a.num_kv_heads, 16);
+  EXPECT_EQ(a.head_size, 192);
+  EXPECT_EQ(a.head_size_v, 192);
+  EXPECT_THAT(parse_error(R"({"model_type":"deepseek_v2","num_hidden_layers":2,"num_attention_heads":16,
+                              "qk_nope_head_dim":64,"qk_rope_head_dim":32,"v_head_dim":128})"),
+              HasSubstr("field 'v_head_dim': v_head_dim (128) must not exceed qk_nope_head_dim + qk_rope_head_dim (96)"));
 }
 
 TEST(HfConfigHybrids, Qwen3NextGdnWithFullAttentionEveryFourthLayer) {
