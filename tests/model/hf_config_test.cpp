@@ -202,6 +202,38 @@ TEST(HfConfigDeepSeek, MlaHeadSizeIsLatentPlusRope) {
   EXPECT_EQ(v3.layers[60].attention->num_heads, 128);
 }
 
+// The example configs carry their checkpoints' rope_scaling blocks; the scales are vLLM's,
+// computed in double precision as it computes them.
+TEST(HfConfigDeepSeek, ExamplesHaveTheirCheckpointsSoftmaxScale) {
+  const std::vector<std::pair<std::string, double>> expected = {{"deepseek_v2", 0.1147213867929261},
+                                                                {"deepseek_v3", 0.1352337788608801},
+                                                                {"deepseek_v32", 0.1352337788608801},
+                                                                {"kimi_k2", 0.13086079996295005}};
+  for (const auto& [name, scale] : expected) {
+    const ModelSpec m = load_example(name);
+    const MlaShape& s = *m.layers[0].attention->mla;
+    EXPECT_NEAR(s.softmax_scale, scale, 1e-12 * scale) << name;
+    EXPECT_EQ(s.rope_type, "deepseek_yarn") << name;
+    EXPECT_EQ(s.qk_head_size(), 192) << name;
+    EXPECT_EQ(s.latent_size(), 576) << name;
+  }
+}
+
+TEST(HfConfigDeepSeek, KimiK2IsDeepSeekV3WithItsOwnModelType) {
+  const ModelSpec m = load_example("kimi_k2");
+  EXPECT_EQ(m.model_type, "kimi_k2");
+  EXPECT_EQ(m.architecture, "DeepseekV3ForCausalLM");
+  ASSERT_EQ(m.layers.size(), 61u);
+  const AttentionLayerSpec& a = *m.layers[0].attention;
+  EXPECT_TRUE(a.use_mla);
+  EXPECT_FALSE(a.use_sparse);
+  EXPECT_EQ(a.num_heads, 64);
+  EXPECT_EQ(a.head_size, 576);
+  EXPECT_EQ(a.mla->q_lora_rank, 1536);
+  EXPECT_EQ(a.mla->rope_factor, 32.0);
+  EXPECT_EQ(shard_model(m, 8).layers[0].attention->num_heads, 8);
+}
+
 TEST(HfConfigDeepSeek, V32IsSparseMlaWithAnIndexerPerLayer) {
   const ModelSpec m = load_example("deepseek_v32");
   ASSERT_EQ(m.layers.size(), 122u);

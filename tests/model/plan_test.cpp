@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <set>
+
 #include "attnsel/errors.hpp"
 #include "attnsel/plan.hpp"
 #include "attnsel/registry.hpp"
@@ -89,6 +92,7 @@ const std::vector<PlanExpect>& hopper_expectations() {
        16, "LBNHC", 49152},
       {"deepseek_v2", {{"0-26", "mla_attention", "FLASH_ATTN_MLA"}}, 16, "LBNHC", 31104},
       {"deepseek_v3", {{"0-60", "mla_attention", "FLASH_ATTN_MLA"}}, 16, "LBNHC", 70272},
+      {"kimi_k2", {{"0-60", "mla_attention", "FLASH_ATTN_MLA"}}, 16, "LBNHC", 70272},
       // Sparse MLA and its indexer: block 64 from the sparse backend; the indexer's
       // block-outermost layouts.
       {"deepseek_v32",
@@ -135,13 +139,22 @@ TEST(PlanExamples, EveryFamilyOnHopper) {
   for (const PlanExpect& e : hopper_expectations()) expect_plan(plan_on(e.model, "cuda:9.0"), e, "cuda:9.0");
 }
 
+TEST(PlanExamples, EveryExampleConfigIsPlannedHere) {
+  std::set<std::string> planned;
+  for (const PlanExpect& e : hopper_expectations()) planned.insert(e.model);
+  std::set<std::string> files;
+  for (const auto& entry : std::filesystem::directory_iterator(testing_support::examples_dir()))
+    if (entry.path().extension() == ".json") files.insert(entry.path().stem().string());
+  EXPECT_EQ(files, planned);
+}
+
 // On the CPU the route is fixed (vllm/platforms/cpu.py): CPU_ATTN, CPU_MLA for MLA models (block 16);
 // the block size is the CPU's 128; Mamba-like layers and the indexer are unchanged.
 // CPU_ATTN declares HND (LBHNC) first, as vLLM's CPU cache is [blocks, heads, tokens, dims].
 TEST(PlanExamples, EveryFamilyOnCpu) {
   for (PlanExpect e : hopper_expectations()) {
     if (e.model == "deepseek_v32") continue;  // sparse attention has no CPU route (below)
-    const bool mla = e.model.starts_with("deepseek");
+    const bool mla = e.groups.front().kind == "mla_attention";
     bool attention = false;
     for (GroupExpect& g : e.groups)
       if (g.kind != "mamba") {
