@@ -10,6 +10,27 @@ nlohmann::json opt(const std::optional<std::int64_t>& v) { return v ? nlohmann::
 nlohmann::json opt(const std::optional<int>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 nlohmann::json opt(const std::optional<std::string>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
 
+nlohmann::json opt(const std::optional<double>& v) { return v ? nlohmann::json(*v) : nlohmann::json(nullptr); }
+
+// An MLA group's widths, heads per rank and softmax scale (null for other groups).
+nlohmann::json mla_json(const PlanGroup& g) {
+  if (!g.mla) return nullptr;
+  const MlaShape& m = *g.mla;
+  return {{"num_heads", g.request ? opt(g.request->num_heads) : nlohmann::json(nullptr)},
+          {"kv_lora_rank", m.kv_lora_rank},
+          {"qk_rope_head_dim", m.qk_rope_head_dim},
+          {"qk_nope_head_dim", m.qk_nope_head_dim},
+          {"v_head_dim", m.v_head_dim},
+          {"q_lora_rank", opt(m.q_lora_rank)},
+          {"latent_size", m.latent_size()},
+          {"qk_head_size", m.qk_head_size()},
+          {"softmax_scale", m.softmax_scale},
+          {"rope_type", m.rope_type},
+          {"rope_factor", opt(m.rope_factor)},
+          {"mscale_all_dim", m.mscale_all_dim},
+          {"yarn_mscale", m.yarn_mscale}};
+}
+
 nlohmann::json group_json(const ModelPlan& plan, const PlanGroup& g) {
   nlohmann::json layers = nlohmann::json::array();
   for (const LayerRef& r : g.layers) layers.push_back(r.index);
@@ -39,6 +60,7 @@ nlohmann::json group_json(const ModelPlan& plan, const PlanGroup& g) {
       {"kernel_block_size", opt(g.kernel_block_size)},
       {"kv_bytes_per_token_per_layer", opt(g.kv_bytes_per_token)},
       {"state_bytes_per_sequence_per_layer", opt(g.state_bytes_per_sequence)},
+      {"mla", mla_json(g)},
       {"notes", g.notes},
       {"error", opt(g.error)},
   };

@@ -141,6 +141,16 @@ static void test_plan(void) {
   CHECK(attnsel_plan_json(&r, &json) == ATTNSEL_STATUS_OK);
   CHECK(contains(json, "\"backend\": \"FLASH_ATTN\""));
   attnsel_free_string(json);
+  /* An MLA group reports its shape and softmax scale (Kimi-K2: yarn factor 32). */
+  r.model_json =
+      "{\"model_type\": \"kimi_k2\", \"architectures\": [\"DeepseekV3ForCausalLM\"], \"num_hidden_layers\": 2, "
+      "\"num_attention_heads\": 64, \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, \"qk_nope_head_dim\": 128, "
+      "\"v_head_dim\": 128, \"rope_scaling\": {\"type\": \"yarn\", \"factor\": 32, \"mscale_all_dim\": 1.0, "
+      "\"original_max_position_embeddings\": 4096}}";
+  CHECK(attnsel_plan_json(&r, &json) == ATTNSEL_STATUS_OK);
+  CHECK(contains(json, "\"softmax_scale\": 0.13086079996295005"));
+  CHECK(contains(json, "\"latent_size\": 576"));
+  attnsel_free_string(json);
   r.model_json = "{\"model_type\": \"llama\"}";
   CHECK(attnsel_plan_json(&r, &json) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(json == NULL);

@@ -97,6 +97,45 @@ TEST_F(PlanCli, JsonDescribesEveryGroup) {
   EXPECT_EQ(j["kv_bytes_per_token"], 24576);
 }
 
+// Kimi-K2 (model_type kimi_k2) runs vLLM's DeepSeek MLA by its architecture; each MLA group
+// shows its heads per rank, widths and softmax scale.
+TEST_F(PlanCli, MlaGroupsShowTheirShapeAndSoftmaxScale) {
+  const std::vector<std::string> args = {"--model", example("kimi_k2"), "--platform", "cuda:9.0",
+                                         "--tensor-parallel-size", "8"};
+  const auto r = plan(args, 0);
+  EXPECT_THAT(r.out, HasSubstr("kimi_k2.json (kimi_k2, DeepseekV3ForCausalLM)"));
+  EXPECT_THAT(r.out, HasSubstr("MLA:        layers 0-60: 8 heads per rank, latent 576 (512 + 64), q/k 192 (128 + 64), "
+                               "v 128; softmax scale 0.13086079996 = 192^-0.5 x 1.3465736^2 (deepseek_yarn, factor 32, "
+                               "mscale_all_dim 1)\n"));
+  std::vector<std::string> explain = args;
+  explain.push_back("--explain");
+  EXPECT_THAT(plan(explain, 0).out, HasSubstr("    mla:        8 heads per rank, latent 576 (512 + 64)"));
+
+  const json j = plan_json(args, 0);
+  EXPECT_EQ(j["model"]["model_type"], "kimi_k2");
+  EXPECT_EQ(j["model"]["architecture"], "DeepseekV3ForCausalLM");
+  const json& mla = j["groups"][0]["mla"];
+  EXPECT_EQ(mla["num_heads"], 8);
+  EXPECT_EQ(mla["kv_lora_rank"], 512);
+  EXPECT_EQ(mla["qk_rope_head_dim"], 64);
+  EXPECT_EQ(mla["qk_nope_head_dim"], 128);
+  EXPECT_EQ(mla["v_head_dim"], 128);
+  EXPECT_EQ(mla["q_lora_rank"], 1536);
+  EXPECT_EQ(mla["latent_size"], 576);
+  EXPECT_EQ(mla["qk_head_size"], 192);
+  EXPECT_EQ(mla["rope_type"], "deepseek_yarn");
+  EXPECT_EQ(mla["rope_factor"], 32.0);
+  EXPECT_EQ(mla["mscale_all_dim"], 1.0);
+  EXPECT_NEAR(mla["softmax_scale"].get<double>(), 0.13086079996295005, 1e-12 * 0.13086079996295005);
+  EXPECT_NEAR(mla["yarn_mscale"].get<double>(), 1.3465735902799727, 1e-15);
+
+  // Other groups have none; a config without rope_scaling gets 192^-0.5.
+  EXPECT_TRUE(plan_json({"--model", example("llama"), "--platform", "cuda:9.0"}, 0)["groups"][0]["mla"].is_null());
+  const json v32 = plan_json({"--model", example("deepseek_v32"), "--platform", "cuda:9.0"}, 0);
+  EXPECT_NEAR(v32["groups"][0]["mla"]["softmax_scale"].get<double>(), 0.1352337788608801, 1e-13);
+  EXPECT_TRUE(v32["groups"][1]["mla"].is_null());  // the indexer
+}
+
 TEST_F(PlanCli, AHybridShowsTheRaisedBlockSizeAndThePaddedMambaPage) {
   const auto r = plan({"--model", example("jamba"), "--platform", "cuda:9.0"}, 0);
   EXPECT_THAT(r.out, HasSubstr("Block size: 80 (FLASH_ATTN.get_preferred_block_size(16); raised from 16 to hold a "
@@ -180,6 +219,9 @@ TEST_F(PlanCli, BadInputExits2NamingTheProblem) {
       {{"--platform", "tpu"}, "tpu"},
       {{"--compare", "cuda:9.0,gpu"}, "gpu"},
       {{"--fact", "flash_attn_version"}, "--fact expects NAME=VALUE"},
+      {{"--model", example("kimi_k2"), "--tensor-parallel-size", "3"},
+       "kimi_k2.json: field 'num_attention_heads': Total number of attention heads (64) must be divisible by tensor "
+       "parallel size (3)."},
   };
   for (const Case& c : cases) {
     std::vector<std::string> args = c.args;

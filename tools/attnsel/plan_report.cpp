@@ -74,6 +74,21 @@ std::string cache_column(const PlanGroup& g) {
   return g.kv_bytes_per_token ? fmt::format("{} B/token", with_thousands(*g.kv_bytes_per_token)) : "not modelled";
 }
 
+// An MLA group's shape per rank and its softmax scale, with where the scale comes from.
+std::string mla_text(const PlanGroup& g) {
+  const MlaShape& m = *g.mla;
+  const std::string heads =
+      g.request && g.request->num_heads ? fmt::format("{} heads per rank, ", *g.request->num_heads) : "";
+  const std::string origin =
+      m.rope_type == "deepseek_yarn"
+          ? fmt::format("{}^-0.5 x {:.8g}^2 (deepseek_yarn, factor {:g}, mscale_all_dim {:g})", m.qk_head_size(),
+                        m.yarn_mscale, m.rope_factor.value_or(1.0), m.mscale_all_dim)
+          : fmt::format("{}^-0.5 (rope type {})", m.qk_head_size(), m.rope_type);
+  return fmt::format("{}latent {} ({} + {}), q/k {} ({} + {}), v {}; softmax scale {:.11g} = {}", heads, m.latent_size(),
+                     m.kv_lora_rank, m.qk_rope_head_dim, m.qk_head_size(), m.qk_nope_head_dim, m.qk_rope_head_dim,
+                     m.v_head_dim, m.softmax_scale, origin);
+}
+
 std::string model_line(const ModelSpec& model) {
   std::string arch = model.architecture.empty() ? "" : ", " + model.architecture;
   return fmt::format("{} ({}{})", model.source, model.model_type, arch);
@@ -106,6 +121,8 @@ std::string summary(const ModelPlan& plan) {
     out += fmt::format("KV cache:   {} bytes per token per rank\n", with_thousands(*plan.kv_bytes_per_token));
   else
     out += fmt::format("KV cache:   not modelled for --kv-cache-dtype {}\n", plan.kv_cache_dtype);
+  for (const PlanGroup& g : plan.groups)
+    if (g.mla) out += fmt::format("MLA:        layers {}: {}\n", g.layers_text, mla_text(g));
   if (plan.cross_kv_bytes_per_encoder_token)
     out += fmt::format("Cross KV:   {} bytes per encoder token per rank\n",
                        with_thousands(*plan.cross_kv_bytes_per_encoder_token));
@@ -196,6 +213,7 @@ std::string render_plan_explanation(const ModelPlan& plan) {
         out += fmt::format("    block:      {} tokens per block, kernel block {}\n", plan.block_size.block_size,
                            *g.kernel_block_size);
     }
+    if (g.mla) out += fmt::format("    mla:        {}\n", mla_text(g));
     if (g.state_bytes_per_sequence)
       out += fmt::format("    state:      {} bytes per sequence\n", with_thousands(*g.state_bytes_per_sequence));
     if (!g.notes.empty()) out += fmt::format("    notes:      {}\n", fmt::join(g.notes, "; "));
