@@ -26,6 +26,10 @@ DeepseekRope read_deepseek_rope(const ConfigReader& c) {
   if (!p.original_max_position_embeddings)
     block.fail_missing("original_max_position_embeddings", "a positive integer (here or at the top level): " + why);
   if (rope.rope_type == "deepseek_yarn") rope.yarn_mscale = yarn_get_mscale(*p.factor, rope.mscale_all_dim);
+  if (!std::isfinite(rope.yarn_mscale * rope.yarn_mscale))
+    block.fail("mscale_all_dim", fmt::format("{:g} makes yarn's factor m = 0.1 * mscale_all_dim * ln(factor) + 1 so "
+                                             "large that the softmax scale (times m^2) is not a finite number",
+                                             rope.mscale_all_dim));
   return rope;
 }
 

@@ -317,6 +317,11 @@ TEST(MlaShapeBadInput, MalformedRopeBlocks) {
   EXPECT_THAT(error_of(v3_config(R"("rope_scaling":{"type":"yarn","factor":40,"original_max_position_embeddings":4096,
                                     "apply_yarn_scaling":"no"})")),
               HasSubstr("field 'rope_scaling.apply_yarn_scaling': expected true or false"));
+  // Regression: a huge mscale_all_dim made the scale infinite (JSON null in the report).
+  EXPECT_THAT(error_of(v3_config(R"("rope_scaling":{"type":"yarn","factor":40,"original_max_position_embeddings":4096,
+                                    "mscale_all_dim":1e300})")),
+              HasSubstr("field 'rope_scaling.mscale_all_dim': 1e+300 makes yarn's factor m = 0.1 * mscale_all_dim * "
+                        "ln(factor) + 1 so large that the softmax scale (times m^2) is not a finite number"));
   // The same rules hold where the model runs plain attention.
   EXPECT_THAT(error_of(v3_config(R"("rope_scaling":{"type":"yarn","factor":0})", "my_deepseek_finetune")),
               HasSubstr("field 'rope_scaling.factor': expected a positive number"));
