@@ -77,7 +77,7 @@ void read_gemma2(const ConfigReader& c, ModelSpec& out);
 void read_gemma3_text(const ConfigReader& c, ModelSpec& out);
 void read_gemma3(const ConfigReader& c, ModelSpec& out);     // multimodal wrapper (text_config)
 void read_gpt_oss(const ConfigReader& c, ModelSpec& out);
-void read_deepseek(const ConfigReader& c, ModelSpec& out);   // deepseek_v2, deepseek_v3, deepseek_v32
+void read_deepseek(const ConfigReader& c, ModelSpec& out);   // deepseek_v2/v3/v32, and Kimi-K2 by architecture
 void read_qwen3_next(const ConfigReader& c, ModelSpec& out);
 void read_jamba(const ConfigReader& c, ModelSpec& out);
 void read_granite_hybrid(const ConfigReader& c, ModelSpec& out);

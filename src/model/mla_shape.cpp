@@ -36,7 +36,8 @@ DeepseekRope read_deepseek_rope(const ConfigReader& c) {
 MlaShape read_mla_shape(const ConfigReader& c) {
   auto width = [&](std::string_view field) {
     if (!c.has(field))
-      c.fail_missing(field, fmt::format("an integer from 1 to {}, which MLA needs (kv_lora_rank is set)", kMaxHeadSize));
+      c.fail_missing(field,
+                     fmt::format("an integer from 1 to {}, which MLA needs (kv_lora_rank is set)", kMaxHeadSize));
     return c.get_int(field, 1, kMaxHeadSize);
   };
   MlaShape s;

@@ -81,7 +81,8 @@ RopeParameters read_rope_parameters(const ConfigReader& c) {
   for (std::string_view name : kNumberFields) (void)opt_finite_number(r, name, "a number");
   p.mscale_all_dim = opt_finite_number(r, "mscale_all_dim", "a number");
   p.apply_yarn_scaling = r.opt_bool("apply_yarn_scaling", true);
-  if (auto ompe = r.opt_int64("original_max_position_embeddings", 1, kMaxWidth)) p.original_max_position_embeddings = ompe;
+  if (auto ompe = r.opt_int64("original_max_position_embeddings", 1, kMaxWidth))
+    p.original_max_position_embeddings = ompe;
   return p;
 }
 

@@ -13,7 +13,8 @@ namespace attnsel::model {
 
 struct RopeParameters {
   std::string field;                  ///< "rope_parameters" or "rope_scaling"; "" when the config has neither
-  std::string rope_type = "default";  ///< after vLLM's renames of the legacy types ("su" → "longrope", "mrope" → "default")
+  /// After vLLM's renames of the legacy types ("su" → "longrope", "mrope" → "default").
+  std::string rope_type = "default";
   std::optional<double> factor;       ///< positive when given
   std::optional<double> mscale_all_dim;
   bool apply_yarn_scaling = true;

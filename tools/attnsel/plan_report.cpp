@@ -84,9 +84,9 @@ std::string mla_text(const PlanGroup& g) {
           ? fmt::format("{}^-0.5 x {:.8g}^2 (deepseek_yarn, factor {:g}, mscale_all_dim {:g})", m.qk_head_size(),
                         m.yarn_mscale, m.rope_factor.value_or(1.0), m.mscale_all_dim)
           : fmt::format("{}^-0.5 (rope type {})", m.qk_head_size(), m.rope_type);
-  return fmt::format("{}latent {} ({} + {}), q/k {} ({} + {}), v {}; softmax scale {:.11g} = {}", heads, m.latent_size(),
-                     m.kv_lora_rank, m.qk_rope_head_dim, m.qk_head_size(), m.qk_nope_head_dim, m.qk_rope_head_dim,
-                     m.v_head_dim, m.softmax_scale, origin);
+  return fmt::format("{}latent {} ({} + {}), q/k {} ({} + {}), v {}; softmax scale {:.11g} = {}", heads,
+                     m.latent_size(), m.kv_lora_rank, m.qk_rope_head_dim, m.qk_head_size(), m.qk_nope_head_dim,
+                     m.qk_rope_head_dim, m.v_head_dim, m.softmax_scale, origin);
 }
 
 std::string model_line(const ModelSpec& model) {
