@@ -228,9 +228,18 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   c.kv_cache_dtype = "auto";
   c.head_size = 512;
   EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
-  c.head_size = 256;
+}
+
+// Decode context parallelism merges the ranks' partial outputs by their log-sum-exps, which
+// the decode kernel writes: FLASH_ATTN must not be refused under DCP for a missing LSE.
+TEST(FlashAttnCudaHost, DcpIsNoGapTheDecodeKernelWritesTheLse) {
+  EXPECT_TRUE(flash_attn_cuda_kernel_info().lse_output);
+  AttentionSelectorConfig c;
+  c.head_size = 128;
   c.use_dcp = true;
-  EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
+  EXPECT_EQ(flash_attn_cuda_gaps(c, RuntimeEnv{}), std::vector<std::string>{});
+  c.kv_cache_dtype = "fp8_e4m3";
+  EXPECT_EQ(flash_attn_cuda_gaps(c, RuntimeEnv{}), std::vector<std::string>{});
 }
 
 // The head size the Hopper prefill computes and its key tile: 96 only on a 16-bit cache (the
