@@ -10,17 +10,18 @@
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. Whoever writes a row's output
-// also writes its log-sum-exp when the caller asks for it (natural log, sinks included). An fp8 (e4m3) cache is copied
-// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise) in 128-key tiles, never
-// widened in shared memory: each warp converts the bytes of its mma fragments in registers
-// and computes S^T = K·Q^T and O^T = V^T·P^T in f16, the keys in the mma's M dimension
-// (decode_fp8_keys.cuh; the rows form of tile_common.cuh stays selectable); its scales act in fp32 (k_scale in the score scale, v_scale on the
-// output; per-KV-head scales are read once per CTA, whose rows all share one KV head).
+// also writes its log-sum-exp when the caller asks for it (natural log, sinks included).
+// An fp8 (e4m3) cache is copied raw (TMA boxes of 128 byte columns on sm_90, cp.async
+// otherwise) in 128-key tiles, never widened in shared memory: each warp converts the bytes
+// of its mma fragments in registers and computes S^T = K·Q^T and O^T = V^T·P^T in f16, the
+// keys in the mma's M dimension (decode_fp8_keys.cuh; 0.60x bf16's time at 64 x 4096 on
+// the H200, where products with the rows in the M dimension took 0.85x); its scales act in
+// fp32 (k_scale in the score scale, v_scale on the output; per-KV-head scales are read once
+// per CTA, whose rows all share one KV head).
 // An execute that appends the step's new keys and values passes them in: each CTA whose key
 // slice holds new tokens writes them (its KV head) into their cache slots before it copies
 // any tile, and every other CTA starts streaming at once — one launch per layer where a
 // separate cache write and its completion sat on the critical path.
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -34,21 +35,14 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-/// How an fp8 decode lays its products out: the packed rows in the mma's M dimension
-/// (tile_common.cuh; 64-key tiles), or the keys (decode_fp8_keys.cuh; 128-key tiles, 32 keys
-/// per warp), the default: 0.60x bf16's time at 64 x 4096 where the rows form took 0.85x
-/// (docs/kernels-fp8.md).
-enum Fp8DecodeForm { kFormRows = 0, kFormKeys128 = 1 };
-
-/// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
-/// 2-3 stages each it is (of half-size fp8 stages, 3-5).
-template <class T, int DP, int LOADS, bool FP8, int FORM = kFormRows>
+/// A deeper pipeline with one CTA per SM (5 stages) measured slower on the H200 (2.0 against
+/// 3.7 TB/s at 64 x 4096); two CTAs of 2-3 stages each it is. An fp8 cache's tiles are 128 keys (32 per warp, in the mma's M
+/// dimension: decode_fp8_keys.cuh), as many bytes as 64 keys of a 16-bit cache.
+template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
-  static constexpr bool kKeysForm = FORM != kFormRows;
-  static_assert(!kKeysForm || FP8, "the keys form reads raw fp8 tiles");
-  static constexpr int kKeys = kKeysForm ? 2 * kDecodeKeyTile : kDecodeKeyTile;
+  static constexpr int kKeys = FP8 ? 2 * kDecodeKeyTile : kDecodeKeyTile;
   static constexpr int kWarpKeys = kKeys / kWarps;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
@@ -65,8 +59,7 @@ struct DecodeConfig {
   // An fp8 cache's stages hold the raw bytes (K then V).
   static constexpr int kRawTileBytes = kTma ? kKeys * DP : kKeys * RawPadded<DP>::kRowBytes;
   static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
-  // fp8 stages are half as large: as many bytes in flight takes about twice the stages.
-  static constexpr int kStages = kKeysForm ? (DP <= 128 ? 3 : 2) : FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
+  static constexpr int kStages = DP <= 128 ? 3 : 2;
   static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
@@ -227,12 +220,11 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
   fence_proxy_async_global();
 }
 
-template <class T, int DP, int LOADS, bool FP8, int FORM>
+template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128)
     decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
                   const __grid_constant__ CUtensorMap tm_v, const int box_rows) {
-  using C = DecodeConfig<T, DP, LOADS, FP8, FORM>;
-  constexpr bool kKeysForm = C::kKeysForm;
+  using C = DecodeConfig<T, DP, LOADS, FP8>;
   constexpr bool kBulk = LOADS == kLoadsBulk;
   constexpr bool kMbar = LOADS != kLoadsCpAsync;  // bulk and TMA copies complete on mbarriers
   static_assert(!(kBulk && FP8), "fp8 caches are copied by TMA boxes or cp.async (the planner picks)");
@@ -359,12 +351,12 @@ __global__ void __launch_bounds__(128)
   if (appends && early == C::kStages - 1) append();
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  std::conditional_t<kKeysForm, KeysWarpState<DP>, WarpState<DP>> st;
+  std::conditional_t<FP8, KeysWarpState<DP>, WarpState<DP>> st;
   st.init();
   RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
-  // The keys form: its rows' facts, and whether the second n8 tile of rows has any.
+  // fp8: its rows' facts in the keys form, and whether the second n8 tile of rows has any.
   [[maybe_unused]] KeysRowInfo kri;
-  if constexpr (kKeysForm) kri = keys_row_info(p, pr, kvh, row0, seq_len, kv_begin, kv_end);
+  if constexpr (FP8) kri = keys_row_info(p, pr, kvh, row0, seq_len, kv_begin, kv_end);
   const bool two = pr.rows - row0 > 8;
   // The CTA's rows share one KV head: its fp8 scales (per head or per layer) apply to all.
   // Partials are stored without the value scale; whoever writes the output applies it, so
@@ -378,9 +370,9 @@ __global__ void __launch_bounds__(128)
   }
   // Keys every row of the CTA sees (no mask needed inside).
   const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
-  std::conditional_t<kKeysForm, std::uint32_t[2][DP / 16][2], std::uint32_t[DP / 16][4]> qf;
+  std::conditional_t<FP8, std::uint32_t[2][DP / 16][2], std::uint32_t[DP / 16][4]> qf;
   // fp8: the power of two each of this thread's rows was scaled by
-  std::conditional_t<kKeysForm, float[2][2], float[2]> q_undo;
+  std::conditional_t<FP8, float[2][2], float[2]> q_undo;
 
   for (int it = 0; it < ntiles; ++it) {
     if constexpr (kMbar) {
@@ -391,8 +383,7 @@ __global__ void __launch_bounds__(128)
     }
     __syncthreads();
     if (it == 0) {
-      if constexpr (kKeysForm) load_q_frags_keys<T, DP>(qf, qs, q_undo);
-      else if constexpr (FP8) load_q_frags_fp8<T, DP>(qf, qs, q_undo);
+      if constexpr (FP8) load_q_frags_keys<T, DP>(qf, qs, q_undo);
       else load_q_frags<DP>(qf, qs);
     }
     const int nxt = it + C::kStages - 1;
@@ -402,7 +393,7 @@ __global__ void __launch_bounds__(128)
     const int key0 = kv_begin + it * C::kKeys + warp * C::kWarpKeys;
     if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
     const bool masked = key0 < full_lo || key0 + C::kWarpKeys > full_hi;
-    if constexpr (kKeysForm) {  // keys in the mma's M dimension (decode_fp8_keys.cuh)
+    if constexpr (FP8) {  // keys in the mma's M dimension (decode_fp8_keys.cuh)
       constexpr int kKB = C::kWarpKeys / 16;
       const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
       std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
@@ -421,29 +412,6 @@ __global__ void __launch_bounds__(128)
       score_tile_keys<kKB>(p, score_sc, sk, key0, q_undo, kri, masked);
       softmax_tile_keys<DP, kKB>(st, sk, two);
       pv_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(st, sk, vraw, warp * C::kWarpKeys, two);
-      continue;
-    } else if constexpr (FP8) {  // the raw bytes straight into the fragments
-      float s[2][4];
-      const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
-      std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
-      if constexpr (C::kTma)
-        if (key0 + 16 > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
-          const int first = kv_end - key0;
-          for (int i = lane; i < (16 - first) * (DP / 16); i += 32) {
-            const std::uint32_t at = C::RawLayout::offset(warp * 16 + first + i / (DP / 16), 16 * (i % (DP / 16)));
-            *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
-          }
-          __syncwarp();
-        }
-      qk_tile_fp8<DP, typename C::RawLayout, false>(s, qf, kraw, warp * 16);
-      if constexpr (std::is_same_v<T, __nv_bfloat16>)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[n][e] *= q_undo[e / 2];
-      score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
-      softmax_tile<DP, 2>(st, s);
-      pv_tile_fp8<DP, typename C::RawLayout, false>(st, s, vraw, warp * 16);
       continue;
     } else {
       // A warp's 16 keys in a tile: a page box, rows of the tile's chunks, or padded rows.
@@ -470,7 +438,7 @@ __global__ void __launch_bounds__(128)
   float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
   float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
   float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
-  if constexpr (kKeysForm) {  // rows 8n + 2t + e; the l partials are reduced over the key lanes
+  if constexpr (FP8) {  // rows 8n + 2t + e; the l partials are reduced over the key lanes
 #pragma unroll
     for (int n = 0; n < 2; ++n)
 #pragma unroll
@@ -536,13 +504,8 @@ __global__ void __launch_bounds__(128)
     float* dst = red + (warp * kDecodeRows + r) * DP;
 #pragma unroll
     for (int j = 0; j < DP / 8; ++j) {
-      if constexpr (FP8) {  // the fp8 P·V tiles' column order
-        dst[fp8_out_dim(j, 2 * (lane % 4))] = st.o[j][2 * h] * f;
-        dst[fp8_out_dim(j, 2 * (lane % 4) + 1)] = st.o[j][2 * h + 1] * f;
-      } else {
-        dst[8 * j + 2 * (lane % 4)] = st.o[j][2 * h] * f;
-        dst[8 * j + 2 * (lane % 4) + 1] = st.o[j][2 * h + 1] * f;
-      }
+      dst[8 * j + 2 * (lane % 4)] = st.o[j][2 * h] * f;
+      dst[8 * j + 2 * (lane % 4) + 1] = st.o[j][2 * h + 1] * f;
     }
   }
   }
@@ -644,21 +607,6 @@ __global__ void __launch_bounds__(128)
   if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
 }
 
-/// The fp8 decode's form: ATTNSEL_CUDA_FP8_DECODE=rows|keys128 (read once; keys128 when
-/// unset), so the two can be compared in one build.
-Fp8DecodeForm fp8_decode_form() {
-  static const Fp8DecodeForm form = [] {
-    const char* v = std::getenv("ATTNSEL_CUDA_FP8_DECODE");
-    if (v == nullptr || *v == '\0') return kFormKeys128;
-    const std::string s = v;
-    if (s == "rows") return kFormRows;
-    if (s == "keys128") return kFormKeys128;
-    throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "ATTNSEL_CUDA_FP8_DECODE",
-                     "'" + s + "' is not one of rows, keys128");
-  }();
-  return form;
-}
-
 }  // namespace
 
 void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLoads loads, bool kv_fp8,
@@ -668,9 +616,9 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
   if (loads == kLoadsTma || loads == kLoadsTmaPages) std::memcpy(maps, kv_maps, sizeof(maps));
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      auto go = [&]<int LOADS, bool FP8, int FORM = kFormRows>() {
-        using C = DecodeConfig<T, DP, LOADS, FP8, FORM>;
-        auto kernel = decode_kernel<T, DP, LOADS, FP8, FORM>;
+      auto go = [&]<int LOADS, bool FP8>() {
+        using C = DecodeConfig<T, DP, LOADS, FP8>;
+        auto kernel = decode_kernel<T, DP, LOADS, FP8>;
         const char* how = FP8                      ? (LOADS == kLoadsTma ? "fp8 tma" : "fp8 cp.async")
                           : LOADS == kLoadsCpAsync ? "cp.async"
                           : LOADS == kLoadsBulk    ? "bulk"
@@ -678,9 +626,9 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
                                                    : "tma page boxes";
         auto cfg = [&] {
           return cfg_string(
-              "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={} form={}",
+              "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
               to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
-              C::kSmemBytes, how, C::kStages, box_rows, FORM == kFormRows ? "rows" : "keys128");
+              C::kSmemBytes, how, C::kStages, box_rows);
         };
         static std::atomic<std::uint64_t> smem_set{0};
         set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "decode_kernel: cudaFuncSetAttribute", cfg);
@@ -691,15 +639,9 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         check_launch_lazy("decode_kernel", cfg);
       };
       if (kv_fp8) {
-        auto fp8 = [&]<int FORM>() {
-          if constexpr (DP % 128 == 0)
-            if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true, FORM>();
-          go.template operator()<kLoadsCpAsync, true, FORM>();
-        };
-        switch (fp8_decode_form()) {
-          case kFormRows: fp8.template operator()<kFormRows>(); break;
-          case kFormKeys128: fp8.template operator()<kFormKeys128>(); break;
-        }
+        if constexpr (DP % 128 == 0)
+          if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true>();
+        go.template operator()<kLoadsCpAsync, true>();
       } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
       else if (loads == kLoadsTmaPages) {
         if constexpr (DP == 128 || DP == 256) go.template operator()<kLoadsTmaPages, false>();
