@@ -76,7 +76,7 @@ def main():
     FLUSH = torch.ones(64 << 20, dtype=torch.float32, device="cuda")
     mm = matmul_tflops()
     rows = [r for r in ours["results"] if r["variant"] == "default"]
-    sweeps = [r for r in ours["results"] if r["variant"] != "default"]
+    options = [r for r in ours["results"] if r["variant"] != "default"]
     backends = {"FA2": SDPBackend.FLASH_ATTENTION, "cuDNN": SDPBackend.CUDNN_ATTENTION}
     torch_results = []
     for r in rows:
@@ -111,9 +111,9 @@ def main():
               if isinstance(v, dict) and "error" in v]
     for name, k, e in errors:
         print(f"  {k} on {name}: {e}")
-    if sweeps:
-        print("\nattnsel tuning sweep:")
-        for r in sweeps:
+    if options:
+        print("\nattnsel with a tuning option:")
+        for r in options:
             unit = "tbs" if r["kind"] == "decode" else "tflops"
             print(f"  {r['name']:<44} [{r['variant']}] {r[unit]:.3f} {unit}  {r['plan']}")
 

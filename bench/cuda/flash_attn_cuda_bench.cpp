@@ -4,14 +4,11 @@
 // Writes one JSON document (--json) that scripts/bench_torch_sdpa.py joins with PyTorch's
 // FlashAttention-2 and cuDNN timings on the same shapes.
 //
-//   attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] [--only REGEX]
-//                      [--hopper-variants N,N,...]
+//   attnsel_cuda_bench [--json FILE] [--quick] [--reps N] [--only REGEX]
 //
-// --sweep adds planner variants (decode copies, split alignment and count; the Hopper
-// prefill on a persistent grid, and the portable prefill); --only REGEX runs the shapes whose
-// name it matches (e.g. 'd128 (full|causal) blk16$'); --variant LABEL runs only the
-// variant of that label (e.g. for a profiler). --hopper-variants adds the Hopper prefill's
-// compiled variants (CudaTuning::hopper_variant, labelled vN) to every prefill shape.
+// --only REGEX runs the shapes whose name it matches (e.g. 'd128 (full|causal) blk16$').
+// A prefill on an fp8 cache up to head size 128 also runs with f16 products
+// (ATTNSEL_CUDA_FP8_PREFILL=f16), labelled "f16" beside the default.
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -265,16 +262,14 @@ std::vector<Shape> shapes(bool quick) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string json_path, only_variant;
+  std::string json_path;
   std::optional<std::regex> only;
-  std::vector<int> hopper_variants;
-  bool quick = false, sweep = false;
+  bool quick = false;
   int reps = 20;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--json" && i + 1 < argc) json_path = argv[++i];
     else if (a == "--quick") quick = true;
-    else if (a == "--sweep") sweep = true;
     else if (a == "--reps" && i + 1 < argc) reps = std::stoi(argv[++i]);
     else if (a == "--only" && i + 1 < argc) {
       try {
@@ -284,32 +279,8 @@ int main(int argc, char** argv) {
         return 2;
       }
     }
-    else if (a == "--hopper-variants" && i + 1 < argc) {
-      for (std::string list = argv[++i]; !list.empty();) {
-        const std::size_t comma = list.find(',');
-        const std::string item = list.substr(0, comma);
-        std::size_t used = 0;
-        int v = -1;
-        try {
-          v = std::stoi(item, &used);
-        } catch (const std::exception&) {
-        }
-        if (v < 0 || used != item.size()) {
-          std::fprintf(stderr, "attnsel_cuda_bench: --hopper-variants takes comma-separated variant numbers, not '%s'\n",
-                       item.c_str());
-          return 2;
-        }
-        hopper_variants.push_back(v);
-        list = comma == std::string::npos ? "" : list.substr(comma + 1);
-      }
-    }
-    else if (a == "--variant" && i + 1 < argc) {
-      only_variant = argv[++i];
-      sweep = true;
-    }
     else {
-      std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--sweep] [--variant LABEL] [--reps N] "
-                           "[--only REGEX] [--hopper-variants N,N,...]\n");
+      std::fprintf(stderr, "usage: attnsel_cuda_bench [--json FILE] [--quick] [--reps N] [--only REGEX]\n");
       return 2;
     }
   }
@@ -337,67 +308,15 @@ int main(int argc, char** argv) {
       DeviceBatch b = make_batch(s, seed++);
       const ak::LayerParams lp = layer(s);
       std::vector<std::pair<std::string, cu::CudaTuning>> variants = {{"default", {}}};
-      if (sweep && s.kind == "decode") {
-        for (auto [name, copies] : {std::pair{"cp.async", cu::DecodeCopies::cp_async},
-                                    std::pair{"bulk", cu::DecodeCopies::bulk_rows},
-                                    std::pair{"boxes", cu::DecodeCopies::tma_boxes}}) {
-          cu::CudaTuning t;
-          t.decode_copies = copies;
-          variants.push_back({name, t});
-        }
-        cu::CudaTuning a16;
-        a16.split_align_keys = 16;
-        variants.push_back({"align16", a16});
-        for (double waves : {0.5, 0.75, 1.5, 2.0}) {
-          cu::CudaTuning w;
-          w.split_waves = waves;
-          variants.push_back({fmt::format("waves{}", waves), w});
-        }
-        for (int keys : {128, 512}) {
-          cu::CudaTuning m;
-          m.min_split_keys = keys;
-          variants.push_back({fmt::format("minsplit{}", keys), m});
-        }
-      }
-      // fp8 prefill: both products of the Hopper kernel, beside the default.
-      if (s.kind == "prefill" && s.kv_fp8)
-        for (auto [name, products] : {std::pair{"e4m3", cu::Fp8PrefillProducts::e4m3},
-                                      std::pair{"f16", cu::Fp8PrefillProducts::f16}}) {
-          cu::CudaTuning t;
-          t.fp8_prefill = products;
-          variants.push_back({name, t});
-        }
-      if (s.kind == "prefill")
-        for (const int v : hopper_variants) {
-          cu::CudaTuning t;
-          t.hopper_variant = v;
-          variants.push_back({fmt::format("v{}", v), t});
-          if (s.kv_fp8) {  // the f16 products too (the default is e4m3)
-            t.fp8_prefill = cu::Fp8PrefillProducts::f16;
-            variants.push_back({fmt::format("f16-v{}", v), t});
-          }
-        }
-      if (sweep && s.kind == "prefill") {
+      if (s.kind == "prefill" && s.kv_fp8 && s.head_size <= 128) {  // the tuning option: f16 products
         cu::CudaTuning t;
-        t.hopper_ctas = -1;
-        variants.push_back({"persistent", t});
-        t = cu::CudaTuning{};
-        t.use_hopper = false;
-        variants.push_back({"portable", t});
+        t.fp8_prefill = cu::Fp8PrefillProducts::f16;
+        variants.push_back({"f16", t});
       }
-      std::vector<std::string> hopper_seen;  // a --hopper-variants run that equals one before it is skipped
       for (const auto& [label, tuning] : variants) {
-        if (!only_variant.empty() && label != only_variant) continue;
         cu::FlashAttnCuda impl(lp, tuning);
         const attnsel::kernel::KVCacheView dev_cache{b.k.view, b.v.view};
         const auto plan = impl.plan(b.md(), dev_cache, b.q.view.dtype, attnsel::kernel::Stream{});
-        if (!hopper_variants.empty() && s.kind == "prefill") {
-          const cu::PlanSummary sum = cu::FlashAttnCuda::summary(*plan);
-          const std::string key = fmt::format("{} {} {} {}", sum.prefill_kernel, sum.prefill_products,
-                                              sum.prefill_variant, tuning.hopper_ctas);
-          if (std::find(hopper_seen.begin(), hopper_seen.end(), key) != hopper_seen.end()) continue;
-          hopper_seen.push_back(key);
-        }
         auto execute = [&] { impl.execute(*plan, b.q.view, dev_cache, b.o.view, attnsel::kernel::Stream{}); };
         b.o.buffer.fill_bytes(0xFF);
         execute();

@@ -20,7 +20,7 @@
 #include "attnsel/errors.hpp"
 #include "kernels/device/cuda/device_memory.hpp"
 #include "kernels/attention/cuda/flash_attn_cuda.hpp"
-#include "kernels/attention/cuda/launch.hpp"  // the Hopper prefill's compiled variants
+#include "kernels/attention/cuda/launch.hpp"  // the Hopper prefill's forms and tiles
 #include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
 
@@ -228,9 +228,18 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   c.kv_cache_dtype = "auto";
   c.head_size = 512;
   EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
-  c.head_size = 256;
+}
+
+// Decode context parallelism merges the ranks' partial outputs by their log-sum-exps, which
+// the decode kernel writes: FLASH_ATTN must not be refused under DCP for a missing LSE.
+TEST(FlashAttnCudaHost, DcpIsNoGapTheDecodeKernelWritesTheLse) {
+  EXPECT_TRUE(flash_attn_cuda_kernel_info().lse_output);
+  AttentionSelectorConfig c;
+  c.head_size = 128;
   c.use_dcp = true;
-  EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
+  EXPECT_EQ(flash_attn_cuda_gaps(c, RuntimeEnv{}), std::vector<std::string>{});
+  c.kv_cache_dtype = "fp8_e4m3";
+  EXPECT_EQ(flash_attn_cuda_gaps(c, RuntimeEnv{}), std::vector<std::string>{});
 }
 
 // The head size the Hopper prefill computes and its key tile: 96 only on a 16-bit cache (the
@@ -272,9 +281,26 @@ TEST(FlashAttnCudaHost, PageBoxesOnlyWhereEveryChunkIsTheHeads) {
     EXPECT_FALSE(hopper_v_page_boxes_apply(hs, KvPath::b16, 16)) << hs;
     EXPECT_FALSE(decode_page_boxes_apply(hs, false, 16)) << hs;
   }
-  // 16-bit caches take them by default (the planner drops the flag where it does not apply).
-  EXPECT_EQ(hopper_default_variant(KvPath::b16), HopperVariant::wide_keys | HopperVariant::v_page_boxes);
-  EXPECT_EQ(hopper_default_variant(KvPath::e4m3), HopperVariant::issue_ahead);
+}
+
+/// The Hopper prefill's forms, chosen from the layer and the page size: 176-key tiles on a
+/// 16-bit cache up to d=128 without a mask, unless they would shrink the page's TMA boxes;
+/// page-boxed V at head sizes 128 and 256 where the boxes are 16 keys; neither on fp8 caches.
+TEST(FlashAttnCudaHost, HopperFormsFollowTheLayerAndThePage) {
+  constexpr int kWide = HopperVariant::wide_keys, kPages = HopperVariant::v_page_boxes;
+  EXPECT_EQ(hopper_variant(128, KvPath::b16, false, 16), kWide | kPages);
+  EXPECT_EQ(hopper_variant(128, KvPath::b16, true, 16), kPages);
+  EXPECT_EQ(hopper_variant(64, KvPath::b16, false, 16), kWide);
+  EXPECT_EQ(hopper_variant(96, KvPath::b16, true, 16), 0);
+  EXPECT_EQ(hopper_variant(256, KvPath::b16, false, 16), kPages);
+  EXPECT_EQ(hopper_variant(256, KvPath::b16, false, 32), kPages);  // 80-key tiles: 16-key boxes of any page
+  EXPECT_EQ(hopper_variant(120, KvPath::b16, false, 16), kWide);  // padded to 128: no page boxes
+  EXPECT_EQ(hopper_variant(128, KvPath::b16, false, 48), kWide | kPages);
+  EXPECT_EQ(hopper_variant(128, KvPath::b16, false, 32), 0);   // 176 keys would cut 32-key boxes to 16
+  EXPECT_EQ(hopper_variant(128, KvPath::b16, false, 128), 0);  // and 128-key boxes
+  EXPECT_EQ(hopper_variant(128, KvPath::b16, false, 176), kWide);
+  for (KvPath kv : {KvPath::e4m3, KvPath::f16_widened})
+    for (int bs : {16, 128}) EXPECT_EQ(hopper_variant(128, kv, false, bs), 0);
 }
 
 // ---- on a GPU ---------------------------------------------------------------------------
@@ -282,50 +308,50 @@ TEST(FlashAttnCudaHost, PageBoxesOnlyWhereEveryChunkIsTheHeads) {
 TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
   REQUIRE_GPU();
   const bool hopper = device_info(0).major >= 9;
-  for (DecodeCopies copies :
-       {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes, DecodeCopies::tma_page_boxes})
+  for (bool sm90 : {true, false})
     for (int hs = 8; hs <= 256; hs += 8) {
-      SCOPED_TRACE("head_size " + std::to_string(hs) + " copies " + std::to_string(static_cast<int>(copies)));
+      SCOPED_TRACE("head_size " + std::to_string(hs) + (sm90 ? "" : " as on sm_80"));
       GpuCase c;
       c.head_size = hs;
       c.seqs = decode_batch();
       c.seed = static_cast<std::uint64_t>(hs);
-      c.tuning.decode_copies = copies;
+      c.tuning.sm90_kernels = sm90;
       const Outcome o = check_case(c);
       EXPECT_GT(o.summary.decode_ctas, 0);
-      // What runs: TMA boxes need sm_90 and a head size padded (to 32s) to a multiple of 64;
-      // page boxes a head size of 128 or 256 (elsewhere the 64-column boxes).
+      // What runs: TMA boxes need sm_90 and a head size padded (to 32s) to a multiple of 64,
+      // else one bulk copy per row; page boxes a head size of 128 or 256.
       const bool pad64 = (hs + 31) / 32 * 32 % 64 == 0;
-      const bool pages = copies == DecodeCopies::tma_page_boxes && (hs == 128 || hs == 256);
-      const char* want = !hopper || copies == DecodeCopies::cp_async                 ? "cp.async"
-                         : copies == DecodeCopies::bulk_rows || !pad64               ? "bulk"
-                         : pages                                                     ? "tma page boxes"
-                                                                                     : "tma";
+      const char* want = !hopper || !sm90 ? "cp.async"
+                         : !pad64         ? "bulk"
+                         : hs == 128 || hs == 256 ? "tma page boxes"
+                                                  : "tma";
       EXPECT_EQ(o.summary.decode_loads, want);
     }
 }
 
 TEST(FlashAttnCudaGpu, TmaDecodeSlicesPagesAndWindows) {
   REQUIRE_GPU();
+  const bool hopper = device_info(0).major >= 9;
   // Boxes of gcd(block, 64) keys (page boxes: 16 keys, every column); slices aligned to
   // them; windows whose first key is not box-aligned; sequence ends inside a box (the
-  // unwritten slots are NaN).
-  for (DecodeCopies copies : {DecodeCopies::tma_boxes, DecodeCopies::tma_page_boxes})
+  // unwritten slots are NaN). Head size 128 takes page boxes, 192 64-column boxes.
+  for (int hs : {128, 192})
     for (int bs : {16, 32, 48, 128})
       for (bool split : {false, true}) {
-        SCOPED_TRACE("block " + std::to_string(bs) + (split ? " split" : "") +
-                     (copies == DecodeCopies::tma_page_boxes ? " page boxes" : ""));
+        SCOPED_TRACE("head size " + std::to_string(hs) + " block " + std::to_string(bs) + (split ? " split" : ""));
         GpuCase c;
         c.heads = 16;
         c.kv_heads = 4;
+        c.head_size = hs;
         c.block_size = bs;
         c.seqs = {{4099, 1}, {77, 1}, {1203, 3}};
         c.window = 1001;
-        c.tuning.decode_copies = copies;
         c.tuning.split_waves = split ? 4.0 : 0.01;
         const Outcome o = check_case(c);
         EXPECT_EQ(o.summary.max_splits > 1, split) << o.summary.describe();
-        EXPECT_EQ(o.summary.decode_loads, copies == DecodeCopies::tma_page_boxes ? "tma page boxes" : "tma");
+        if (hopper) {
+          EXPECT_EQ(o.summary.decode_loads, hs == 128 ? "tma page boxes" : "tma");
+        }
         GpuCase h = c;
         h.layout = CacheLayout::hnd;
         h.window.reset();
@@ -343,7 +369,7 @@ TEST(FlashAttnCudaGpu, PrefillEveryHeadSizePortableKernel) {
     c.heads = 4;
     c.head_size = hs;
     c.seqs = prefill_batch();
-    c.tuning.use_hopper = false;
+    c.tuning.sm90_kernels = false;
     c.seed = 100 + static_cast<std::uint64_t>(hs);
     const Outcome o = check_case(c);
     EXPECT_EQ(o.summary.prefill_kernel, "sm80-mma");
@@ -404,7 +430,7 @@ TEST(FlashAttnCudaGpu, Fp16EveryPathAndGqaRatio) {
       c.heads = 2 * group;
       c.head_size = 128;
       c.seqs = {{97, 97}, {263, 1}, {512, 3}, {71, 20}};
-      c.tuning.use_hopper = hopper;
+      c.tuning.sm90_kernels = hopper;
       check_case(c);
     }
 }
@@ -425,7 +451,7 @@ TEST(FlashAttnCudaGpu, SlidingWindowCausalAndEncoder) {
     GpuCase c;
     c.window = 37;
     c.seqs = {{301, 301}, {700, 1}, {257, 40}};
-    c.tuning.use_hopper = hopper;
+    c.tuning.sm90_kernels = hopper;
     check_case(c);
     GpuCase e = c;
     e.attn_type = AttentionType::encoder_only;
@@ -442,7 +468,7 @@ TEST(FlashAttnCudaGpu, SoftCapSinksAndAlibi) {
     c.softcap = 5.0f;
     c.sinks = true;
     c.seqs = {{257, 257}, {1031, 1}, {90, 5}};
-    c.tuning.use_hopper = hopper;
+    c.tuning.sm90_kernels = hopper;
     check_case(c);
     GpuCase a = c;
     a.softcap = 0.0f;
@@ -481,7 +507,7 @@ TEST(FlashAttnCudaGpu, BlockSizesAndHndLayout) {
       n.causal = false;
       const Outcome o = check_case(n);
       const int want = std::gcd(bs, 128) == 16 ? HopperVariant::wide_keys | HopperVariant::v_page_boxes : 0;
-      EXPECT_EQ(o.summary.prefill_variant, hopper ? want : 0);
+      EXPECT_EQ(o.summary.prefill_variant, hopper ? want : 0) << o.summary.describe();
     }
 }
 
@@ -509,7 +535,7 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   const Outcome os = check_case(s);
   EXPECT_GT(os.summary.max_splits, 1) << os.summary.describe();
   GpuCase a = c;
-  a.tuning.decode_copies = DecodeCopies::cp_async;
+  a.tuning.sm90_kernels = false;  // cp.async copies
   a.layout = CacheLayout::hnd;
   check_case(a);
   GpuCase d = c;
@@ -517,10 +543,6 @@ TEST(FlashAttnCudaGpu, SplitKvDecodeMergesByLogSumExp) {
   d.heads = 64;  // group 8: two query tokens make a row tile of 16; {3001, 2} also has two
   const Outcome od = check_case(d);
   EXPECT_GT(od.summary.max_splits, 1) << od.summary.describe();
-  GpuCase e = s;  // slices on 16-key boundaries: partial key tiles at both ends of a slice
-  e.tuning.split_align_keys = 16;
-  const Outcome oe = check_case(e);
-  EXPECT_GT(oe.summary.max_splits, 1) << oe.summary.describe();
 }
 
 TEST(FlashAttnCudaGpu, BatchInvariantModeGivesTheSameBitsAloneAndInABatch) {
@@ -846,42 +868,39 @@ TEST(FlashAttnCudaGpu, Fp8PerHeadScalesWithVariantsAndOnlyOneSidePerHead) {
   check_case(v_only);
 }
 
-// ---- Hopper prefill: every consumer schedule, and the fp8 cache --------------------------
+// ---- Hopper prefill: every form, and the fp8 cache ---------------------------------------
 
 /// The Hopper prefill against the reference on odd and prime lengths, causal and not,
 /// with chunked prefill (context before the queries), sliding windows, ALiBi, soft-cap and
-/// sinks, with one CTA per work item and on a persistent grid of a few CTAs (several items
-/// of different lengths per CTA, the rings' phases carried from item to item).
-TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
+/// sinks.
+TEST(FlashAttnCudaGpu, HopperPrefillMasksAndChunkedPrefill) {
   REQUIRE_HOPPER();
-  for (int ctas : {0, 5})
-    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-      for (int hs : {40, 96, 128, 256})
-        for (int variant = 0; variant < 3; ++variant) {
-          SCOPED_TRACE(fmt::format("ctas {} {} d={} variant {}", ctas, to_string(dt), hs, variant));
-          GpuCase c;
-          c.heads = 6;
-          c.kv_heads = 2;
-          c.head_size = hs;
-          c.dtype = dt;
-          c.tuning.hopper_ctas = ctas;
-          // 100 queries: one warpgroup's 64 rows leave by TMA store, the other's 36 by its warps.
-          // The next sequence's rows follow them, and its one-tile item finishes first: rows
-          // stored past the item would overwrite its output.
-          c.seqs = {{131, 131}, {389, 257}, {230, 100}, {61, 61}};
-          if (variant == 0) c.seqs.push_back({1031, 523});
-          c.seed = 900 + static_cast<std::uint64_t>(hs * 3 + variant);
-          if (variant == 1) {
-            c.causal = false;
-            c.alibi = true;
-            c.sinks = true;
-          } else if (variant == 2) {
-            c.window = 200;
-            c.softcap = 8.0f;
-          }
-          const Outcome o = check_case(c);
-          EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (int hs : {40, 96, 128, 256})
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE(fmt::format("{} d={} variant {}", to_string(dt), hs, variant));
+        GpuCase c;
+        c.heads = 6;
+        c.kv_heads = 2;
+        c.head_size = hs;
+        c.dtype = dt;
+        // 100 queries: one warpgroup's 64 rows leave by TMA store, the other's 36 by its warps.
+        // The next sequence's rows follow them, and its one-tile item finishes first: rows
+        // stored past the item would overwrite its output.
+        c.seqs = {{131, 131}, {389, 257}, {230, 100}, {61, 61}};
+        if (variant == 0) c.seqs.push_back({1031, 523});
+        c.seed = 900 + static_cast<std::uint64_t>(hs * 3 + variant);
+        if (variant == 1) {
+          c.causal = false;
+          c.alibi = true;
+          c.sinks = true;
+        } else if (variant == 2) {
+          c.window = 200;
+          c.softcap = 8.0f;
         }
+        const Outcome o = check_case(c);
+        EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+      }
 }
 
 /// The Hopper prefill stores full 64-row blocks of the output by TMA where a tensor map can
@@ -889,81 +908,74 @@ TEST(FlashAttnCudaGpu, HopperPrefillOneCtaPerItemAndPersistent) {
 /// not a multiple of 16 bytes), every row is written by the warps instead.
 TEST(FlashAttnCudaGpu, HopperPrefillOutputTmaCannotAddress) {
   REQUIRE_HOPPER();
-  for (int ctas : {0, 3}) {
-    SCOPED_TRACE(fmt::format("ctas {}", ctas));
-    GpuCase c;
-    c.heads = 1;
-    c.kv_heads = 1;
-    c.head_size = 128;
-    c.output_head_stride = 4;
-    c.tuning.hopper_ctas = ctas;
-    c.seqs = {{300, 300}, {517, 191}};
-    c.seed = 977;
-    EXPECT_EQ(check_case(c).summary.prefill_kernel, "sm90-wgmma");
-  }
+  GpuCase c;
+  c.heads = 1;
+  c.kv_heads = 1;
+  c.head_size = 128;
+  c.output_head_stride = 4;
+  c.seqs = {{300, 300}, {517, 191}};
+  c.seed = 977;
+  EXPECT_EQ(check_case(c).summary.prefill_kernel, "sm90-wgmma");
 }
 
-/// Every compiled variant of the Hopper prefill (128- and 176-key tiles, the planner keeping
-/// 176 for unmasked layers up to d=128; the next tile's S issued ahead; page-boxed V) against
-/// the reference, both activation dtypes: unmasked,
-/// causal with context before the queries, ALiBi with sinks, a window with soft-cap, and
-/// sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile to tile, so
-/// the lazy rescale takes both branches, causal and not); and an fp8 cache with both products.
-TEST(FlashAttnCudaGpu, HopperPrefillEveryCompiledVariant) {
+/// Every form of the Hopper prefill (128- and 176-key tiles, 176 for unmasked layers up to
+/// d=128; page-boxed V at head sizes 128 and 256) against the reference, both activation
+/// dtypes: unmasked, causal with context before the queries, ALiBi with sinks, a window with
+/// soft-cap, and sharp scores (16 times the scale: row maxima grow by more than 2^8 from tile
+/// to tile, so the lazy rescale takes both branches, causal and not); and an fp8 cache with
+/// both products (the e4m3 ones issuing each next tile's S ahead).
+TEST(FlashAttnCudaGpu, HopperPrefillEveryForm) {
   REQUIRE_HOPPER();
-  for (const int v : kHopperVariants)
-    for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-      for (int hs : {64, 96, 128, 256})
-        for (int kind = 0; kind < 7; ++kind) {
-          if (kind == 5 && hs > 128) continue;  // e4m3 products take head sizes up to 128
-          SCOPED_TRACE(fmt::format("variant {} {} d={} kind {}", v, to_string(dt), hs, kind));
-          GpuCase c;
-          c.dtype = dt;
-          c.heads = 4;
-          c.kv_heads = 2;
-          c.head_size = hs;
-          c.tuning.hopper_variant = v;
-          c.seqs = {{389, 389}, {61, 61}, {300, 100}};
-          c.seed = 3000 + static_cast<std::uint64_t>(v * 100 + hs + kind);
-          switch (kind) {
-            case 0: c.causal = false; break;
-            case 1: c.scale_mult = 16.0f; break;
-            case 2:
-              c.causal = false;
-              c.alibi = true;
-              c.sinks = true;
-              break;
-            case 3:
-              c.window = 150;
-              c.softcap = 8.0f;
-              break;
-            case 4:
-              c.causal = false;
-              c.scale_mult = 16.0f;
-              break;
-            default:
-              c.kv_cache_dtype = "fp8";
-              c.k_scale = 0.25f;
-              c.v_scale = 0.5f;
-              c.causal = kind == 5;
-              c.tuning.fp8_prefill = kind == 5 ? Fp8PrefillProducts::e4m3 : Fp8PrefillProducts::f16;
-              break;
-          }
-          const Outcome o = check_case(c);
-          EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
-          // Wide tiles only where no tile is masked: unmasked layers up to d=128, 16-bit cache;
-          // page-boxed V at head sizes 128 and 256 of a 16-bit cache (16-key pages here).
-          const bool b16 = c.kv_cache_dtype == "auto";
-          int expected = v;
-          if (c.causal || c.window || hs > 128 || !b16) expected &= ~int(HopperVariant::wide_keys);
-          if (!b16 || (hs != 128 && hs != 256)) expected &= ~int(HopperVariant::v_page_boxes);
-          EXPECT_EQ(o.summary.prefill_variant, expected);
+  for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
+    for (int hs : {64, 96, 128, 256})
+      for (int kind = 0; kind < 7; ++kind) {
+        if (kind == 5 && hs > 128) continue;  // e4m3 products take head sizes up to 128
+        SCOPED_TRACE(fmt::format("{} d={} kind {}", to_string(dt), hs, kind));
+        GpuCase c;
+        c.dtype = dt;
+        c.heads = 4;
+        c.kv_heads = 2;
+        c.head_size = hs;
+        c.seqs = {{389, 389}, {61, 61}, {300, 100}};
+        c.seed = 3000 + static_cast<std::uint64_t>(hs + kind);
+        switch (kind) {
+          case 0: c.causal = false; break;
+          case 1: c.scale_mult = 16.0f; break;
+          case 2:
+            c.causal = false;
+            c.alibi = true;
+            c.sinks = true;
+            break;
+          case 3:
+            c.window = 150;
+            c.softcap = 8.0f;
+            break;
+          case 4:
+            c.causal = false;
+            c.scale_mult = 16.0f;
+            break;
+          default:
+            c.kv_cache_dtype = "fp8";
+            c.k_scale = 0.25f;
+            c.v_scale = 0.5f;
+            c.causal = kind == 5;
+            c.tuning.fp8_prefill = kind == 5 ? Fp8PrefillProducts::e4m3 : Fp8PrefillProducts::f16;
+            break;
         }
+        const Outcome o = check_case(c);
+        EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
+        // Wide tiles only where no tile is masked: unmasked layers up to d=128, 16-bit cache;
+        // page-boxed V at head sizes 128 and 256 of a 16-bit cache (16-key pages here).
+        const bool b16 = c.kv_cache_dtype == "auto";
+        int expected = 0;
+        if (!c.causal && !c.window && hs <= 128 && b16) expected |= HopperVariant::wide_keys;
+        if (b16 && (hs == 128 || hs == 256)) expected |= HopperVariant::v_page_boxes;
+        EXPECT_EQ(o.summary.prefill_variant, expected) << o.summary.describe();
+      }
 }
 
 /// fp8 (e4m3) cache through the Hopper prefill, with both products: every head size it
-/// takes, both query dtypes, per-layer and per-KV-head scales (the latter on a persistent
-/// grid of 3 CTAs). f16 products: the keys and values are exact in f16, so the error is the
+/// takes, both query dtypes, per-layer and per-KV-head scales. f16 products: the keys and values are exact in f16, so the error is the
 /// probabilities' f16 rounding and the output's, asserted at the fp8 decode's bounds. e4m3
 /// products: the queries and probabilities are rounded to e4m3 (3 mantissa bits), asserted
 /// at their own bound (docs/kernels-fp8.md). Above d=128 the f16 products run (widened in
@@ -984,7 +996,6 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
           }
           c.head_size = hs;
           c.dtype = dt;
-          c.tuning.hopper_ctas = per_head ? 3 : 0;  // a persistent grid: several items per CTA
           c.tuning.fp8_prefill = products;
           c.layout = hs % 32 == 0 ? CacheLayout::nhd : CacheLayout::hnd;
           c.seqs = {{131, 131}, {389, 257}, {61, 61}, {7, 1}};
@@ -1007,14 +1018,13 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillErrorAgainstTheReference) {
 /// One case of the Latin square the two long fp8 prefill tests below walk (each GQA group
 /// and head size meets every variant once): long, odd and prime lengths with chunked
 /// prefill; variant 0 causal, 1 non-causal with ALiBi and sinks (f16 queries), 2 a sliding
-/// window with soft-cap and sinks on a persistent grid of 7 CTAs.
+/// window with soft-cap and sinks.
 GpuCase long_fp8_prefill_case(int group, int head_size, int variant, std::uint64_t seed_base) {
   GpuCase c = fp8_case();
   c.kv_heads = 2;
   c.heads = 2 * group;
   c.head_size = head_size;
   c.dtype = variant == 1 ? ScalarType::f16 : ScalarType::bf16;
-  c.tuning.hopper_ctas = variant == 2 ? 7 : 0;
   c.seqs = {{1031, 131}, {389, 389}, {127, 127}, {211, 1}};  // the first item's rows see 8-15 key tiles
   c.seed = seed_base + static_cast<std::uint64_t>(head_size * 3 + group * 11 + variant);
   if (variant == 1) {
@@ -1050,10 +1060,9 @@ void for_each_long_fp8_prefill_case(const int (&head_sizes)[3], std::uint64_t se
 }
 
 /// The e4m3 products on long, odd and prime lengths (many 128-key tiles, the three-stage
-/// rings wrapping within and across items), GQA 1, 4 and 8, head sizes 64, 96 and 128,
-/// causal and not, chunked prefill, sliding windows, soft-cap, ALiBi and sinks (the sink
-/// joins a row sum that carries the probabilities' factor 256), one CTA per item and a
-/// persistent grid.
+/// rings wrapping), GQA 1, 4 and 8, head sizes 64, 96 and 128, causal and not, chunked
+/// prefill, sliding windows, soft-cap, ALiBi and sinks (the sink joins a row sum that carries
+/// the probabilities' factor 256).
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
   REQUIRE_HOPPER();
   for_each_long_fp8_prefill_case({64, 96, 128}, 1300, [](GpuCase& c, int) {
@@ -1066,12 +1075,12 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillE4m3ProductsGqaMasksAndLongSequences) {
 
 /// With no choice made, an fp8 cache's Hopper prefill multiplies e4m3 queries and
 /// probabilities up to head size 128, as vLLM's FLASH_ATTN does (FlashAttention-3 with the
-/// query quantised), issuing each next tile's S ahead, and says so through
-/// StepPlan::fp8_queries; above 128, and for decode-only batches and 16-bit caches, it does not.
+/// query quantised), and says so through StepPlan::fp8_queries; above 128, and for
+/// decode-only batches and 16-bit caches, it does not.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
   REQUIRE_HOPPER();
-  for (const char* var : {"ATTNSEL_CUDA_FP8_PREFILL", "ATTNSEL_CUDA_HOPPER_VARIANT"})
-    if (const char* v = std::getenv(var); v != nullptr && *v != '\0') GTEST_SKIP() << var << " chooses for the planner";
+  if (const char* v = std::getenv("ATTNSEL_CUDA_FP8_PREFILL"); v != nullptr && *v != '\0')
+    GTEST_SKIP() << "ATTNSEL_CUDA_FP8_PREFILL chooses for the planner";
   struct Want {
     int head_size;
     const char* cache;
@@ -1093,17 +1102,13 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
     c.seqs = w.seqs;
     const Outcome o = check_case(c);
     EXPECT_EQ(o.fp8_queries, w.fp8_queries) << o.summary.describe();
-    // The e4m3 products issue the next tile's S ahead by default; the others do not.
-    EXPECT_EQ(o.summary.prefill_variant & int(HopperVariant::issue_ahead),
-              w.fp8_queries ? int(HopperVariant::issue_ahead) : 0)
-        << o.summary.describe();
   }
 }
 
 /// Head sizes above 128 on an fp8 cache (f16 products, the raw tiles widened in place in
 /// their f16 stage): long, odd and prime lengths (many 80-key tiles, the two-stage ring
-/// wrapping within and across items), GQA 1, 4 and 8, causal and not, chunked prefill,
-/// sliding windows, soft-cap, ALiBi and sinks, one CTA per item and a persistent grid.
+/// wrapping), GQA 1, 4 and 8, causal and not, chunked prefill, sliding windows, soft-cap,
+/// ALiBi and sinks.
 TEST(FlashAttnCudaGpu, Fp8HopperPrefillHeadSizesAbove128GqaMasksAndLongSequences) {
   REQUIRE_HOPPER();
   for_each_long_fp8_prefill_case({160, 208, 256}, 1400, [](GpuCase& c, int variant) {

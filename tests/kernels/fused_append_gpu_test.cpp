@@ -28,11 +28,12 @@ using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
 
-WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed, const char* kv_cache_dtype = "auto") {
+WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed, const char* kv_cache_dtype = "auto",
+                      int head_size = 128) {
   WorkloadSpec s;
   s.num_heads = 8;
   s.num_kv_heads = 2;  // GQA: 4 query heads per KV head
-  s.head_size = 128;
+  s.head_size = head_size;
   s.dtype = ScalarType::bf16;
   s.kv_cache_dtype = kv_cache_dtype;
   if (std::string_view(kv_cache_dtype) != "auto") {
@@ -70,7 +71,8 @@ struct FusedCase {
   FusedCase(std::vector<SequenceShape> s, const char* kv = "auto") : seqs(std::move(s)), kv_cache_dtype(kv) {}
   std::vector<SequenceShape> seqs;
   const char* kv_cache_dtype = "auto";
-  DecodeCopies copies = DecodeCopies::automatic;
+  int head_size = 128;
+  bool sm90_kernels = true;  // false: cp.async copies, as on sm_80
   std::optional<int> window;
   /// Rewrites the batch's slot mapping (padding, slots elsewhere); null = as built.
   std::function<void(std::vector<std::int64_t>&, const PagedWorkload&)> slots;
@@ -81,11 +83,11 @@ struct FusedCase {
 
 /// Runs `c` both ways on two device copies of one cache and compares everything.
 void expect_fused_equals_write_then_execute(const FusedCase& c, std::uint64_t seed) {
-  PagedWorkload w(spec_for(c.seqs, seed, c.kv_cache_dtype));
+  PagedWorkload w(spec_for(c.seqs, seed, c.kv_cache_dtype, c.head_size));
   LayerParams lp = runtime::layer_params_for(w.spec());
   lp.sliding_window = c.window;
   CudaTuning tuning;
-  tuning.decode_copies = c.copies;
+  tuning.sm90_kernels = c.sm90_kernels;
   FlashAttnCuda impl(lp, tuning);
   AttentionMetadata md = w.metadata();
   std::vector<std::int64_t> slots(md.slot_mapping.begin(), md.slot_mapping.end());
@@ -141,11 +143,17 @@ TEST(FusedAppendGpu, DecodeFp8E4m3EqualsWriteThenExecute) {
 TEST(FusedAppendGpu, EveryCopyPathReadsTheAppendedTokens) {
   REQUIRE_GPU();
   // TMA boxes and bulk copies read through the async proxy, cp.async through the generic one.
-  for (DecodeCopies copies :
-       {DecodeCopies::cp_async, DecodeCopies::bulk_rows, DecodeCopies::tma_boxes, DecodeCopies::tma_page_boxes}) {
-    SCOPED_TRACE(static_cast<int>(copies));
+  // On sm_90 head size 128 takes page boxes, 192 64-column boxes and 96 bulk copies (fp8
+  // caches: cp.async where the padded head is not a multiple of 128).
+  struct Path {
+    int head_size;
+    bool sm90_kernels;
+  };
+  for (const Path path : {Path{128, false}, Path{96, true}, Path{192, true}, Path{128, true}}) {
+    SCOPED_TRACE(fmt::format("head size {}{}", path.head_size, path.sm90_kernels ? "" : " as on sm_80"));
     FusedCase c{kDecode};
-    c.copies = copies;
+    c.head_size = path.head_size;
+    c.sm90_kernels = path.sm90_kernels;
     expect_fused_equals_write_then_execute(c, 63);
     c.kv_cache_dtype = "fp8";
     expect_fused_equals_write_then_execute(c, 64);

@@ -26,9 +26,8 @@ std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, 
                                c.head_size));
   if (c.use_mm_prefix)
     gaps.push_back("mm_prefix (PrefixLM bidirectional attention) is not implemented in attnsel's CUDA kernels");
-  if (c.use_dcp)
-    gaps.push_back("decode context parallelism (DCP) is not implemented in attnsel's CUDA kernels (they do not "
-                   "return the log-sum-exp across ranks)");
+  // DCP (use_dcp) is no gap: the decode kernel writes each row's log-sum-exp
+  // (KernelInfo::lse_output), which is what merging the ranks' partial outputs needs.
   if (env.device.kind == PlatformKind::cuda && env.device.capability && env.device.capability->major >= 10)
     gaps.push_back(fmt::format("attnsel's CUDA kernels are built for sm_80 and sm_90a; compute capability {} has no "
                                "kernel image in this build",

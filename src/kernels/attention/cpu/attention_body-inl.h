@@ -1181,8 +1181,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
   const bool whole_blocks = c.block_bytes > 0 && H == c.num_kv_heads;
   // Such a decode item on a 16-bit cache with blocks shorter than a tile steps one block at
   // a time: each step then streams one run of K and one of V (HND) instead of interleaving
-  // two blocks, which measured ~3 points of read bandwidth better (docs/KERNELS.md, CPU
-  // changes). fp8 caches keep whole tiles: a step's fixed costs (the softmax's bookkeeping,
+  // two blocks, which measured ~3 points of read bandwidth better. fp8 caches keep whole tiles: a step's fixed costs (the softmax's bookkeeping,
   // the accumulators' rescale, the start of the P·V widening) weigh more against half the
   // bytes (docs/kernels-fp8.md).
   const int tile_keys =
@@ -1200,7 +1199,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     for (int j = 0; j < H; ++j) hs[j].pf = &cursor;
   // HND caches keep each head's rows of a block contiguous: a step then prefetches exactly
   // the rows of the next step (a run per block, K and V in step), one step ahead: 10 %
-  // faster than whole blocks a tile ahead, and two steps ahead overflows L1 (docs/KERNELS.md).
+  // faster than whole blocks a tile ahead, and two steps ahead overflows L1.
   const std::int64_t head_bytes =
       static_cast<std::int64_t>(c.block_size) * D * static_cast<std::int64_t>(Kv<K>::kBytes);
   const bool head_runs = whole_blocks && c.k_stride[1] == D && c.v_stride[1] == D &&

@@ -10,17 +10,18 @@
 // writes the output, otherwise it writes its normalised partial output and log2-sum-exp,
 // and the last slice of each row tile to finish merges them all (an arrival counter per row
 // tile, reset by that CTA), so a split decode is one launch. Whoever writes a row's output
-// also writes its log-sum-exp when the caller asks for it (natural log, sinks included). An fp8 (e4m3) cache is copied
-// raw (TMA boxes of 128 byte columns on sm_90, cp.async otherwise) in 128-key tiles, never
-// widened in shared memory: each warp converts the bytes of its mma fragments in registers
-// and computes S^T = K·Q^T and O^T = V^T·P^T in f16, the keys in the mma's M dimension
-// (decode_fp8_keys.cuh; the rows form of tile_common.cuh stays selectable); its scales act in fp32 (k_scale in the score scale, v_scale on the
-// output; per-KV-head scales are read once per CTA, whose rows all share one KV head).
+// also writes its log-sum-exp when the caller asks for it (natural log, sinks included).
+// An fp8 (e4m3) cache is copied raw (TMA boxes of 128 byte columns on sm_90, cp.async
+// otherwise) in 128-key tiles, never widened in shared memory: each warp converts the bytes
+// of its mma fragments in registers and computes S^T = K·Q^T and O^T = V^T·P^T in f16, the
+// keys in the mma's M dimension (decode_fp8_keys.cuh; 0.60x bf16's time at 64 x 4096 on
+// the H200, where products with the rows in the M dimension took 0.85x); its scales act in
+// fp32 (k_scale in the score scale, v_scale on the output; per-KV-head scales are read once
+// per CTA, whose rows all share one KV head).
 // An execute that appends the step's new keys and values passes them in: each CTA whose key
 // slice holds new tokens writes them (its KV head) into their cache slots before it copies
 // any tile, and every other CTA starts streaming at once — one launch per layer where a
 // separate cache write and its completion sat on the critical path.
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <type_traits>
@@ -34,28 +35,22 @@
 namespace attnsel::kernel::cuda {
 namespace {
 
-/// How an fp8 decode lays its products out: the packed rows in the mma's M dimension
-/// (tile_common.cuh; 64-key tiles), or the keys (decode_fp8_keys.cuh; 128-key tiles, 32 keys
-/// per warp), the default: 0.60x bf16's time at 64 x 4096 where the rows form took 0.85x
-/// (docs/kernels-fp8.md).
-enum Fp8DecodeForm { kFormRows = 0, kFormKeys128 = 1 };
-
-/// A deeper pipeline with one CTA per SM was measured slower (docs/KERNELS.md); two CTAs of
-/// 2-3 stages each it is (of half-size fp8 stages, 3-5).
-template <class T, int DP, int LOADS, bool FP8, int FORM = kFormRows>
+/// A deeper pipeline with one CTA per SM (5 stages) measured slower on the H200 (2.0 against
+/// 3.7 TB/s at 64 x 4096); two CTAs of 2-3 stages each it is. An fp8 cache's tiles are 128
+/// keys (32 per warp, in the mma's M dimension: decode_fp8_keys.cuh), as many bytes as 64
+/// keys of a 16-bit cache.
+template <class T, int DP, int LOADS, bool FP8>
 struct DecodeConfig {
   static constexpr int kThreads = 128;
   static constexpr int kWarps = 4;
-  static constexpr bool kKeysForm = FORM != kFormRows;
-  static_assert(!kKeysForm || FP8, "the keys form reads raw fp8 tiles");
-  static constexpr int kKeys = kKeysForm ? 2 * kDecodeKeyTile : kDecodeKeyTile;
+  static constexpr int kKeys = FP8 ? 2 * kDecodeKeyTile : kDecodeKeyTile;
   static constexpr int kWarpKeys = kKeys / kWarps;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kDecodeRows * kRS;
   static constexpr bool kTma = LOADS == kLoadsTma || LOADS == kLoadsTmaPages;
   static constexpr bool kPages = LOADS == kLoadsTmaPages;
   static_assert(!kTma || DP % (FP8 ? 128 : 64) == 0, "TMA tiles are made of 128-byte column chunks");
-  static_assert(!kPages || (!FP8 && kKeys / kWarps == 16), "page boxes: 16-bit tiles, one box per warp's keys");
+  static_assert(!kPages || (!FP8 && kWarpKeys == 16), "page boxes: 16-bit tiles, one box per warp's keys");
   // TMA tiles are dense 128-byte column chunks (Swizzled128): of the whole tile, or page
   // boxes of 16 keys, one warp's, one after another; the others padded rows.
   using KVLayout =
@@ -65,8 +60,7 @@ struct DecodeConfig {
   // An fp8 cache's stages hold the raw bytes (K then V).
   static constexpr int kRawTileBytes = kTma ? kKeys * DP : kKeys * RawPadded<DP>::kRowBytes;
   static constexpr int kStageBytes = FP8 ? 2 * kRawTileBytes : 2 * kTileElems * int(sizeof(T));
-  // fp8 stages are half as large: as many bytes in flight takes about twice the stages.
-  static constexpr int kStages = kKeysForm ? (DP <= 128 ? 3 : 2) : FP8 ? (DP <= 128 ? 5 : 3) : (DP <= 128 ? 3 : 2);
+  static constexpr int kStages = DP <= 128 ? 3 : 2;
   static constexpr std::size_t kPipeBytes = std::size_t(kStages) * kStageBytes;
   static constexpr std::size_t kRedBytes = std::size_t(kWarps) * kDecodeRows * (DP + 2) * sizeof(float);
   static_assert(kRedBytes <= kPipeBytes, "reduction buffer must fit in the pipeline buffers");
@@ -227,436 +221,405 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
   fence_proxy_async_global();
 }
 
-template <class T, int DP, int LOADS, bool FP8, int FORM>
+/// Whether this compilation's device code may use sm_90's bulk and TMA copies.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+inline constexpr bool kSm90Copies = false;
+#else
+inline constexpr bool kSm90Copies = true;
+#endif
+
+template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128)
     decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
                   const __grid_constant__ CUtensorMap tm_v, const int box_rows) {
-  using C = DecodeConfig<T, DP, LOADS, FP8, FORM>;
-  constexpr bool kKeysForm = C::kKeysForm;
-  constexpr bool kBulk = LOADS == kLoadsBulk;
-  constexpr bool kMbar = LOADS != kLoadsCpAsync;  // bulk and TMA copies complete on mbarriers
-  static_assert(!(kBulk && FP8), "fp8 caches are copied by TMA boxes or cp.async (the planner picks)");
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  T* qs = reinterpret_cast<T*>(smem_raw);
-  const std::uint32_t q_end = smem_addr(smem_raw) + std::uint32_t(C::kQBytes);
-  const std::uint32_t pipe_pad = C::kTma ? ((q_end + 1023u) & ~1023u) - q_end : 0u;
-  T* pipe = reinterpret_cast<T*>(smem_raw + C::kQBytes + pipe_pad);
-  const StagedTiles<T, C> tiles{pipe};
-
-  const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
-  const int seq = w.seq, kvh = w.kv_head;
-  PackedRows pr;
-  pr.q_begin = w.q_begin;
-  pr.q_len = w.q_len;
-  const int seq_len = w.seq_len;
-  pr.ctx = seq_len - pr.q_len;
-  pr.rows = pr.q_len * p.group;
-  const int row0 = w.row_tile * kDecodeRows;
-  const int last_row = min(row0 + kDecodeRows - 1, pr.rows - 1);
-  const int pos_min = pr.ctx + row0 / p.group, pos_max = pr.ctx + last_row / p.group;
-  const KeyRange vis_first = visible_keys(p, pos_min, seq_len), vis_last = visible_keys(p, pos_max, seq_len);
-  const int num_splits = w.num_splits;
-  const int lo = vis_first.lo & ~(p.split_align - 1);  // slices and TMA boxes start aligned
-  const int hi = vis_last.hi;                           // (union of the rows' visible keys)
-  const int span = max(hi - lo, 0);
-  const int chunk = num_splits == 1 ? span : ceil_div(ceil_div(span, num_splits), p.split_align) * p.split_align;
-  const int kv_begin = lo + w.split * chunk;
-  const int kv_end = min(hi, kv_begin + chunk);
-  const int ntiles = kv_end > kv_begin ? ceil_div(kv_end - kv_begin, C::kKeys) : 0;
-  const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
-
-  const std::uint32_t bars = smem_addr(pipe) + std::uint32_t(C::kPipeBytes);
-  // Page boxes: warp 0 loads the prologue tiles' page ids (lane t * boxes + b: tile t's box
-  // b) in one round trip now, from the plan's block table, so that no copy waits for a
-  // dependent load once the kernels ahead have finished.
-  constexpr int kPrologueTiles = C::kStages - 1, kTileBoxes = C::kKeys / 16;
-  int held_page = 0;
-  if constexpr (C::kPages) {
-    static_assert(kPrologueTiles * kTileBoxes <= 32, "one lane per prologue box");
-    const int key = kv_begin + (threadIdx.x / kTileBoxes) * C::kKeys + (threadIdx.x % kTileBoxes) * 16;
-    if (threadIdx.x < kPrologueTiles * kTileBoxes && key < kv_end) held_page = block_row[key / p.block_size];
-  }
-  auto issue = [&](int t) {
-    const int s = t % C::kStages;
-    if constexpr (FP8 && C::kTma)
-      issue_kv_tile_tma<DP, C::kKeys, 128, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
-                                                        smem_addr(tiles.raw_k(s)), smem_addr(tiles.raw_v(s)),
-                                                        bars + 8 * s, box_rows, &tm_k, &tm_v);
-    else if constexpr (FP8)
-      load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads, RawPadded<DP>::kRowBytes>(
-          p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, tiles.raw_k(s), tiles.raw_v(s));
-    else if constexpr (kBulk)
-      issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
-                                                       tiles.k(s), tiles.v(s), bars + 8 * s);
-    else if constexpr (C::kPages)
-      issue_kv_tile_tma_pages<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(tiles.k(s)),
-                                            smem_addr(tiles.v(s)), bars + 8 * s, &tm_k, &tm_v, held_page,
-                                            t < kPrologueTiles ? t * kTileBoxes : -1);
-    else if constexpr (C::kTma)
-      issue_kv_tile_tma<DP, C::kKeys, 64, 32>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
-                                              smem_addr(tiles.k(s)), smem_addr(tiles.v(s)), bars + 8 * s, box_rows,
-                                              &tm_k, &tm_v);
-    else
-      load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, tiles.k(s),
-                                                 tiles.v(s));
-  };
-
-  // The new tokens in this slice, when the kernel appends them (a CTA-uniform condition).
-  // Tiles wholly before the first of them are issued first, so their copies are in flight
-  // while the tokens are written; the rest wait for the append and a barrier.
-  const int new_first = max(kv_begin, pr.ctx), new_last = min(kv_end, seq_len);
-  const bool appends = p.new_k != nullptr && new_first < new_last;
-  const int early = appends ? min(C::kStages - 1, (new_first - kv_begin) / C::kKeys) : C::kStages - 1;
-  auto append = [&] {
-    append_new_tokens<T, FP8>(p, pr, kvh, new_first, new_last);  // fenced for the async proxy
-    __syncthreads();  // every thread's rows written before any thread copies them
-  };
-  // Prologue tiles issued before waiting for the kernels ahead: with the caller's promise
-  // (p.early_kv_reads) that nothing still running writes the positions before the step's
-  // new tokens, the tiles wholly before them (all of a slice that ends before them).
-  const int before_new = kv_end <= pr.ctx ? ntiles : max(0, (pr.ctx - kv_begin) / C::kKeys);
-  const int pre = kMbar && p.early_kv_reads ? min(min(C::kStages - 1, ntiles), before_new) : 0;
-  if constexpr (kMbar) {
-    // Bulk copies write only head_size columns: zero the padding columns once (TMA boxes
-    // read the columns past the head size as zeros).
-    if (kBulk && DP > p.head_size) {
-      const int pad_chunks = (DP - p.head_size) / 8;
-      for (int idx = threadIdx.x; idx < C::kStages * 2 * C::kKeys * pad_chunks; idx += C::kThreads) {
-        T* row = pipe + (idx / pad_chunks) * C::kRS;
-        reinterpret_cast<uint4*>(row + p.head_size)[idx % pad_chunks] = make_uint4(0, 0, 0, 0);
-      }
-    }
-    if (threadIdx.x == 0) {
-      for (int s = 0; s < C::kStages; ++s) mbar_init(bars + 8 * s, 1);
-      mbar_fence_init();
-    }
-    __syncthreads();
-    for (int s = 0; s < pre; ++s) issue(s);
-  }
-  // Everything above read only the plan (uploaded by a copy, never by a kernel) and, with
-  // the promise, cache positions nothing running writes. The query, the rest of the cache
-  // (this layer's write may still be running), the output and the workspace (the previous
-  // layer's attention may still be running) wait for the kernels before.
-  wait_for_prior_grids();
-  allow_dependent_grids();
-  load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
-  if constexpr (kMbar) {
-    cp_async_commit();
-    for (int s = pre; s < C::kStages - 1; ++s) {
-      if (appends && s == early) append();
-      if (s < ntiles) issue(s);
-    }
+  // Devices below sm_90 copy with cp.async only: there the other copies' instances are
+  // empty, which keeps the build from compiling bodies that cannot run.
+  if constexpr (LOADS != kLoadsCpAsync && !kSm90Copies) {
+    return;
   } else {
-#pragma unroll
-    for (int s = 0; s < C::kStages - 1; ++s) {
-      if (appends && s == early) append();
-      if (s < ntiles) issue(s);
-      cp_async_commit();
+    using C = DecodeConfig<T, DP, LOADS, FP8>;
+    constexpr bool kBulk = LOADS == kLoadsBulk;
+    constexpr bool kMbar = LOADS != kLoadsCpAsync;  // bulk and TMA copies complete on mbarriers
+    static_assert(!(kBulk && FP8), "fp8 caches are copied by TMA boxes or cp.async (the planner picks)");
+    extern __shared__ __align__(16) unsigned char smem_raw[];
+    T* qs = reinterpret_cast<T*>(smem_raw);
+    const std::uint32_t q_end = smem_addr(smem_raw) + std::uint32_t(C::kQBytes);
+    const std::uint32_t pipe_pad = C::kTma ? ((q_end + 1023u) & ~1023u) - q_end : 0u;
+    T* pipe = reinterpret_cast<T*>(smem_raw + C::kQBytes + pipe_pad);
+    const StagedTiles<T, C> tiles{pipe};
+
+    const DecodeWork w = static_cast<const DecodeWork*>(p.work)[blockIdx.x];
+    const int seq = w.seq, kvh = w.kv_head;
+    PackedRows pr;
+    pr.q_begin = w.q_begin;
+    pr.q_len = w.q_len;
+    const int seq_len = w.seq_len;
+    pr.ctx = seq_len - pr.q_len;
+    pr.rows = pr.q_len * p.group;
+    const int row0 = w.row_tile * kDecodeRows;
+    const int last_row = min(row0 + kDecodeRows - 1, pr.rows - 1);
+    const int pos_min = pr.ctx + row0 / p.group, pos_max = pr.ctx + last_row / p.group;
+    const KeyRange vis_first = visible_keys(p, pos_min, seq_len), vis_last = visible_keys(p, pos_max, seq_len);
+    const int num_splits = w.num_splits;
+    const int lo = vis_first.lo & ~(p.split_align - 1);  // slices and TMA boxes start aligned
+    const int hi = vis_last.hi;                           // (union of the rows' visible keys)
+    const int span = max(hi - lo, 0);
+    const int chunk = num_splits == 1 ? span : ceil_div(ceil_div(span, num_splits), p.split_align) * p.split_align;
+    const int kv_begin = lo + w.split * chunk;
+    const int kv_end = min(hi, kv_begin + chunk);
+    const int ntiles = kv_end > kv_begin ? ceil_div(kv_end - kv_begin, C::kKeys) : 0;
+    const std::int32_t* block_row = p.block_table + std::int64_t(seq) * p.block_table_stride;
+
+    const std::uint32_t bars = smem_addr(pipe) + std::uint32_t(C::kPipeBytes);
+    // Page boxes: warp 0 loads the prologue tiles' page ids (lane t * boxes + b: tile t's box
+    // b) in one round trip now, from the plan's block table, so that no copy waits for a
+    // dependent load once the kernels ahead have finished.
+    constexpr int kPrologueTiles = C::kStages - 1, kTileBoxes = C::kKeys / 16;
+    int held_page = 0;
+    if constexpr (C::kPages) {
+      static_assert(kPrologueTiles * kTileBoxes <= 32, "one lane per prologue box");
+      const int key = kv_begin + (threadIdx.x / kTileBoxes) * C::kKeys + (threadIdx.x % kTileBoxes) * 16;
+      if (threadIdx.x < kPrologueTiles * kTileBoxes && key < kv_end) held_page = block_row[key / p.block_size];
     }
-  }
-  // Every prologue tile lay before the new tokens: they are written before the main loop
-  // issues the tiles that hold them.
-  if (appends && early == C::kStages - 1) append();
+    auto issue = [&](int t) {
+      const int s = t % C::kStages;
+      if constexpr (FP8 && C::kTma)
+        issue_kv_tile_tma<DP, C::kKeys, 128, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                                          smem_addr(tiles.raw_k(s)), smem_addr(tiles.raw_v(s)),
+                                                          bars + 8 * s, box_rows, &tm_k, &tm_v);
+      else if constexpr (FP8)
+        load_kv_tile_e4m3_raw<DP, C::kKeys, C::kThreads, RawPadded<DP>::kRowBytes>(
+            p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, tiles.raw_k(s), tiles.raw_v(s));
+      else if constexpr (kBulk)
+        issue_kv_tile_bulk<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                                         tiles.k(s), tiles.v(s), bars + 8 * s);
+      else if constexpr (C::kPages)
+        issue_kv_tile_tma_pages<DP, C::kKeys>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, smem_addr(tiles.k(s)),
+                                              smem_addr(tiles.v(s)), bars + 8 * s, &tm_k, &tm_v, held_page,
+                                              t < kPrologueTiles ? t * kTileBoxes : -1);
+      else if constexpr (C::kTma)
+        issue_kv_tile_tma<DP, C::kKeys, 64, 32>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end,
+                                                smem_addr(tiles.k(s)), smem_addr(tiles.v(s)), bars + 8 * s, box_rows,
+                                                &tm_k, &tm_v);
+      else
+        load_kv_tile<T, DP, C::kKeys, C::kThreads>(p, block_row, kvh, kv_begin + t * C::kKeys, kv_end, tiles.k(s),
+                                                   tiles.v(s));
+    };
 
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  std::conditional_t<kKeysForm, KeysWarpState<DP>, WarpState<DP>> st;
-  st.init();
-  RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
-  // The keys form: its rows' facts, and whether the second n8 tile of rows has any.
-  [[maybe_unused]] KeysRowInfo kri;
-  if constexpr (kKeysForm) kri = keys_row_info(p, pr, kvh, row0, seq_len, kv_begin, kv_end);
-  const bool two = pr.rows - row0 > 8;
-  // The CTA's rows share one KV head: its fp8 scales (per head or per layer) apply to all.
-  // Partials are stored without the value scale; whoever writes the output applies it, so
-  // every slice of a row tile (same KV head) is merged consistently.
-  const ScoreScale score_sc = score_scale(p, kvh);
-  const float out_sc = output_scale(p, kvh);
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    ri.vis[h].lo = max(ri.vis[h].lo, kv_begin);
-    ri.vis[h].hi = min(ri.vis[h].hi, kv_end);
-  }
-  // Keys every row of the CTA sees (no mask needed inside).
-  const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
-  std::conditional_t<kKeysForm, std::uint32_t[2][DP / 16][2], std::uint32_t[DP / 16][4]> qf;
-  // fp8: the power of two each of this thread's rows was scaled by
-  std::conditional_t<kKeysForm, float[2][2], float[2]> q_undo;
-
-  for (int it = 0; it < ntiles; ++it) {
+    // The new tokens in this slice, when the kernel appends them (a CTA-uniform condition).
+    // Tiles wholly before the first of them are issued first, so their copies are in flight
+    // while the tokens are written; the rest wait for the append and a barrier.
+    const int new_first = max(kv_begin, pr.ctx), new_last = min(kv_end, seq_len);
+    const bool appends = p.new_k != nullptr && new_first < new_last;
+    const int early = appends ? min(C::kStages - 1, (new_first - kv_begin) / C::kKeys) : C::kStages - 1;
+    auto append = [&] {
+      append_new_tokens<T, FP8>(p, pr, kvh, new_first, new_last);  // fenced for the async proxy
+      __syncthreads();  // every thread's rows written before any thread copies them
+    };
+    // Prologue tiles issued before waiting for the kernels ahead: with the caller's promise
+    // (p.early_kv_reads) that nothing still running writes the positions before the step's
+    // new tokens, the tiles wholly before them (all of a slice that ends before them).
+    const int before_new = kv_end <= pr.ctx ? ntiles : max(0, (pr.ctx - kv_begin) / C::kKeys);
+    const int pre = kMbar && p.early_kv_reads ? min(min(C::kStages - 1, ntiles), before_new) : 0;
     if constexpr (kMbar) {
-      mbar_wait(bars + 8 * (it % C::kStages), (it / C::kStages) & 1);
-      if (it == 0) cp_async_wait<0>();
-    } else {
-      cp_async_wait<C::kStages - 2>();
-    }
-    __syncthreads();
-    if (it == 0) {
-      if constexpr (kKeysForm) load_q_frags_keys<T, DP>(qf, qs, q_undo);
-      else if constexpr (FP8) load_q_frags_fp8<T, DP>(qf, qs, q_undo);
-      else load_q_frags<DP>(qf, qs);
-    }
-    const int nxt = it + C::kStages - 1;
-    if (nxt < ntiles) issue(nxt);  // into the stage every warp finished with at it - 1
-    if constexpr (!kMbar) cp_async_commit();
-
-    const int key0 = kv_begin + it * C::kKeys + warp * C::kWarpKeys;
-    if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
-    const bool masked = key0 < full_lo || key0 + C::kWarpKeys > full_hi;
-    if constexpr (kKeysForm) {  // keys in the mma's M dimension (decode_fp8_keys.cuh)
-      constexpr int kKB = C::kWarpKeys / 16;
-      const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
-      std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
-      if constexpr (C::kTma)
-        if (key0 + C::kWarpKeys > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
-          const int first = kv_end - key0;
-          for (int i = lane; i < (C::kWarpKeys - first) * (DP / 16); i += 32) {
-            const std::uint32_t at =
-                C::RawLayout::offset(warp * C::kWarpKeys + first + i / (DP / 16), 16 * (i % (DP / 16)));
-            *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
-          }
-          __syncwarp();
+      // Bulk copies write only head_size columns: zero the padding columns once (TMA boxes
+      // read the columns past the head size as zeros).
+      if (kBulk && DP > p.head_size) {
+        const int pad_chunks = (DP - p.head_size) / 8;
+        for (int idx = threadIdx.x; idx < C::kStages * 2 * C::kKeys * pad_chunks; idx += C::kThreads) {
+          T* row = pipe + (idx / pad_chunks) * C::kRS;
+          reinterpret_cast<uint4*>(row + p.head_size)[idx % pad_chunks] = make_uint4(0, 0, 0, 0);
         }
-      float sk[kKB][2][4];
-      qk_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(sk, qf, kraw, warp * C::kWarpKeys, two);
-      score_tile_keys<kKB>(p, score_sc, sk, key0, q_undo, kri, masked);
-      softmax_tile_keys<DP, kKB>(st, sk, two);
-      pv_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(st, sk, vraw, warp * C::kWarpKeys, two);
-      continue;
-    } else if constexpr (FP8) {  // the raw bytes straight into the fragments
-      float s[2][4];
-      const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
-      std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
-      if constexpr (C::kTma)
-        if (key0 + 16 > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
-          const int first = kv_end - key0;
-          for (int i = lane; i < (16 - first) * (DP / 16); i += 32) {
-            const std::uint32_t at = C::RawLayout::offset(warp * 16 + first + i / (DP / 16), 16 * (i % (DP / 16)));
-            *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
-          }
-          __syncwarp();
-        }
-      qk_tile_fp8<DP, typename C::RawLayout, false>(s, qf, kraw, warp * 16);
-      if constexpr (std::is_same_v<T, __nv_bfloat16>)
-#pragma unroll
-        for (int n = 0; n < 2; ++n)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) s[n][e] *= q_undo[e / 2];
-      score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
-      softmax_tile<DP, 2>(st, s);
-      pv_tile_fp8<DP, typename C::RawLayout, false>(st, s, vraw, warp * 16);
-      continue;
-    } else {
-      // A warp's 16 keys in a tile: a page box, rows of the tile's chunks, or padded rows.
-      constexpr int kWarpSliceElems = C::kPages ? 16 * DP : C::kTma ? 16 * 64 : 16 * C::kRS;
-      float s[2][4];
-      const T* ks = tiles.k(it % C::kStages) + warp * kWarpSliceElems;
-      T* vs = tiles.v(it % C::kStages) + warp * kWarpSliceElems;
-      if constexpr (C::kTma)
-        if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
-          const int first = kv_end - key0;
-          for (int i = lane; i < (16 - first) * (DP / 8); i += 32)
-            *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(vs) +
-                                      C::KVLayout::offset(first + i / (DP / 8), i % (DP / 8))) = make_uint4(0, 0, 0, 0);
-          __syncwarp();
-        }
-      qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
-      score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
-      softmax_tile<DP, 2>(st, s);
-      pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
-    }
-  }
-
-  // ---- combine the four warps' states ------------------------------------------------
-  float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
-  float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
-  float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
-  if constexpr (kKeysForm) {  // rows 8n + 2t + e; the l partials are reduced over the key lanes
-#pragma unroll
-    for (int n = 0; n < 2; ++n)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 4);
-        st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 8);
-        st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 16);
       }
-    cp_async_wait<0>();
-    __syncthreads();
-    if (lane < 4) {
+      if (threadIdx.x == 0) {
+        for (int s = 0; s < C::kStages; ++s) mbar_init(bars + 8 * s, 1);
+        mbar_fence_init();
+      }
+      __syncthreads();
+      for (int s = 0; s < pre; ++s) issue(s);
+    }
+    // Everything above read only the plan (uploaded by a copy, never by a kernel) and, with
+    // the promise, cache positions nothing running writes. The query, the rest of the cache
+    // (this layer's write may still be running), the output and the workspace (the previous
+    // layer's attention may still be running) wait for the kernels before.
+    wait_for_prior_grids();
+    allow_dependent_grids();
+    load_q_rows<T, DP, kDecodeRows, C::kThreads>(p, pr, kvh, row0, qs);
+    if constexpr (kMbar) {
+      cp_async_commit();
+      for (int s = pre; s < C::kStages - 1; ++s) {
+        if (appends && s == early) append();
+        if (s < ntiles) issue(s);
+      }
+    } else {
+#pragma unroll
+      for (int s = 0; s < C::kStages - 1; ++s) {
+        if (appends && s == early) append();
+        if (s < ntiles) issue(s);
+        cp_async_commit();
+      }
+    }
+    // Every prologue tile lay before the new tokens: they are written before the main loop
+    // issues the tiles that hold them.
+    if (appends && early == C::kStages - 1) append();
+
+    const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+    std::conditional_t<FP8, KeysWarpState<DP>, WarpState<DP>> st;
+    st.init();
+    RowInfo ri = row_info(p, pr, kvh, row0, seq_len);
+    // fp8: its rows' facts in the keys form, and whether the second n8 tile of rows has any.
+    [[maybe_unused]] KeysRowInfo kri;
+    if constexpr (FP8) kri = keys_row_info(p, pr, kvh, row0, seq_len, kv_begin, kv_end);
+    const bool two = pr.rows - row0 > 8;
+    // The CTA's rows share one KV head: its fp8 scales (per head or per layer) apply to all.
+    // Partials are stored without the value scale; whoever writes the output applies it, so
+    // every slice of a row tile (same KV head) is merged consistently.
+    const ScoreScale score_sc = score_scale(p, kvh);
+    const float out_sc = output_scale(p, kvh);
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      ri.vis[h].lo = max(ri.vis[h].lo, kv_begin);
+      ri.vis[h].hi = min(ri.vis[h].hi, kv_end);
+    }
+    // Keys every row of the CTA sees (no mask needed inside).
+    const int full_lo = max(vis_last.lo, kv_begin), full_hi = min(vis_first.hi, kv_end);
+    std::conditional_t<FP8, std::uint32_t[2][DP / 16][2], std::uint32_t[DP / 16][4]> qf;
+    // fp8: the power of two each of this thread's rows was scaled by
+    std::conditional_t<FP8, float[2][2], float[2]> q_undo;
+
+    for (int it = 0; it < ntiles; ++it) {
+      if constexpr (kMbar) {
+        mbar_wait(bars + 8 * (it % C::kStages), (it / C::kStages) & 1);
+        if (it == 0) cp_async_wait<0>();
+      } else {
+        cp_async_wait<C::kStages - 2>();
+      }
+      __syncthreads();
+      if (it == 0) {
+        if constexpr (FP8) load_q_frags_keys<T, DP>(qf, qs, q_undo);
+        else load_q_frags<DP>(qf, qs);
+      }
+      const int nxt = it + C::kStages - 1;
+      if (nxt < ntiles) issue(nxt);  // into the stage every warp finished with at it - 1
+      if constexpr (!kMbar) cp_async_commit();
+
+      const int key0 = kv_begin + it * C::kKeys + warp * C::kWarpKeys;
+      if (key0 >= kv_end) continue;  // this warp's keys are past the slice (last tile)
+      const bool masked = key0 < full_lo || key0 + C::kWarpKeys > full_hi;
+      if constexpr (FP8) {  // keys in the mma's M dimension (decode_fp8_keys.cuh)
+        constexpr int kKB = C::kWarpKeys / 16;
+        const std::uint8_t* kraw = tiles.raw_k(it % C::kStages);
+        std::uint8_t* vraw = tiles.raw_v(it % C::kStages);
+        if constexpr (C::kTma)
+          if (key0 + C::kWarpKeys > kv_end) {  // a box's rows past the slice: P is 0 there, but 0 × NaN is not
+            const int first = kv_end - key0;
+            for (int i = lane; i < (C::kWarpKeys - first) * (DP / 16); i += 32) {
+              const std::uint32_t at =
+                  C::RawLayout::offset(warp * C::kWarpKeys + first + i / (DP / 16), 16 * (i % (DP / 16)));
+              *reinterpret_cast<uint4*>(vraw + at) = make_uint4(0, 0, 0, 0);
+            }
+            __syncwarp();
+          }
+        float sk[kKB][2][4];
+        qk_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(sk, qf, kraw, warp * C::kWarpKeys, two);
+        score_tile_keys<kKB>(p, score_sc, sk, key0, q_undo, kri, masked);
+        softmax_tile_keys<DP, kKB>(st, sk, two);
+        pv_tile_fp8_keys<DP, kKB, typename C::RawLayout, false>(st, sk, vraw, warp * C::kWarpKeys, two);
+        continue;
+      } else {
+        // A warp's 16 keys in a tile: a page box, rows of the tile's chunks, or padded rows.
+        constexpr int kWarpSliceElems = C::kPages ? 16 * DP : C::kTma ? 16 * 64 : 16 * C::kRS;
+        float s[2][4];
+        const T* ks = tiles.k(it % C::kStages) + warp * kWarpSliceElems;
+        T* vs = tiles.v(it % C::kStages) + warp * kWarpSliceElems;
+        if constexpr (C::kTma)
+          if (key0 + 16 > kv_end) {  // P is 0 past the slice, but 0 × an unwritten slot's NaN is not
+            const int first = kv_end - key0;
+            for (int i = lane; i < (16 - first) * (DP / 8); i += 32)
+              *reinterpret_cast<uint4*>(reinterpret_cast<unsigned char*>(vs) +
+                                        C::KVLayout::offset(first + i / (DP / 8), i % (DP / 8))) =
+                  make_uint4(0, 0, 0, 0);
+            __syncwarp();
+          }
+        qk_tile<T, DP, 2, typename C::KVLayout>(s, qf, ks);
+        score_tile<2>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+        softmax_tile<DP, 2>(st, s);
+        pv_tile<T, DP, 2, typename C::KVLayout>(st, s, vs);
+      }
+    }
+
+    // ---- combine the four warps' states ------------------------------------------------
+    float* red = reinterpret_cast<float*>(pipe);        // [warp][row][DP]
+    float* m_s = red + C::kWarps * kDecodeRows * DP;     // [warp][row]
+    float* l_s = m_s + C::kWarps * kDecodeRows;          // [warp][row]
+    if constexpr (FP8) {  // rows 8n + 2t + e; the l partials are reduced over the key lanes
 #pragma unroll
       for (int n = 0; n < 2; ++n)
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
-          m_s[warp * kDecodeRows + 8 * n + 2 * lane + e] = st.m[n][e];
-          l_s[warp * kDecodeRows + 8 * n + 2 * lane + e] = st.l[n][e];
+          st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 4);
+          st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 8);
+          st.l[n][e] += __shfl_xor_sync(0xffffffffu, st.l[n][e], 16);
         }
-    }
-    __syncthreads();
-    const int g = lane / 4, t = lane % 4;
+      cp_async_wait<0>();
+      __syncthreads();
+      if (lane < 4) {
 #pragma unroll
-    for (int n = 0; n < 2; ++n)
+        for (int n = 0; n < 2; ++n)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int r = 8 * n + 2 * t + e;
-        float mx = -INFINITY;
-#pragma unroll
-        for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
-        const float ref = mx == -INFINITY ? 0.0f : mx;
-        const float f = fast_exp2(st.m[n][e] - ref);
-        float* dst = red + (warp * kDecodeRows + r) * DP;
-#pragma unroll
-        for (int j = 0; j < DP / 16; ++j) {
-          dst[keys_out_dim(j, g, 0)] = st.o[n][j][e] * f;
-          dst[keys_out_dim(j, g, 1)] = st.o[n][j][2 + e] * f;
-        }
+          for (int e = 0; e < 2; ++e) {
+            m_s[warp * kDecodeRows + 8 * n + 2 * lane + e] = st.m[n][e];
+            l_s[warp * kDecodeRows + 8 * n + 2 * lane + e] = st.l[n][e];
+          }
       }
-  } else {
+      __syncthreads();
+      const int g = lane / 4, t = lane % 4;
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
-    st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
-  }
-  cp_async_wait<0>();
-  __syncthreads();
-  if (lane % 4 == 0) {
+      for (int n = 0; n < 2; ++n)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int r = 8 * n + 2 * t + e;
+          float mx = -INFINITY;
+#pragma unroll
+          for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+          const float ref = mx == -INFINITY ? 0.0f : mx;
+          const float f = fast_exp2(st.m[n][e] - ref);
+          float* dst = red + (warp * kDecodeRows + r) * DP;
+#pragma unroll
+          for (int j = 0; j < DP / 16; ++j) {
+            dst[keys_out_dim(j, g, 0)] = st.o[n][j][e] * f;
+            dst[keys_out_dim(j, g, 1)] = st.o[n][j][2 + e] * f;
+          }
+        }
+    } else {
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      m_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.m[h];
-      l_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.l[h];
+      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
     }
-  }
-  __syncthreads();
+    cp_async_wait<0>();
+    __syncthreads();
+    if (lane % 4 == 0) {
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int r = lane / 4 + 8 * h;
-    float mx = -INFINITY;
+      for (int h = 0; h < 2; ++h) {
+        m_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.m[h];
+        l_s[warp * kDecodeRows + lane / 4 + 8 * h] = st.l[h];
+      }
+    }
+    __syncthreads();
 #pragma unroll
-    for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
-    const float ref = mx == -INFINITY ? 0.0f : mx;
-    const float f = fast_exp2(st.m[h] - ref);
-    float* dst = red + (warp * kDecodeRows + r) * DP;
+    for (int h = 0; h < 2; ++h) {
+      const int r = lane / 4 + 8 * h;
+      float mx = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < DP / 8; ++j) {
-      if constexpr (FP8) {  // the fp8 P·V tiles' column order
-        dst[fp8_out_dim(j, 2 * (lane % 4))] = st.o[j][2 * h] * f;
-        dst[fp8_out_dim(j, 2 * (lane % 4) + 1)] = st.o[j][2 * h + 1] * f;
-      } else {
+      for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+      const float ref = mx == -INFINITY ? 0.0f : mx;
+      const float f = fast_exp2(st.m[h] - ref);
+      float* dst = red + (warp * kDecodeRows + r) * DP;
+#pragma unroll
+      for (int j = 0; j < DP / 8; ++j) {
         dst[8 * j + 2 * (lane % 4)] = st.o[j][2 * h] * f;
         dst[8 * j + 2 * (lane % 4) + 1] = st.o[j][2 * h + 1] * f;
       }
     }
-  }
-  }
-  __syncthreads();
-
-  const bool split_mode = num_splits > 1;
-  T* out = static_cast<T*>(p.o);
-  for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
-    const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
-    const int row = row0 + r;
-    if (row >= pr.rows || d >= p.head_size) continue;
-    float mx = -INFINITY;
-#pragma unroll
-    for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
-    const float ref = mx == -INFINITY ? 0.0f : mx;
-    float L = 0.0f;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int w2 = 0; w2 < C::kWarps; ++w2) {
-      L += l_s[w2 * kDecodeRows + r] * fast_exp2(m_s[w2 * kDecodeRows + r] - ref);
-      const float4 v = *reinterpret_cast<const float4*>(red + (w2 * kDecodeRows + r) * DP + d);
-      acc[0] += v.x;
-      acc[1] += v.y;
-      acc[2] += v.z;
-      acc[3] += v.w;
     }
-    const int tok = pr.q_begin + row / p.group;
-    const int head = kvh * p.group + row % p.group;
-    if (!split_mode) {
+    __syncthreads();
+
+    const bool split_mode = num_splits > 1;
+    T* out = static_cast<T*>(p.o);
+    for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
+      const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
+      const int row = row0 + r;
+      if (row >= pr.rows || d >= p.head_size) continue;
+      float mx = -INFINITY;
+#pragma unroll
+      for (int w2 = 0; w2 < C::kWarps; ++w2) mx = fmaxf(mx, m_s[w2 * kDecodeRows + r]);
+      const float ref = mx == -INFINITY ? 0.0f : mx;
+      float L = 0.0f;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int w2 = 0; w2 < C::kWarps; ++w2) {
+        L += l_s[w2 * kDecodeRows + r] * fast_exp2(m_s[w2 * kDecodeRows + r] - ref);
+        const float4 v = *reinterpret_cast<const float4*>(red + (w2 * kDecodeRows + r) * DP + d);
+        acc[0] += v.x;
+        acc[1] += v.y;
+        acc[2] += v.z;
+        acc[3] += v.w;
+      }
+      const int tok = pr.q_begin + row / p.group;
+      const int head = kvh * p.group + row % p.group;
+      if (!split_mode) {
+        const bool has_sink = p.sinks != nullptr;
+        const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
+        const float sc = finish_scale(mx, L, sink, has_sink) * out_sc;
+        if (p.lse != nullptr && d == 0) p.lse[tok * p.lse_stride_tok + head] = row_lse(mx, L, sink, has_sink);
+        uint2 packed;
+        packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
+        packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
+        *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+      } else {
+        const float inv = L > 0.0f ? 1.0f / L : 0.0f;
+        const std::int64_t prow =
+            (std::int64_t(w.split) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
+        *reinterpret_cast<float4*>(p.part_o + prow * p.head_size + d) =
+            make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+        if (d == 0) p.part_lse[prow] = L > 0.0f ? mx + __log2f(L) : -INFINITY;
+      }
+    }
+    if (!split_mode) return;
+
+    // ---- the last slice of a row tile to finish merges every slice (no second launch) ----
+    // One thread's acquire-release arrival after the CTA's barrier publishes every thread's
+    // partial (as cooperative groups' grid barrier does), where a fence in every thread
+    // before and after it waited for the stores twice.
+    __shared__ int last_slice;
+    __syncthreads();
+    if (threadIdx.x == 0) last_slice = arrive_acq_rel(p.split_counters + w.counter) == num_splits - 1;
+    __syncthreads();
+    if (!last_slice) return;
+    for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
+      const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
+      const int row = row0 + r;
+      if (row >= pr.rows || d >= p.head_size) continue;
+      const int tok = pr.q_begin + row / p.group;
+      const int head = kvh * p.group + row % p.group;
+      auto prow = [&](int sp) {
+        return (std::int64_t(sp) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
+      };
       const bool has_sink = p.sinks != nullptr;
-      const float sink = has_sink ? p.sinks[head] * kLog2e : 0.0f;
-      const float sc = finish_scale(mx, L, sink, has_sink) * out_sc;
-      if (p.lse != nullptr && d == 0) p.lse[tok * p.lse_stride_tok + head] = row_lse(mx, L, sink, has_sink);
-      uint2 packed;
-      packed.x = pack2<T>(acc[0] * sc, acc[1] * sc);
-      packed.y = pack2<T>(acc[2] * sc, acc[3] * sc);
-      *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
-    } else {
-      const float inv = L > 0.0f ? 1.0f / L : 0.0f;
-      const std::int64_t prow =
-          (std::int64_t(w.split) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
-      *reinterpret_cast<float4*>(p.part_o + prow * p.head_size + d) =
-          make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
-      if (d == 0) p.part_lse[prow] = L > 0.0f ? mx + __log2f(L) : -INFINITY;
-    }
-  }
-  if (!split_mode) return;
-
-  // ---- the last slice of a row tile to finish merges every slice (no second launch) ----
-  // One thread's acquire-release arrival after the CTA's barrier publishes every thread's
-  // partial (as cooperative groups' grid barrier does), where a fence in every thread
-  // before and after it waited for the stores twice.
-  __shared__ int last_slice;
-  __syncthreads();
-  if (threadIdx.x == 0) last_slice = arrive_acq_rel(p.split_counters + w.counter) == num_splits - 1;
-  __syncthreads();
-  if (!last_slice) return;
-  for (int idx = threadIdx.x; idx < kDecodeRows * (DP / 4); idx += C::kThreads) {
-    const int r = idx / (DP / 4), d = (idx % (DP / 4)) * 4;
-    const int row = row0 + r;
-    if (row >= pr.rows || d >= p.head_size) continue;
-    const int tok = pr.q_begin + row / p.group;
-    const int head = kvh * p.group + row % p.group;
-    auto prow = [&](int sp) {
-      return (std::int64_t(sp) * p.num_part_tokens + w.part_base + row / p.group) * p.num_heads + head;
-    };
-    const bool has_sink = p.sinks != nullptr;
-    const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
-    // The partials come from L2. One pass with a running maximum (each slice's log-sum-exp
-    // and partial output are loaded together), unrolled so that sixteen slices' loads are
-    // in flight per round trip: a 32-slice merge waits for two round trips, where a pass
-    // for the maximum and a second for the sum waited for eight.
-    float mx = sink;
-    float denom = has_sink ? 1.0f : 0.0f;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const float sink = has_sink ? p.sinks[head] * kLog2e : -INFINITY;
+      // The partials come from L2. One pass with a running maximum (each slice's log-sum-exp
+      // and partial output are loaded together), unrolled so that sixteen slices' loads are
+      // in flight per round trip: a 32-slice merge waits for two round trips, where a pass
+      // for the maximum and a second for the sum waited for eight.
+      float mx = sink;
+      float denom = has_sink ? 1.0f : 0.0f;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll 16
-    for (int sp = 0; sp < num_splits; ++sp) {
-      const float lse = __ldcg(p.part_lse + prow(sp));
-      const float4 v = __ldcg(reinterpret_cast<const float4*>(p.part_o + prow(sp) * p.head_size + d));
-      if (lse == -INFINITY) continue;  // an empty slice adds nothing
-      const float m_new = fmaxf(mx, lse);
-      const float keep = fast_exp2(mx - m_new);  // 0 while mx is -inf
-      const float wgt = fast_exp2(lse - m_new);
-      mx = m_new;
-      denom = denom * keep + wgt;
-      acc[0] = acc[0] * keep + wgt * v.x;
-      acc[1] = acc[1] * keep + wgt * v.y;
-      acc[2] = acc[2] * keep + wgt * v.z;
-      acc[3] = acc[3] * keep + wgt * v.w;
+      for (int sp = 0; sp < num_splits; ++sp) {
+        const float lse = __ldcg(p.part_lse + prow(sp));
+        const float4 v = __ldcg(reinterpret_cast<const float4*>(p.part_o + prow(sp) * p.head_size + d));
+        if (lse == -INFINITY) continue;  // an empty slice adds nothing
+        const float m_new = fmaxf(mx, lse);
+        const float keep = fast_exp2(mx - m_new);  // 0 while mx is -inf
+        const float wgt = fast_exp2(lse - m_new);
+        mx = m_new;
+        denom = denom * keep + wgt;
+        acc[0] = acc[0] * keep + wgt * v.x;
+        acc[1] = acc[1] * keep + wgt * v.y;
+        acc[2] = acc[2] * keep + wgt * v.z;
+        acc[3] = acc[3] * keep + wgt * v.w;
+      }
+      const float inv = denom > 0.0f ? out_sc / denom : 0.0f;
+      if (p.lse != nullptr && d == 0)  // the sink, when there is one, is in mx and denom already
+        p.lse[tok * p.lse_stride_tok + head] = row_lse(mx, denom, -INFINITY, false);
+      uint2 packed;
+      packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
+      packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
+      *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
     }
-    const float inv = denom > 0.0f ? out_sc / denom : 0.0f;
-    if (p.lse != nullptr && d == 0)  // the sink, when there is one, is in mx and denom already
-      p.lse[tok * p.lse_stride_tok + head] = row_lse(mx, denom, -INFINITY, false);
-    uint2 packed;
-    packed.x = pack2<T>(acc[0] * inv, acc[1] * inv);
-    packed.y = pack2<T>(acc[2] * inv, acc[3] * inv);
-    *reinterpret_cast<uint2*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = packed;
+    if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
   }
-  if (threadIdx.x == 0) p.split_counters[w.counter] = 0;  // every slice has arrived: ready for the next run
-}
-
-/// The fp8 decode's form: ATTNSEL_CUDA_FP8_DECODE=rows|keys128 (read once; keys128 when
-/// unset), so the two can be compared in one build.
-Fp8DecodeForm fp8_decode_form() {
-  static const Fp8DecodeForm form = [] {
-    const char* v = std::getenv("ATTNSEL_CUDA_FP8_DECODE");
-    if (v == nullptr || *v == '\0') return kFormKeys128;
-    const std::string s = v;
-    if (s == "rows") return kFormRows;
-    if (s == "keys128") return kFormKeys128;
-    throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "ATTNSEL_CUDA_FP8_DECODE",
-                     "'" + s + "' is not one of rows, keys128");
-  }();
-  return form;
 }
 
 }  // namespace
@@ -668,9 +631,9 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
   if (loads == kLoadsTma || loads == kLoadsTmaPages) std::memcpy(maps, kv_maps, sizeof(maps));
   dispatch_elem(e, [&]<class T>() {
     dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
-      auto go = [&]<int LOADS, bool FP8, int FORM = kFormRows>() {
-        using C = DecodeConfig<T, DP, LOADS, FP8, FORM>;
-        auto kernel = decode_kernel<T, DP, LOADS, FP8, FORM>;
+      auto go = [&]<int LOADS, bool FP8>() {
+        using C = DecodeConfig<T, DP, LOADS, FP8>;
+        auto kernel = decode_kernel<T, DP, LOADS, FP8>;
         const char* how = FP8                      ? (LOADS == kLoadsTma ? "fp8 tma" : "fp8 cp.async")
                           : LOADS == kLoadsCpAsync ? "cp.async"
                           : LOADS == kLoadsBulk    ? "bulk"
@@ -678,9 +641,9 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
                                                    : "tma page boxes";
         auto cfg = [&] {
           return cfg_string(
-              "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={} form={}",
+              "elem={} kv={} head_size={} pad={} heads={}/{} work={} smem={} loads={} stages={} box_rows={}",
               to_string(e), FP8 ? "fp8_e4m3" : "same", p.head_size, DP, p.num_heads, p.num_kv_heads, p.num_work,
-              C::kSmemBytes, how, C::kStages, box_rows, FORM == kFormRows ? "rows" : "keys128");
+              C::kSmemBytes, how, C::kStages, box_rows);
         };
         static std::atomic<std::uint64_t> smem_set{0};
         set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "decode_kernel: cudaFuncSetAttribute", cfg);
@@ -691,15 +654,9 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         check_launch_lazy("decode_kernel", cfg);
       };
       if (kv_fp8) {
-        auto fp8 = [&]<int FORM>() {
-          if constexpr (DP % 128 == 0)
-            if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true, FORM>();
-          go.template operator()<kLoadsCpAsync, true, FORM>();
-        };
-        switch (fp8_decode_form()) {
-          case kFormRows: fp8.template operator()<kFormRows>(); break;
-          case kFormKeys128: fp8.template operator()<kFormKeys128>(); break;
-        }
+        if constexpr (DP % 128 == 0)
+          if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true>();
+        go.template operator()<kLoadsCpAsync, true>();
       } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
       else if (loads == kLoadsTmaPages) {
         if constexpr (DP == 128 || DP == 256) go.template operator()<kLoadsTmaPages, false>();

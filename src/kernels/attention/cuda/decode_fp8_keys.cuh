@@ -1,8 +1,8 @@
 // Internal: the fp8 decode's per-warp attention with the keys in the mma's M dimension.
 //
 // A decode CTA has 16 packed query rows, and at one query token a GQA group fills 4 of
-// them: with the rows as the m16 dimension (tile_common.cuh's fp8 fragments) three quarters
-// of every product is padding. Here the products are transposed, S^T = K·Q^T and
+// them: with the rows as the m16 dimension three quarters of every product would be
+// padding. Here the products are transposed, S^T = K·Q^T and
 // O^T = V^T·P^T (m16n8k16, f16 operands, f32 accumulators):
 //  * K is the A operand. Each A register is two consecutive head dims of one key, i.e. two
 //    consecutive cache bytes, widened by one cvt (exact: every e4m3/e5m2 value is a half).
@@ -16,7 +16,7 @@
 //    16 keys and n8 tile; V^T's A registers come from one transposing ldmatrix per 16 keys
 //    and 32 dims (pairs of bytes as its 16-bit elements), whose two keys of two dims one
 //    byte permute regroups by dim.
-// Per 16 keys and n8 tile at d=128: 8 + 8 mma (the row form: 16 + 16 for 16 rows), the same
+// Per 16 keys and n8 tile at d=128: 8 + 8 mma (16 + 16 with the rows as m16), the same
 // 64 conversions, 2 movmatrix.
 #pragma once
 

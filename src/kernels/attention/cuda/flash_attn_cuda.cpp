@@ -10,12 +10,10 @@
 
 #include <cuda_runtime_api.h>
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <array>
 #include <atomic>
-#include <bit>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -114,15 +112,6 @@ void check_device_tensor(const TensorView& t, std::string_view name, int device)
                                    name, t.stride[d], d, t.describe()));
 }
 
-/// ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH=0 turns programmatic dependent launch off (read once).
-bool programmatic_launch_allowed() {
-  static const bool allowed = [] {
-    const char* v = std::getenv("ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH");
-    return v == nullptr || std::string_view(v) != "0";
-  }();
-  return allowed;
-}
-
 /// The products of the Hopper prefill on an fp8 cache: the tuning's choice, or with
 /// `automatic` the environment variable ATTNSEL_CUDA_FP8_PREFILL ("e4m3" or "f16"), else e4m3:
 /// what vLLM's FLASH_ATTN runs with an fp8 cache on Hopper (FlashAttention-3 with the query
@@ -140,40 +129,25 @@ Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
   return from_env;
 }
 
-/// The Hopper prefill's variant: the tuning's, or with -1 ATTNSEL_CUDA_HOPPER_VARIANT, else
-/// the default of the path `kv` takes; one of the compiled ones.
-int hopper_variant(int want, KvPath kv) {
-  auto check_compiled = [](int v, std::string_view from) {
-    if (std::find(std::begin(kHopperVariants), std::end(kHopperVariants), v) == std::end(kHopperVariants))
-      throw ValueError(fmt::format("{} {}: the Hopper prefill variants compiled are {}", from, v,
-                                   fmt::join(kHopperVariants, ", ")));
-    return v;
-  };
-  if (want >= 0) return check_compiled(want, "CudaTuning::hopper_variant");
-  static const int from_env = [&] {
-    const char* v = std::getenv("ATTNSEL_CUDA_HOPPER_VARIANT");
-    if (v == nullptr || *v == '\0') return -1;
-    char* end = nullptr;
-    const long n = std::strtol(v, &end, 10);
-    if (*end != '\0' || n < 0 || n > 1024)
-      throw ValueError(fmt::format("ATTNSEL_CUDA_HOPPER_VARIANT='{}': expected one of {}", v,
-                                   fmt::join(kHopperVariants, ", ")));
-    return check_compiled(static_cast<int>(n), "ATTNSEL_CUDA_HOPPER_VARIANT");
-  }();
-  return from_env >= 0 ? from_env : hopper_default_variant(kv);
-}
-
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-/// The decode kernel's copies for a tuning choice on a device of compute capability `major`.
-/// TMA boxes are 128 bytes wide: 64 columns of a 16-bit cache, 128 of an fp8 one, so the
-/// padded head size must be a multiple of that. An fp8 cache has no row-copy variant.
-DecodeLoads choose_decode_loads(DecodeCopies want, int major, bool kv_fp8, int head_dim_pad) {
-  if (major < 9 || want == DecodeCopies::cp_async) return kLoadsCpAsync;
-  if (kv_fp8) return want != DecodeCopies::bulk_rows && head_dim_pad % 128 == 0 ? kLoadsTma : kLoadsCpAsync;
-  if (want == DecodeCopies::bulk_rows || head_dim_pad % 64 != 0) return kLoadsBulk;
-  return kLoadsTma;
+/// The decode kernel's copies on a device of compute capability `major`: TMA boxes where
+/// they apply, else one bulk copy per key row on sm_90 (16-bit caches), else cp.async. TMA
+/// boxes are 128 bytes wide: 64 columns of a 16-bit cache, 128 of an fp8 one, so the padded
+/// head size must be a multiple of that.
+DecodeLoads choose_decode_loads(int major, bool kv_fp8, int head_dim_pad) {
+  if (major < 9) return kLoadsCpAsync;
+  if (kv_fp8) return head_dim_pad % 128 == 0 ? kLoadsTma : kLoadsCpAsync;
+  return head_dim_pad % 64 == 0 ? kLoadsTma : kLoadsBulk;
 }
+
+/// Query tokens × query heads per KV head up to this take the split-KV (decode) kernel.
+constexpr int kDecodeMaxRows = 64;
+/// Decode never cuts a sequence into slices shorter than this many keys.
+constexpr int kMinSplitKeys = 256;
+/// Decode slices start on multiples of the key tile, so every slice but a sequence's last is
+/// made of whole tiles (1 × 32k on the H200: 3.05 TB/s, against 2.94 with 16-key alignment).
+constexpr int kSplitAlignKeys = kDecodeKeyTile;
 
 /// The paged cache's [block, token, head] strides, into the cache writer's or the attention
 /// kernels' parameters (both name them alike).
@@ -196,9 +170,10 @@ std::string PlanSummary::describe() const {
                        decode_seqs, decode_ctas, max_splits, merge_rows);
   if (prefill_ctas) {
     if (!out.empty()) out += "; ";
-    out += fmt::format("prefill ({}{}{}{}): {} sequences, {} CTAs", prefill_kernel,
+    out += fmt::format("prefill ({}{}{}{}{}): {} sequences, {} CTAs", prefill_kernel,
                        prefill_products.empty() ? "" : ", " + prefill_products + " products",
-                       prefill_variant ? fmt::format(", variant {}", prefill_variant) : "",
+                       prefill_variant & HopperVariant::wide_keys ? ", 176-key tiles" : "",
+                       prefill_variant & HopperVariant::v_page_boxes ? ", page-boxed V" : "",
                        prefill_head_dim ? fmt::format(", computed at d={}", prefill_head_dim) : "", prefill_seqs,
                        prefill_ctas);
   }
@@ -340,8 +315,7 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   KvPath hopper_kv = KvPath::b16;  // its cache and products
   int box_rows = 0;         // keys per TMA box in the Hopper prefill
   int hopper_variant = 0;   // HopperVariant flags of the Hopper prefill
-  int sms = 0;              // the device's multiprocessors (a persistent Hopper prefill's grid)
-  std::int32_t split_align = 16;
+  std::int32_t split_align = kSplitAlignKeys;
   int fixed_splits = 0;     // capturable: slices of every decode sequence (0 = chosen per batch)
   bool programmatic = false;  // cache writes and decode kernels use programmatic dependent launch
   bool early_cache_reads = false;  // PlanOptions::early_cache_reads
@@ -531,28 +505,24 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->head_dim_pad = (params_.head_size + 31) / 32 * 32;
   plan->block_size = static_cast<int>(shape.cache_shape[1]);
   plan->num_blocks = shape.cache_shape[0];
-  plan->decode_loads = choose_decode_loads(tuning_.decode_copies, facts.major, kv_fp8, plan->head_dim_pad);
-  plan->split_align =
-      static_cast<std::int32_t>(std::bit_ceil(static_cast<unsigned>(std::max(16, tuning_.split_align_keys))));
+  plan->decode_loads = choose_decode_loads(tuning_.sm90_kernels ? facts.major : 8, kv_fp8, plan->head_dim_pad);
+  plan->split_align = kSplitAlignKeys;
   if (plan->decode_loads == kLoadsTma) {
     // A box holds a page slice: box_rows divides the page and the 64-key tile, and slices
     // start on box boundaries (bulk copies, the fallback where a map cannot be encoded,
     // read any alignment). Page boxes hold one warp's 16 keys, whatever the page size.
     plan->decode_box_rows = std::gcd(plan->block_size, kDecodeKeyTile);
-    const bool pages_wanted =
-        tuning_.decode_copies == DecodeCopies::automatic || tuning_.decode_copies == DecodeCopies::tma_page_boxes;
-    if (pages_wanted && decode_page_boxes_apply(params_.head_size, kv_fp8, std::gcd(plan->block_size, 16))) {
+    if (decode_page_boxes_apply(params_.head_size, kv_fp8, std::gcd(plan->block_size, 16))) {
       plan->decode_loads = kLoadsTmaPages;
       plan->decode_box_rows = 16;
     }
-    plan->split_align = std::max(plan->split_align, plan->decode_box_rows);
   }
   // fp8 caches take the Hopper kernel where TMA can address the rows (16-byte strides: head
   // sizes a multiple of 16; the others take the portable prefill). Its e4m3 products take
   // head sizes up to 128 (their transposed V and e4m3 queries fit shared memory there);
   // above, the f16 products run.
   const bool hopper_fp8_ok = params_.head_size % 16 == 0;
-  plan->hopper = tuning_.use_hopper && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
+  plan->hopper = tuning_.sm90_kernels && (!kv_fp8 || hopper_fp8_ok) && facts.major == 9 && facts.minor == 0 &&
                  params_.head_size <= 256 && plan->block_size % 16 == 0;
   // Only an fp8 cache reads the products' setting (a malformed environment variable must
   // not fail a 16-bit layer's plan).
@@ -560,24 +530,14 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
                              fp8_prefill_products(tuning_.fp8_prefill) == Fp8PrefillProducts::e4m3;
   plan->hopper_kv = !kv_fp8 ? KvPath::b16 : e4m3_products ? KvPath::e4m3 : KvPath::f16_widened;
   if (plan->hopper) {
-    // Wide key tiles pay off without a mask: a causal or windowed layer keeps 128 keys. And
-    // 176 keys take 16-key boxes from any page: pages of 32 keys or more keep 128-key tiles
-    // and their larger boxes (page 128: 128-key tiles in 128-key boxes ran 4–6 % faster
-    // than 176 in 16-key page boxes on the H200, 2026-12-02).
     const MaskRule rule = MaskRule::from(params_);
-    plan->hopper_variant = hopper_variant(tuning_.hopper_variant, plan->hopper_kv);
-    const int head_dim = hopper_head_dim(params_.head_size, plan->hopper_kv);
-    const bool wide_cuts_boxes = std::gcd(plan->block_size, hopper_key_tile(head_dim, HopperVariant::wide_keys)) <
-                                 std::gcd(plan->block_size, hopper_key_tile(head_dim, 0));
-    if (rule.causal || rule.window >= 0 || !hopper_wide_keys_apply(head_dim, plan->hopper_kv) || wide_cuts_boxes)
-      plan->hopper_variant &= ~int(HopperVariant::wide_keys);
-    plan->box_rows = std::gcd(plan->block_size, hopper_key_tile(head_dim, plan->hopper_variant));
-    if (!hopper_v_page_boxes_apply(params_.head_size, plan->hopper_kv, plan->box_rows))
-      plan->hopper_variant &= ~int(HopperVariant::v_page_boxes);
+    plan->hopper_variant =
+        hopper_variant(params_.head_size, plan->hopper_kv, rule.causal || rule.window >= 0, plan->block_size);
+    plan->box_rows = std::gcd(plan->block_size,
+                              hopper_key_tile(hopper_head_dim(params_.head_size, plan->hopper_kv), plan->hopper_variant));
   }
-  plan->programmatic = tuning_.programmatic_launch && facts.major >= 9 && programmatic_launch_allowed();
+  plan->programmatic = tuning_.sm90_kernels && facts.major >= 9;
   plan->early_cache_reads = options.early_cache_reads && plan->programmatic;
-  plan->sms = facts.sms;
   for (cudaEvent_t& e : plan->staged) check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreateWithFlags");
 
   const int max_blocks = shape.max_blocks_per_seq;
@@ -589,7 +549,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
     std::int64_t base_ctas = 0;
     for (int s = 0; s < md.num_seqs; ++s) {
       const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
-      if (q_len > 0 && q_len * group <= tuning_.decode_max_rows)
+      if (q_len > 0 && q_len * group <= kDecodeMaxRows)
         base_ctas += std::int64_t(ceil_div(std::int64_t(q_len) * group, kDecodeRows)) * params_.num_kv_heads;
     }
     const double target = tuning_.split_waves * facts.sms * 2.0;
@@ -597,7 +557,7 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
     int ns = 1;
     if (!params_.batch_invariant && base_ctas > 0 && double(base_ctas) < target)
       ns = std::clamp<int>(static_cast<int>(std::floor(target / double(base_ctas) + 1e-9)), 1,
-                           std::max<int>(1, static_cast<int>(capacity_keys / std::max(1, tuning_.min_split_keys))));
+                           std::max<int>(1, static_cast<int>(capacity_keys / kMinSplitKeys)));
     plan->fixed_splits = ns;
   }
   plan->block_table_stride = max_blocks;
@@ -645,7 +605,7 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
   for (int s = 0; s < n; ++s) {
     const int q_len = md.query_start_loc[s + 1] - md.query_start_loc[s];
     if (q_len == 0) continue;
-    (q_len * group <= tuning_.decode_max_rows ? plan.decode_seqs : plan.prefill_seqs).push_back(s);
+    (q_len * group <= kDecodeMaxRows ? plan.decode_seqs : plan.prefill_seqs).push_back(s);
   }
 
   // ---- decode: choose splits ------------------------------------------------------------
@@ -676,7 +636,7 @@ void FlashAttnCuda::build(CudaPlan& plan, const AttentionMetadata& md, void* str
         // second round of the whole kernel's latency (H200: 288 CTAs of 4 x 4096 ran at
         // 1.58 TB/s, 256 at 2.29; 384 of 16 x 2048 at 2.39, 256 at 3.09; docs/KERNELS.md).
         ns = static_cast<int>(std::floor(target * double(span) / weighted + 1e-9));
-        ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / std::max(1, tuning_.min_split_keys))));
+        ns = std::clamp<int>(ns, 1, std::max<int>(1, static_cast<int>(span / kMinSplitKeys)));
       }
       max_splits = std::max(max_splits, ns);
       const int base = ns > 1 ? part_tokens : 0;
@@ -857,7 +817,7 @@ void FlashAttnCuda::check_launch(const CudaPlan& plan, const TensorView& query, 
         "FLASH_ATTN's CUDA kernels write the log-sum-exp for decode batches only, and this plan's batch has {} "
         "sequence(s) for the prefill kernels, which do not write it (a sequence is decode when its query tokens x "
         "query heads per KV head are at most {}); execute it without lse, or plan the decode sequences apart",
-        plan.prefill_seqs.size(), tuning_.decode_max_rows));
+        plan.prefill_seqs.size(), kDecodeMaxRows));
   if (lse && reinterpret_cast<std::uintptr_t>(lse->data) % alignof(float) != 0)
     throw ValueError(fmt::format("lse must be 4-byte aligned for the CUDA kernels: {}", lse->describe()));
   if (plan.num_tokens == 0) return;  // nothing is read
@@ -970,9 +930,8 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
       if (const std::string err = encode_tma_maps(query, output, cache, plan.box_rows, v_page_boxes, maps);
           !err.empty())
         throw RuntimeError(fmt::format("the Hopper prefill kernel's tensor maps for this layer: {}", err));
-      const int ctas = tuning_.hopper_ctas < 0 ? plan.sms : tuning_.hopper_ctas;
-      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, ctas, maps.bytes.data(), maps.output,
-                          plan.box_rows, plan.hopper_variant, s);
+      launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, maps.bytes.data(), maps.output, plan.box_rows,
+                          plan.hopper_variant, s);
     } else {
       launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
     }

@@ -30,20 +30,11 @@ std::unique_ptr<AttentionImpl> make_flash_attn_cuda_impl(const LayerParams& para
 /// explicit reason each (empty = covered).
 std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env);
 
-/// How the decode kernel fills shared memory (16-bit caches; fp8 caches always use cp.async).
-enum class DecodeCopies {
-  automatic,  ///< the measured best where it applies: TMA page boxes, else boxes on sm_90, else cp.async
-  cp_async,   ///< 16-byte cp.async per thread (any sm_80+)
-  bulk_rows,  ///< sm_90: one bulk copy per key row
-  tma_boxes,  ///< sm_90: one TMA box per page slice and 64 columns (head size padded to 64s)
-  /// sm_90: one TMA box per 16-key page slice holding all of its columns (16-bit cache,
-  /// head size 128 or 256, pages of 16 keys or a multiple: elsewhere tma_boxes)
-  tma_page_boxes,
-};
-
 /// How the Hopper prefill multiplies with an fp8 (e4m3) cache.
 enum class Fp8PrefillProducts {
-  automatic,  ///< the environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16) if set, else e4m3
+  /// The environment variable ATTNSEL_CUDA_FP8_PREFILL (e4m3 or f16, read once) if set, else
+  /// e4m3.
+  automatic,
   /// fp8 wgmma: queries (scaled per row) and probabilities quantised to e4m3, K as stored, V
   /// transposed by the producer warpgroup — FlashAttention-3's fp8 path, which vLLM's
   /// FLASH_ATTN runs on Hopper with an fp8 cache. 1.5× faster than f16 on the H200, at ~14×
@@ -56,28 +47,15 @@ enum class Fp8PrefillProducts {
   f16,
 };
 
-/// Planner knobs (defaults are the tuned values; the benchmark sweeps them).
+/// The planner's settings. The defaults are what every caller gets; the tests change them
+/// to reach paths that their device or their batch would not take.
 struct CudaTuning {
-  double split_waves = 1.0;   ///< decode: split long sequences until the grid fills this many waves
-  int min_split_keys = 256;   ///< decode: never cut a sequence into slices shorter than this
-  int decode_max_rows = 64;   ///< query tokens × group up to this take the split-KV kernel
-  bool use_hopper = true;     ///< use the sm_90a prefill kernel where it applies
-  /// The Hopper prefill's grid: 0 = one CTA per work item; -1 = persistent, one CTA per
-  /// SM running work items in turn; n > 0 = persistent with n CTAs.
-  int hopper_ctas = 0;
-  DecodeCopies decode_copies = DecodeCopies::automatic;  ///< falls back where a choice cannot apply
-  /// decode: key slices start on multiples of this (a power of 2). 64, the key tile: every
-  /// slice but a sequence's last is made of whole tiles (1 x 32k: 3.05 TB/s against 2.94 at 16).
-  int split_align_keys = 64;
-  /// sm_90+: launch the step's cache writes and decode kernels with programmatic dependent
-  /// launch, so each launch overlaps the tail of the kernel before it (the environment
-  /// variable ATTNSEL_CUDA_PROGRAMMATIC_LAUNCH=0 turns it off, for comparisons).
-  bool programmatic_launch = true;
+  /// decode: split long sequences until the grid fills this many waves (0: no split)
+  double split_waves = 1.0;
+  /// false: plan as on an sm_80 device (cp.async decode copies, the mma.sync prefill), so
+  /// that those kernels run on a Hopper device too
+  bool sm90_kernels = true;
   Fp8PrefillProducts fp8_prefill = Fp8PrefillProducts::automatic;  ///< sm_90 prefill on an fp8 cache
-  /// The Hopper prefill's compiled variant (HopperVariant flags in kernels/attention/cuda/launch.hpp,
-  /// one of kHopperVariants), for comparisons; -1 = the environment variable
-  /// ATTNSEL_CUDA_HOPPER_VARIANT, else the tuned default of the path (hopper_default_variant).
-  int hopper_variant = -1;
 };
 
 /// What a plan will launch (for reports and the benchmark).
@@ -91,7 +69,7 @@ struct PlanSummary {
   int prefill_ctas = 0;
   std::string prefill_kernel;  ///< "sm90-wgmma", "sm80-mma" or "" when there is no prefill
   std::string prefill_products;  ///< sm90-wgmma on an fp8 cache: "e4m3" or "f16"; "" otherwise
-  int prefill_variant = 0;     ///< sm90-wgmma: the HopperVariant flags it runs with
+  int prefill_variant = 0;     ///< sm90-wgmma: the HopperVariant flags it runs with (hopper_variant)
   int prefill_head_dim = 0;    ///< sm90-wgmma: the head size its products compute (64, 96, 128 or 256)
   bool kv_fp8 = false;         ///< the cache is e4m3 (dequantised with k_scale/v_scale)
   /// An execute with new keys and values appends them inside the decode launch: every

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <numeric>
 #include <string>
 
 #include "attnsel/scalar_type.hpp"
@@ -147,44 +148,26 @@ void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bo
 /// wgmma operands (queries and probabilities quantised to e4m3, V transposed by the producer).
 enum class KvPath { b16, f16_widened, e4m3 };
 
-/// Compile-time variants of the Hopper prefill (bit flags), chosen per launch so that one
-/// build can compare them (CudaTuning::hopper_variant, ATTNSEL_CUDA_HOPPER_VARIANT).
+/// The forms of the Hopper prefill a launch takes (bit flags), each where it applies: the
+/// planner chooses them from the layer's shape and the page size (hopper_variant).
 struct HopperVariant {
   enum : int {
     wide_keys = 1,  ///< 176-key tiles at d ≤ 128 on a 16-bit cache without a causal mask or window
-    /// The next tile's S = Q·Kᵀ issued right behind this tile's P·V, both waited for
-    /// together: the tensor pipe gets a warpgroup's next product without the wake-up and
-    /// issue gap between them (S's accumulators are free once P is packed).
-    issue_ahead = 2,
     /// Page-boxed V: one TMA box per 16-key page slice holding all of its 64-column
     /// chunks (a 5-D box), read by P·V one box per 16-key step; half of a d=128 tile's V
     /// boxes (a quarter of d=256's). 16-bit caches, head sizes 128 and 256, 16-key boxes.
-    v_page_boxes = 4,
+    v_page_boxes = 2,
   };
 };
-/// The variants compiled in (wide keys and issue-ahead together spill at d=128, and
-/// measured +1.4 % there only).
-inline constexpr int kHopperVariants[] = {0, 1, 2, 4, 5};
-/// The variant a path takes by default: e4m3 products issue ahead (+6 % on the H200,
-/// 2026-12-02); 16-bit caches take wide tiles and page-boxed V where they apply (the
-/// planner drops each flag elsewhere; page boxes +8 to +21 % on the H200, 2026-12-02):
-/// issue-ahead measured −3 % to +4 % there, the f16 products ±0 at d=128.
-constexpr int hopper_default_variant(KvPath kv) {
-  return kv == KvPath::e4m3 ? HopperVariant::issue_ahead : HopperVariant::wide_keys | HopperVariant::v_page_boxes;
-}
 
-/// Hopper prefill; `tma` points to the three encoded tensor maps (Q, K, V) built by the
-/// host; box_rows = keys per TMA box (divides both the page size and the key tile).
-/// kv: KvPath::b16 for a 16-bit cache; an e4m3 cache either way (e4m3 products: head sizes
-/// up to 128);
-/// k_scale is in the score scale, v_scale in p.v_scale (per-head scales as for decode).
-/// ctas: a persistent grid of that many CTAs, each running work items blockIdx.x,
-/// + gridDim.x, ... (0 or ≥ p.num_work: one CTA per item).
-/// variant: HopperVariant flags, one of kHopperVariants (wide_keys is dropped where it does
-/// not apply).
-/// tma: the Q, K, V and O maps (TensorMaps); output_map: O's was encoded, so full 64-row
-/// blocks of the output are written by TMA stores.
-void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
+/// Hopper prefill, one CTA per work item; `tma` points to the encoded tensor maps (Q, K, V
+/// and O: TensorMaps) built by the host; box_rows = keys per TMA box (divides both the page
+/// size and the key tile). kv: KvPath::b16 for a 16-bit cache; an e4m3 cache either way
+/// (e4m3 products: head sizes up to 128). k_scale is in the score scale, v_scale in
+/// p.v_scale (per-head scales as for decode). variant: HopperVariant flags, each where it
+/// applies (hopper_variant). output_map: O's map was encoded, so full 64-row blocks of the
+/// output are written by TMA stores.
+void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, const void* tma,
                          bool output_map, int box_rows, int variant, void* stream);
 
 struct CacheWriteParams {
@@ -217,8 +200,8 @@ inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hoppe
 /// Keys per tile in the Hopper kernel: 128 up to d=128; 80 at d=256 (O alone is 128
 /// registers per consumer thread there, and 2 stages of 80-key K and V tiles fill shared memory).
 constexpr int hopper_key_tile(int head_dim) { return head_dim <= 128 ? 128 : 80; }
-/// Where wide_keys applies: d ≤ 128 on a 16-bit cache (the planner drops it elsewhere, and
-/// on causal or windowed layers).
+/// Where wide_keys can apply: d ≤ 128 on a 16-bit cache (the planner takes it only on layers
+/// without a causal mask or window, and where it keeps the page's TMA boxes).
 constexpr bool hopper_wide_keys_apply(int head_dim, KvPath kv) { return head_dim <= 128 && kv == KvPath::b16; }
 /// Where v_page_boxes applies: a 16-bit cache whose rows fit page boxes (page_boxes_fit).
 constexpr bool hopper_v_page_boxes_apply(int head_size, KvPath kv, int box_rows) {
@@ -239,6 +222,22 @@ constexpr int hopper_head_dim(int head_size, KvPath kv) {
   if (head_size <= 64) return 64;
   if (head_size <= 96 && kv == KvPath::b16) return 96;
   return head_size <= 128 ? 128 : head_size <= 256 ? 256 : 0;
+}
+
+/// The Hopper prefill's forms for a layer of `head_size` on pages of `block_size` keys.
+/// Wide key tiles pay off without a mask, so a causal or windowed layer (`masked`) keeps 128
+/// keys; and 176-key tiles take 16-key boxes from any page, so pages whose boxes they would
+/// shrink keep 128-key tiles (page 128: 128-key tiles in 128-key boxes ran 4-6 % faster than
+/// 176 in 16-key page boxes on the H200). V is page-boxed where its rows fit page boxes.
+constexpr int hopper_variant(int head_size, KvPath kv, bool masked, int block_size) {
+  const int d = hopper_head_dim(head_size, kv);
+  int variant = 0;
+  if (!masked && hopper_wide_keys_apply(d, kv) &&
+      std::gcd(block_size, hopper_key_tile(d, HopperVariant::wide_keys)) >= std::gcd(block_size, hopper_key_tile(d)))
+    variant |= HopperVariant::wide_keys;
+  if (hopper_v_page_boxes_apply(head_size, kv, std::gcd(block_size, hopper_key_tile(d, variant))))
+    variant |= HopperVariant::v_page_boxes;
+  return variant;
 }
 
 }  // namespace attnsel::kernel::cuda

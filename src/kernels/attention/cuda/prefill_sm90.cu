@@ -18,13 +18,11 @@
 //
 // The two consumer warpgroups run their tiles independently (S, softmax, P·V, one after
 // another): overlapping the next tile's S with this tile's softmax, and ping-pong turns of
-// the two warpgroups, measured slower on the H200 (docs/KERNELS.md, 2026-12-01; the
-// overlap again 2026-12-02). HopperVariant::issue_ahead (the default of the e4m3 products)
-// issues the next tile's S right behind this tile's P·V and waits for both together.
+// the two warpgroups, measured slower on the H200 (docs/KERNELS.md). The e4m3 products
+// issue the next tile's S right behind this tile's P·V and wait for both together.
 //
-// A CTA runs one work item, or several in turn with a persistent grid (ctas): the rings'
-// stages and phases continue from item to item, and the next item's first K/V tiles load
-// while the consumers store the previous output.
+// A CTA runs one work item; the grid has one CTA per item (a persistent grid walking the
+// items measured within 2 % without a causal mask and 3-7 % slower with one).
 //
 // fp8 (e4m3) cache, two ways (KvPath):
 //  * e4m3 products (fp8 wgmma, m64nNk32; head sizes up to 128): K is the TMA tile as
@@ -54,9 +52,8 @@
 // read as zeros by TMA (hopper_head_dim).
 #include <cuda.h>
 
-#include <iterator>
 #include <type_traits>
-#include <utility>
+
 #include "kernels/device/cuda/async_copy_sm90.cuh"
 #include "kernels/attention/cuda/dispatch.cuh"
 #include "kernels/device/cuda/fp8_convert.cuh"
@@ -112,7 +109,7 @@ struct HopperConfig {
   static constexpr std::uint32_t kRawOffset = kVOffset + kStages * kVBytes;
   static constexpr std::uint32_t kRawVOffset = kRawOffset + (kWiden ? kStages * kRawBytes : 0);
   static constexpr std::uint32_t kBarOffset = kRawVOffset + kStages * kRawBytes;
-  static constexpr std::uint32_t kNumBars = 2 + 4 * kStages + (kFp8 ? 4 * kStages : 0);
+  static constexpr std::uint32_t kNumBars = 1 + 4 * kStages + (kFp8 ? 4 * kStages : 0);
   static constexpr std::uint32_t kUndoOffset = kBarOffset + 8 * kNumBars;  // fp8: per-row query factors
   static constexpr std::size_t kSmemBytes = kUndoOffset + (kFp8 ? 4 * kRows : 0) + 1024;  // + alignment slack
   static_assert(kSmemBytes <= 232448, "more shared memory than a Hopper CTA may have");
@@ -124,7 +121,7 @@ struct HopperConfig {
   // the producer's .dec gave back: the sum must stay within the CTA's launch allocation
   // (168 × 384 under __launch_bounds__(384, 1)), or the consumers wait for registers forever.
   // The ring's widening at fixed offsets keeps six addresses live: 56 measured 1.6 % faster
-  // than 48 at d128 (2026-12-02); in place (d256) the consumers' O needs the 224.
+  // than 48 at d128; in place (d256) the consumers' O needs the 224.
   static constexpr int kProducerRegs = kE4m3 ? 64 : kInPlace ? 48 : kWiden ? 56 : 32;
   static constexpr int kConsumerRegs = kE4m3 || (kWiden && !kInPlace) ? 216 : kFp8 ? 224 : 232;
   static_assert(kProducerRegs * 128 + kConsumerRegs * 256 <= 168 * 384, "more registers than the CTA holds");
@@ -468,7 +465,11 @@ __global__ void __launch_bounds__(384, 1)
                         const __grid_constant__ CUtensorMap tm_o, const int store_by_tma, const int box_rows) {
 #ifdef ATTNSEL_SM90A
   constexpr bool kWide = (V & HopperVariant::wide_keys) != 0;
-  constexpr bool kIssueAhead = (V & HopperVariant::issue_ahead) != 0;
+  // e4m3 products issue the next tile's S = Q·Kᵀ right behind this tile's P·V and wait for
+  // both together: the tensor pipe gets a warpgroup's next product without the wake-up and
+  // issue gap between them (S's accumulators are free once P is packed). On the H200 that is
+  // 6 % faster with e4m3 products and −3 % to +4 % with 16-bit ones, which do not.
+  constexpr bool kIssueAhead = KP == KvPath::e4m3;
   // Page-boxed V (HopperVariant::v_page_boxes): box b of a stage holds keys 16b..16b+15,
   // every 64-column chunk of them (kVBox bytes), which is exactly P·V's k-step b.
   constexpr bool kVPageBoxes = (V & HopperVariant::v_page_boxes) != 0;
@@ -508,16 +509,13 @@ __global__ void __launch_bounds__(384, 1)
   float* undo_s = reinterpret_cast<float*>(base_ptr + C::kUndoOffset);
   (void)undo_s;
 
-  const std::uint32_t q_empty = bars + 8 * (C::kNumBars - 1);
-
-  // A CTA runs work items blockIdx.x, blockIdx.x + gridDim.x, ... (one each unless the
-  // grid is persistent). Every role walks the same items and counts their key tiles, so
-  // the rings' stages and phases continue from one item to the next.
+  // The CTA's work item: a tile of query rows of one head of one sequence, and the key
+  // tiles those rows see.
   struct Item {
     int seq, head, kvh, q_begin, seq_len, ctx, q0, rows_valid, kv_begin, ntiles;
   };
-  auto item_at = [&](int i) {
-    const PrefillWork w = static_cast<const PrefillWork*>(p.work)[i];
+  const Item it = [&] {
+    const PrefillWork w = static_cast<const PrefillWork*>(p.work)[blockIdx.x];
     Item it;
     it.seq = w.seq;
     it.head = w.head;
@@ -533,11 +531,10 @@ __global__ void __launch_bounds__(384, 1)
     it.kv_begin = first.lo / C::kKeys * C::kKeys;
     it.ntiles = last.hi > it.kv_begin ? (last.hi - it.kv_begin + C::kKeys - 1) / C::kKeys : 0;
     return it;
-  };
+  }();
 
   if (threadIdx.x == 0) {
     mbar_init(q_full, 1);
-    mbar_init(q_empty, 8);  // the consumer warps are done with the Q rows (and the staged output)
     for (int s = 0; s < C::kStages; ++s) {
       mbar_init(k_full(s), C::kWiden ? 3 : 1);  // widened: one arrival per widening warp
       mbar_init(v_full(s), FP8 ? 3 : 1);
@@ -561,112 +558,105 @@ __global__ void __launch_bounds__(384, 1)
     // ---------------- producer ----------------
     asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(C::kProducerRegs) : "memory");
     const int lane = threadIdx.x % 32;
-    int g = 0;  // key tiles of the items before this one
-    for (int i = blockIdx.x, n = 0; i < p.num_work; i += gridDim.x, ++n) {
-      const Item it = item_at(i);
-      const int kv_begin = it.kv_begin, ntiles = it.ntiles, seq_len = it.seq_len;
-      // Warp 0 loads: lane b fetches the page of box b (one coalesced load per tile, ahead
-      // of the wait) and issues that box's copies, so no lane walks the block table serially.
-      if (threadIdx.x < 32) {
-        // Q, once the consumers are done with the previous item's rows; issued after the
-        // first tile's K and V so that those overlap the previous item's epilogue.
-        auto load_q = [&] {
-          if (lane == 0) {
-            mbar_wait_in_asm(q_empty, (n & 1) ^ 1);
-            mbar_arrive_expect_tx(q_full, C::kQBytes);
-            for (int c = 0; c < C::kChunks; ++c)
-              tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
-          }
-        };
-        if (ntiles == 0) load_q();
-        const std::int32_t* block_row = p.block_table + std::int64_t(it.seq) * p.block_table_stride;
-        const int boxes_per_tile = C::kKeys / box_rows;
-        // Columns per box: 64 16-bit elements, or 128 fp8 bytes (a row's, up to d=128).
-        constexpr int kBoxChunks = FP8 ? C::kRawBoxes : C::kChunks;
-        constexpr int kBoxColumns = FP8 ? 128 : 64;
-        // Where the boxes land: the stage itself (16-bit, e4m3 K), its upper half (widened
-        // in place) or the raw ring; and the barrier the landing stage is free on.
-        constexpr std::uint32_t kInPlaceAt = C::kInPlace ? (C::kChunks / 2) * C::kKeys * 128 : 0;
-        constexpr bool kKRing = C::kWiden && !C::kInPlace, kVRing = FP8 && !C::kInPlace;
-        for (int t = 0; t < ntiles; ++t) {
-          const int s = (g + t) % C::kStages;
-          const std::uint32_t par = ((g + t) / C::kStages) & 1;
-          const int key0 = kv_begin + t * C::kKeys;
-          const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
-          const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * kBoxChunks;
-          int page = 0, off = 0;
-          if (lane < nbox) {
-            const int key = key0 + lane * box_rows;
-            page = block_row[key / p.block_size];
-            off = key % p.block_size;
-          }
-          const std::uint32_t kdst = kKRing ? rk_s(s) : k_s(s) + kInPlaceAt;
-          const std::uint32_t vdst = kVRing ? rv_s(s) : v_s(s) + kInPlaceAt;
-          const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
-          constexpr std::uint32_t kColumnStride = C::kKeys * 128;  // between a tile's box columns
-          if (lane == 0) {
-            mbar_wait_in_asm(kKRing ? rk_empty(s) : k_empty(s), par ^ 1);
-            mbar_arrive_expect_tx(kbar, bytes);
-          }
-          __syncwarp();
-          if (lane < nbox)
-            for (int c = 0; c < kBoxChunks; ++c)
-              tma_load_4d(kdst + c * kColumnStride + lane * box_rows * 128, &tm_k, kbar, c * kBoxColumns, it.kvh, off,
-                          page);
-          if (lane == 0) {
-            mbar_wait_in_asm(kVRing ? rv_empty(s) : v_empty(s), par ^ 1);
-            mbar_arrive_expect_tx(vbar, bytes);
-          }
-          __syncwarp();
-          if constexpr (kVPageBoxes) {
-            if (lane < nbox) tma_load_5d(vdst + lane * kVBox, &tm_v, vbar, 0, off, 0, it.kvh, page);
-          } else if (lane < nbox) {
-            for (int c = 0; c < kBoxChunks; ++c)
-              tma_load_4d(vdst + c * kColumnStride + lane * box_rows * 128, &tm_v, vbar, c * kBoxColumns, it.kvh, off,
-                          page);
-          }
-          if (t == 0) load_q();
+    const int kv_begin = it.kv_begin, ntiles = it.ntiles, seq_len = it.seq_len;
+    // Warp 0 loads: lane b fetches the page of box b (one coalesced load per tile, ahead
+    // of the wait) and issues that box's copies, so no lane walks the block table serially.
+    if (threadIdx.x < 32) {
+      // Q, issued right after the first tile's K and V.
+      auto load_q = [&] {
+        if (lane == 0) {
+          mbar_arrive_expect_tx(q_full, C::kQBytes);
+          for (int c = 0; c < C::kChunks; ++c)
+            tma_load_3d(q_s + c * C::kRows * 128, &tm_q, q_full, c * 64, it.head, it.q_begin + it.q0);
         }
-      } else if constexpr (FP8) {
-        // Warps 1-3 convert each landed raw tile into the ring the consumers read: e4m3
-        // products transpose V into the K-major tile P·V reads (K is read as stored); f16
-        // products widen K and V.
-        const int tid = threadIdx.x - 32;
-        // Waits for the raw tile and a free destination, converts, and hands both back (in
-        // place, the copies waited for the stage to be free and there is no raw stage).
-        auto hand_over = [&](std::uint32_t raw_full, std::uint32_t raw_empty, std::uint32_t full,
-                             std::uint32_t empty, std::uint32_t par, auto&& convert) {
-          mbar_wait(raw_full, par);
-          if constexpr (!C::kInPlace) mbar_wait(empty, par ^ 1);
-          convert();
-          fence_async_shared();
-          __syncwarp();
-          if (lane == 0) {
-            if constexpr (!C::kInPlace) mbar_arrive(raw_empty);
-            mbar_arrive(full);
-          }
-        };
-        for (int t = 0; t < ntiles; ++t) {
-          const int s = (g + t) % C::kStages;
-          const std::uint32_t par = ((g + t) / C::kStages) & 1;
-          const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
-          if constexpr (kE4m3) {
-            hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
-                      [&] { transpose_v_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
-          } else if constexpr (C::kInPlace) {
-            hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
-                      [&] { widen_e4m3_in_place<C, D>(ptr(k_s(s)), valid, tid); });
-            hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
-                      [&] { widen_e4m3_in_place<C, D>(ptr(v_s(s)), valid, tid); });
-          } else {
-            hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
-                      [&] { widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid); });
-            hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
-                      [&] { widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
-          }
+      };
+      if (ntiles == 0) load_q();
+      const std::int32_t* block_row = p.block_table + std::int64_t(it.seq) * p.block_table_stride;
+      const int boxes_per_tile = C::kKeys / box_rows;
+      // Columns per box: 64 16-bit elements, or 128 fp8 bytes (a row's, up to d=128).
+      constexpr int kBoxChunks = FP8 ? C::kRawBoxes : C::kChunks;
+      constexpr int kBoxColumns = FP8 ? 128 : 64;
+      // Where the boxes land: the stage itself (16-bit, e4m3 K), its upper half (widened
+      // in place) or the raw ring; and the barrier the landing stage is free on.
+      constexpr std::uint32_t kInPlaceAt = C::kInPlace ? (C::kChunks / 2) * C::kKeys * 128 : 0;
+      constexpr bool kKRing = C::kWiden && !C::kInPlace, kVRing = FP8 && !C::kInPlace;
+      for (int t = 0; t < ntiles; ++t) {
+        const int s = t % C::kStages;
+        const std::uint32_t par = (t / C::kStages) & 1;
+        const int key0 = kv_begin + t * C::kKeys;
+        const int nbox = min(boxes_per_tile, (seq_len - key0 + box_rows - 1) / box_rows);
+        const std::uint32_t bytes = std::uint32_t(nbox) * box_rows * 128 * kBoxChunks;
+        int page = 0, off = 0;
+        if (lane < nbox) {
+          const int key = key0 + lane * box_rows;
+          page = block_row[key / p.block_size];
+          off = key % p.block_size;
+        }
+        const std::uint32_t kdst = kKRing ? rk_s(s) : k_s(s) + kInPlaceAt;
+        const std::uint32_t vdst = kVRing ? rv_s(s) : v_s(s) + kInPlaceAt;
+        const std::uint32_t kbar = C::kWiden ? rk_full(s) : k_full(s), vbar = FP8 ? rv_full(s) : v_full(s);
+        constexpr std::uint32_t kColumnStride = C::kKeys * 128;  // between a tile's box columns
+        if (lane == 0) {
+          mbar_wait_in_asm(kKRing ? rk_empty(s) : k_empty(s), par ^ 1);
+          mbar_arrive_expect_tx(kbar, bytes);
+        }
+        __syncwarp();
+        if (lane < nbox)
+          for (int c = 0; c < kBoxChunks; ++c)
+            tma_load_4d(kdst + c * kColumnStride + lane * box_rows * 128, &tm_k, kbar, c * kBoxColumns, it.kvh, off,
+                        page);
+        if (lane == 0) {
+          mbar_wait_in_asm(kVRing ? rv_empty(s) : v_empty(s), par ^ 1);
+          mbar_arrive_expect_tx(vbar, bytes);
+        }
+        __syncwarp();
+        if constexpr (kVPageBoxes) {
+          if (lane < nbox) tma_load_5d(vdst + lane * kVBox, &tm_v, vbar, 0, off, 0, it.kvh, page);
+        } else if (lane < nbox) {
+          for (int c = 0; c < kBoxChunks; ++c)
+            tma_load_4d(vdst + c * kColumnStride + lane * box_rows * 128, &tm_v, vbar, c * kBoxColumns, it.kvh, off,
+                        page);
+        }
+        if (t == 0) load_q();
+      }
+    } else if constexpr (FP8) {
+      // Warps 1-3 convert each landed raw tile into the ring the consumers read: e4m3
+      // products transpose V into the K-major tile P·V reads (K is read as stored); f16
+      // products widen K and V.
+      const int tid = threadIdx.x - 32;
+      // Waits for the raw tile and a free destination, converts, and hands both back (in
+      // place, the copies waited for the stage to be free and there is no raw stage).
+      auto hand_over = [&](std::uint32_t raw_full, std::uint32_t raw_empty, std::uint32_t full,
+                           std::uint32_t empty, std::uint32_t par, auto&& convert) {
+        mbar_wait(raw_full, par);
+        if constexpr (!C::kInPlace) mbar_wait(empty, par ^ 1);
+        convert();
+        fence_async_shared();
+        __syncwarp();
+        if (lane == 0) {
+          if constexpr (!C::kInPlace) mbar_arrive(raw_empty);
+          mbar_arrive(full);
+        }
+      };
+      for (int t = 0; t < ntiles; ++t) {
+        const int s = t % C::kStages;
+        const std::uint32_t par = (t / C::kStages) & 1;
+        const int valid = min(C::kKeys, seq_len - (kv_begin + t * C::kKeys));
+        if constexpr (kE4m3) {
+          hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
+                    [&] { transpose_v_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
+        } else if constexpr (C::kInPlace) {
+          hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
+                    [&] { widen_e4m3_in_place<C, D>(ptr(k_s(s)), valid, tid); });
+          hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
+                    [&] { widen_e4m3_in_place<C, D>(ptr(v_s(s)), valid, tid); });
+        } else {
+          hand_over(rk_full(s), rk_empty(s), k_full(s), k_empty(s), par,
+                    [&] { widen_e4m3<C, D>(ptr(rk_s(s)), ptr(k_s(s)), valid, tid); });
+          hand_over(rv_full(s), rv_empty(s), v_full(s), v_empty(s), par,
+                    [&] { widen_e4m3<C, D>(ptr(rv_s(s)), ptr(v_s(s)), valid, tid); });
         }
       }
-      g += ntiles;
     }
   } else {
     // ---------------- consumers ----------------
@@ -675,250 +665,242 @@ __global__ void __launch_bounds__(384, 1)
     const int ctid = threadIdx.x - 128 * wg;
     const int warp_in = (threadIdx.x / 32) % 4, lane = threadIdx.x % 32;
     const int wg_row0 = cw * 64;
-    int g = 0;  // key tiles of the items before this one
-    for (int i = blockIdx.x, n = 0; i < p.num_work; i += gridDim.x, ++n) {
-      const Item it = item_at(i);
-      const int head = it.head, kvh = it.kvh, seq_len = it.seq_len, ctx = it.ctx, q0 = it.q0;
-      const int rows_valid = it.rows_valid, kv_begin = it.kv_begin, ntiles = it.ntiles;
-      // Stage and phase of this item's tile t in the rings.
-      auto stage = [&](int t) { return (g + t) % C::kStages; };
-      auto phase = [&](int t) { return std::uint32_t((g + t) / C::kStages) & 1; };
-      RowInfo ri;
-      const bool has_alibi = p.alibi_slopes != nullptr;
-      const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
-      const ScoreScale score_sc = score_scale(p, kvh);
-    #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
-        ri.pos[h] = ctx + q0 + r;
-        ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
-        ri.alibi[h] = slope;
-      }
-      const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
-      const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
-      const int full_lo = wg_last.lo, full_hi = wg_first.hi;
+    const int head = it.head, kvh = it.kvh, seq_len = it.seq_len, ctx = it.ctx, q0 = it.q0;
+    const int rows_valid = it.rows_valid, kv_begin = it.kv_begin, ntiles = it.ntiles;
+    // Stage and phase of this item's tile t in the rings.
+    auto stage = [&](int t) { return t % C::kStages; };
+    auto phase = [&](int t) { return std::uint32_t(t / C::kStages) & 1; };
+    RowInfo ri;
+    const bool has_alibi = p.alibi_slopes != nullptr;
+    const float slope = has_alibi ? p.alibi_slopes[head] * kLog2e : 0.0f;
+    const ScoreScale score_sc = score_scale(p, kvh);
+  #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int r = min(wg_row0 + warp_in * 16 + lane / 4 + 8 * h, rows_valid - 1);
+      ri.pos[h] = ctx + q0 + r;
+      ri.vis[h] = visible_keys(p, ri.pos[h], seq_len);
+      ri.alibi[h] = slope;
+    }
+    const KeyRange wg_first = visible_keys(p, ctx + q0 + min(wg_row0, rows_valid - 1), seq_len);
+    const KeyRange wg_last = visible_keys(p, ctx + q0 + min(wg_row0 + 63, rows_valid - 1), seq_len);
+    const int full_lo = wg_last.lo, full_hi = wg_first.hi;
 
-      WarpState<D> st;
-      st.init();
-      float sacc[C::kNT][4];
-      // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
-      // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
-      float undo[2] = {1.0f, 1.0f};
-      mbar_wait_in_asm(q_full, n & 1);
-      if constexpr (kE4m3) {
-        queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
-        fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
-        named_barrier(2 + cw, 128);
-    #pragma unroll
-        for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
-      } else if constexpr (FP8 && !std::is_same_v<T, __half>) {
-        queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
-        fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
-        named_barrier(2 + cw, 128);
-    #pragma unroll
-        for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
-      }
-      const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
-
-      const std::uint64_t q_desc = smem_desc((kE4m3 ? q8_s : q_s) + wg_row0 * 128, 16, 1024);
-      const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
-      // 16-bit V is read transposed (MN-major: the leading offset steps 64 columns); e4m3 V
-      // was transposed to K-major (d rows).
-      const std::uint64_t v_desc =
-          smem_desc(v_s(0), kE4m3 ? 16 : kVPageBoxes ? kVBoxRows * 128 : C::kKeys * 128, 1024);
-      // P as register A-fragments: 16 keys per register quadruple (16-bit), 32 (e4m3).
-      constexpr int kPK = kE4m3 ? 32 : 16;
-      auto issue_qk = [&](int s) {
-        if constexpr (kE4m3) {
-    #pragma unroll
-          for (int kk = 0; kk < D / 32; ++kk)
-            WgmmaE4m3SS<C::kKeys>::run(sacc, desc_at(q_desc, kk * 32), desc_at(k_desc, s * C::kKBytes + kk * 32),
-                                       kk > 0 ? 1 : 0);
-        } else {
-    #pragma unroll
-          for (int kk = 0; kk < D / 16; ++kk) {
-            const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
-            const std::uint64_t db = desc_at(k_desc, s * C::kKBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
-            WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
-          }
-        }
-      };
-      auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / kPK][4]) {
-    #pragma unroll
-        for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
-          if constexpr (kE4m3) {
-            WgmmaE4m3RS<D>::run(st.o, pa[kb], desc_at(v_desc, s * C::kVBytes + kb * 32), 1);
-          } else {
-            const std::uint64_t dv = desc_at(v_desc, s * C::kVBytes + kb * (kVPageBoxes ? kVBox : 16 * 128));
-            WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
-          }
-        }
-      };
-      // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain; the plain
-      // (positive) scale of a fully visible tile is left to the softmax's FMA (returns true).
-      auto scores = [&](int key0) {
-        const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
-        if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
-          if (score_sc.scale_log2 > 0.0f) return true;
-    #pragma unroll
-          for (int n = 0; n < C::kNT; ++n)
-    #pragma unroll
-            for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
-          return false;
-        }
-        if constexpr (kE4m3 || (FP8 && !std::is_same_v<T, __half>)) {
-    #pragma unroll
-          for (int n = 0; n < C::kNT; ++n)
-    #pragma unroll
-            for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
-        }
-        score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
-        return false;
-      };
-      // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
-      // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
-      // write zeros there themselves). Both consumer warpgroups take part.
-      auto zero_tail = [&](int s, int key0) {
-        if constexpr (!FP8) {
-          if (key0 + C::kKeys > seq_len) {
-            const int first_bad = seq_len - key0;
-            const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
-            for (int idx = threadIdx.x - 128; idx < n16; idx += 256) {
-              const int row = first_bad + idx / (C::kChunks * 8);
-              const int c = (idx / 8) % C::kChunks;
-              const int at = kVPageBoxes
-                                 ? (row / kVBoxRows) * int(kVBox) + c * kVBoxRows * 128 + (row % kVBoxRows) * 128
-                                 : c * C::kKeys * 128 + row * 128;
-              *reinterpret_cast<uint4*>(ptr(v_s(s)) + at + (idx % 8) * 16) = make_uint4(0, 0, 0, 0);
-            }
-            fence_async_shared();
-            named_barrier(1, 256);
-          }
-        }
-      };
-      auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / kPK][4]) {
-    #pragma unroll
-        for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
-          if constexpr (kE4m3) {
-            // Byte b of A register j: the accumulator element fp8_layout::p_source names
-            // (keys in the order the transposed V holds them).
-    #pragma unroll
-            for (int j = 0; j < 4; ++j) {
-              float v[4];
-    #pragma unroll
-              for (int b = 0; b < 4; ++b) {
-                const fp8_layout::AccElement a = fp8_layout::p_source(j, b);
-                v[b] = sacc[4 * kb + a.n][a.e];
-              }
-              pa[kb][j] = e4m3x4(v[0], v[1], v[2], v[3]);
-            }
-          } else {
-            pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
-            pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
-            pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
-            pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
-          }
-        }
-      };
-
-      for (int t = 0; t < ntiles; ++t) {
-        const int s = stage(t);
-        const std::uint32_t par = phase(t);
-        const int key0 = kv_begin + t * C::kKeys;
-        if (!kIssueAhead || t == 0) {
-          mbar_wait_in_asm(k_full(s), par);
-          fence_operand<C::kNT>(sacc);
-          wgmma_fence();
-          issue_qk(s);
-          wgmma_commit();
-          wgmma_wait<0>();
-          fence_operand<C::kNT>(sacc);
-          __syncwarp();
-          if (lane == 0) mbar_arrive(k_empty(s));
-        }
-        const bool scale_in_exp = scores(key0);
-        softmax_scaled<D, C::kNT, kProbLog2, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
-                                                    scale_in_exp ? row_scale[1] : 1.0f);
-        mbar_wait_in_asm(v_full(s), par);
-        zero_tail(s, key0);
-        // P as register A-fragments, all packed before the first wgmma so the compiler need
-        // not fence between them.
-        std::uint32_t pa[C::kKeys / kPK][4];
-        pack_p(pa);
-        fence_operand<D / 8>(st.o);
-        wgmma_fence();
-        issue_pv(s, pa);
-        wgmma_commit();
-        // Issued ahead: the next tile's S behind this P·V (P is packed, so S's accumulators
-        // are free), the two waited for together.
-        const bool ahead = kIssueAhead && t + 1 < ntiles;
-        if (ahead) {
-          mbar_wait_in_asm(k_full(stage(t + 1)), phase(t + 1));
-          fence_operand<C::kNT>(sacc);
-          wgmma_fence();
-          issue_qk(stage(t + 1));
-          wgmma_commit();
-        }
-        wgmma_wait<0>();
-        fence_operand<D / 8>(st.o);
-        if (ahead) fence_operand<C::kNT>(sacc);
-        __syncwarp();
-        if (lane == 0) {
-          mbar_arrive(v_empty(s));
-          if (ahead) mbar_arrive(k_empty(stage(t + 1)));
-        }
-      }
-
-      // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
-      named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
-      const bool has_sink = p.sinks != nullptr;
-      // e4m3: l carries P's factor 2^kProbLog2; so must the sink's term.
-      const float sink = has_sink ? p.sinks[head] * kLog2e + float(kProbLog2) : 0.0f;
-      const float out_sc = output_scale(p, kvh);
-    #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
-        st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
-        const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * out_sc;
-        const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
-    #pragma unroll
-        for (int j = 0; j < D / 8; ++j) {
-          const int d = 8 * j + 2 * (lane % 4);
-          const int c = d / 64, chunk = (d % 64) / 8;
-          unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
-          *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
-        }
-      }
-      // The warpgroup's 64 rows leave in one TMA store per 64-column chunk (the map clips
-      // the columns past the head size) — unless they run past the item, whose next rows
-      // belong to another sequence: the warps store those rows themselves.
-      const bool by_tma = store_by_tma != 0 && wg_row0 + 64 <= rows_valid;
-      if (by_tma) fence_async_shared();  // the staged rows, read next by the async proxy
+    WarpState<D> st;
+    st.init();
+    float sacc[C::kNT][4];
+    // Per-row factors that take the scores back: the query's e4m3 descale (e4m3 products)
+    // or its f16 scaling (f16 products with bf16 queries); 1 otherwise.
+    float undo[2] = {1.0f, 1.0f};
+    mbar_wait_in_asm(q_full, 0);
+    if constexpr (kE4m3) {
+      queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
+      fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
       named_barrier(2 + cw, 128);
-      if (by_tma) {
-        if (ctid == 0) {
-          for (int c = 0; c < C::kChunks; ++c)
-            tma_store_3d(&tm_o, q_s + c * C::kRows * 128 + wg_row0 * 128, c * 64, head, it.q_begin + q0 + wg_row0);
-          bulk_stores_read();
-          mbar_arrive_count(q_empty, 4);  // for the warpgroup's four warps: the staged rows are read
-        }
+  #pragma unroll
+      for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
+    } else if constexpr (FP8 && !std::is_same_v<T, __half>) {
+      queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
+      fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
+      named_barrier(2 + cw, 128);
+  #pragma unroll
+      for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
+    }
+    const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
+
+    const std::uint64_t q_desc = smem_desc((kE4m3 ? q8_s : q_s) + wg_row0 * 128, 16, 1024);
+    const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
+    // 16-bit V is read transposed (MN-major: the leading offset steps 64 columns); e4m3 V
+    // was transposed to K-major (d rows).
+    const std::uint64_t v_desc =
+        smem_desc(v_s(0), kE4m3 ? 16 : kVPageBoxes ? kVBoxRows * 128 : C::kKeys * 128, 1024);
+    // P as register A-fragments: 16 keys per register quadruple (16-bit), 32 (e4m3).
+    constexpr int kPK = kE4m3 ? 32 : 16;
+    auto issue_qk = [&](int s) {
+      if constexpr (kE4m3) {
+  #pragma unroll
+        for (int kk = 0; kk < D / 32; ++kk)
+          WgmmaE4m3SS<C::kKeys>::run(sacc, desc_at(q_desc, kk * 32), desc_at(k_desc, s * C::kKBytes + kk * 32),
+                                     kk > 0 ? 1 : 0);
       } else {
-        T* out = static_cast<T*>(p.o);
-        constexpr int CH = D / 8;
-        for (int idx = ctid; idx < 64 * CH; idx += 128) {
-          const int rl = idx / CH, d = (idx % CH) * 8;
-          const int r = wg_row0 + rl;
-          if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
-          const int c = d / 64, chunk = (d % 64) / 8;
-          const uint4 v =
-              *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
-          const std::int64_t tok = it.q_begin + q0 + r;
-          *reinterpret_cast<uint4*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = v;
+  #pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
+          const std::uint64_t db = desc_at(k_desc, s * C::kKBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
+          WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
         }
-        __syncwarp();
-        if (lane == 0) mbar_arrive(q_empty);  // this warp's Q rows and staged output are free
       }
-      g += ntiles;
+    };
+    auto issue_pv = [&](int s, const std::uint32_t (&pa)[C::kKeys / kPK][4]) {
+  #pragma unroll
+      for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
+        if constexpr (kE4m3) {
+          WgmmaE4m3RS<D>::run(st.o, pa[kb], desc_at(v_desc, s * C::kVBytes + kb * 32), 1);
+        } else {
+          const std::uint64_t dv = desc_at(v_desc, s * C::kVBytes + kb * (kVPageBoxes ? kVBox : 16 * 128));
+          WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
+        }
+      }
+    };
+    // Scale, modifiers and mask of the tile of keys from key0, in the log2 domain; the plain
+    // (positive) scale of a fully visible tile is left to the softmax's FMA (returns true).
+    auto scores = [&](int key0) {
+      const bool masked = key0 < full_lo || key0 + C::kKeys > full_hi;
+      if (!masked && !has_alibi && score_sc.softcap_inv == 0.0f) {
+        if (score_sc.scale_log2 > 0.0f) return true;
+  #pragma unroll
+        for (int n = 0; n < C::kNT; ++n)
+  #pragma unroll
+          for (int e = 0; e < 4; ++e) sacc[n][e] *= row_scale[e / 2];
+        return false;
+      }
+      if constexpr (kE4m3 || (FP8 && !std::is_same_v<T, __half>)) {
+  #pragma unroll
+        for (int n = 0; n < C::kNT; ++n)
+  #pragma unroll
+          for (int e = 0; e < 4; ++e) sacc[n][e] *= undo[e / 2];
+      }
+      score_tile<C::kNT>(p, score_sc, sacc, key0, ri.pos, ri.vis, ri.alibi, masked);
+      return false;
+    };
+    // 16-bit caches: key rows past the sequence hold stale or unloaded data (maybe NaN);
+    // zero them in V, so that P = 0 there contributes exactly nothing (the fp8 wideners
+    // write zeros there themselves). Both consumer warpgroups take part.
+    auto zero_tail = [&](int s, int key0) {
+      if constexpr (!FP8) {
+        if (key0 + C::kKeys > seq_len) {
+          const int first_bad = seq_len - key0;
+          const int n16 = (C::kKeys - first_bad) * C::kChunks * 8;
+          for (int idx = threadIdx.x - 128; idx < n16; idx += 256) {
+            const int row = first_bad + idx / (C::kChunks * 8);
+            const int c = (idx / 8) % C::kChunks;
+            const int at = kVPageBoxes
+                               ? (row / kVBoxRows) * int(kVBox) + c * kVBoxRows * 128 + (row % kVBoxRows) * 128
+                               : c * C::kKeys * 128 + row * 128;
+            *reinterpret_cast<uint4*>(ptr(v_s(s)) + at + (idx % 8) * 16) = make_uint4(0, 0, 0, 0);
+          }
+          fence_async_shared();
+          named_barrier(1, 256);
+        }
+      }
+    };
+    auto pack_p = [&](std::uint32_t (&pa)[C::kKeys / kPK][4]) {
+  #pragma unroll
+      for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
+        if constexpr (kE4m3) {
+          // Byte b of A register j: the accumulator element fp8_layout::p_source names
+          // (keys in the order the transposed V holds them).
+  #pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            float v[4];
+  #pragma unroll
+            for (int b = 0; b < 4; ++b) {
+              const fp8_layout::AccElement a = fp8_layout::p_source(j, b);
+              v[b] = sacc[4 * kb + a.n][a.e];
+            }
+            pa[kb][j] = e4m3x4(v[0], v[1], v[2], v[3]);
+          }
+        } else {
+          pa[kb][0] = pack2<M>(sacc[2 * kb][0], sacc[2 * kb][1]);
+          pa[kb][1] = pack2<M>(sacc[2 * kb][2], sacc[2 * kb][3]);
+          pa[kb][2] = pack2<M>(sacc[2 * kb + 1][0], sacc[2 * kb + 1][1]);
+          pa[kb][3] = pack2<M>(sacc[2 * kb + 1][2], sacc[2 * kb + 1][3]);
+        }
+      }
+    };
+
+    for (int t = 0; t < ntiles; ++t) {
+      const int s = stage(t);
+      const std::uint32_t par = phase(t);
+      const int key0 = kv_begin + t * C::kKeys;
+      if (!kIssueAhead || t == 0) {
+        mbar_wait_in_asm(k_full(s), par);
+        fence_operand<C::kNT>(sacc);
+        wgmma_fence();
+        issue_qk(s);
+        wgmma_commit();
+        wgmma_wait<0>();
+        fence_operand<C::kNT>(sacc);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(k_empty(s));
+      }
+      const bool scale_in_exp = scores(key0);
+      softmax_scaled<D, C::kNT, kProbLog2, kLazy>(st, sacc, scale_in_exp ? row_scale[0] : 1.0f,
+                                                  scale_in_exp ? row_scale[1] : 1.0f);
+      mbar_wait_in_asm(v_full(s), par);
+      zero_tail(s, key0);
+      // P as register A-fragments, all packed before the first wgmma so the compiler need
+      // not fence between them.
+      std::uint32_t pa[C::kKeys / kPK][4];
+      pack_p(pa);
+      fence_operand<D / 8>(st.o);
+      wgmma_fence();
+      issue_pv(s, pa);
+      wgmma_commit();
+      // Issued ahead: the next tile's S behind this P·V (P is packed, so S's accumulators
+      // are free), the two waited for together.
+      const bool ahead = kIssueAhead && t + 1 < ntiles;
+      if (ahead) {
+        mbar_wait_in_asm(k_full(stage(t + 1)), phase(t + 1));
+        fence_operand<C::kNT>(sacc);
+        wgmma_fence();
+        issue_qk(stage(t + 1));
+        wgmma_commit();
+      }
+      wgmma_wait<0>();
+      fence_operand<D / 8>(st.o);
+      if (ahead) fence_operand<C::kNT>(sacc);
+      __syncwarp();
+      if (lane == 0) {
+        mbar_arrive(v_empty(s));
+        if (ahead) mbar_arrive(k_empty(stage(t + 1)));
+      }
+    }
+
+    // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
+    named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
+    const bool has_sink = p.sinks != nullptr;
+    // e4m3: l carries P's factor 2^kProbLog2; so must the sink's term.
+    const float sink = has_sink ? p.sinks[head] * kLog2e + float(kProbLog2) : 0.0f;
+    const float out_sc = output_scale(p, kvh);
+  #pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 1);
+      st.l[h] += __shfl_xor_sync(0xffffffffu, st.l[h], 2);
+      const float sc = finish_scale(st.m[h], st.l[h], sink, has_sink) * out_sc;
+      const int r = wg_row0 + warp_in * 16 + lane / 4 + 8 * h;
+  #pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const int d = 8 * j + 2 * (lane % 4);
+        const int c = d / 64, chunk = (d % 64) / 8;
+        unsigned char* dst = base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16) + (d % 8) * 2;
+        *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(st.o[j][2 * h] * sc, st.o[j][2 * h + 1] * sc);
+      }
+    }
+    // The warpgroup's 64 rows leave in one TMA store per 64-column chunk (the map clips
+    // the columns past the head size) — unless they run past the item, whose next rows
+    // belong to another sequence: the warps store those rows themselves.
+    const bool by_tma = store_by_tma != 0 && wg_row0 + 64 <= rows_valid;
+    if (by_tma) fence_async_shared();  // the staged rows, read next by the async proxy
+    named_barrier(2 + cw, 128);
+    if (by_tma) {
+      if (ctid == 0) {
+        for (int c = 0; c < C::kChunks; ++c)
+          tma_store_3d(&tm_o, q_s + c * C::kRows * 128 + wg_row0 * 128, c * 64, head, it.q_begin + q0 + wg_row0);
+        bulk_stores_read();  // the staged rows must stay until the stores have read them
+      }
+    } else {
+      T* out = static_cast<T*>(p.o);
+      constexpr int CH = D / 8;
+      for (int idx = ctid; idx < 64 * CH; idx += 128) {
+        const int rl = idx / CH, d = (idx % CH) * 8;
+        const int r = wg_row0 + rl;
+        if (r >= rows_valid || d >= p.head_size) continue;  // padded rows and columns
+        const int c = d / 64, chunk = (d % 64) / 8;
+        const uint4 v =
+            *reinterpret_cast<const uint4*>(base_ptr + c * C::kRows * 128 + r * 128 + ((chunk ^ (r % 8)) * 16));
+        const std::int64_t tok = it.q_begin + q0 + r;
+        *reinterpret_cast<uint4*>(out + tok * p.o_stride_tok + head * p.o_stride_head + d) = v;
+      }
     }
   }
 #endif
@@ -926,13 +908,15 @@ __global__ void __launch_bounds__(384, 1)
 
 }  // namespace
 
-void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, int ctas, const void* tma,
+void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPath kv, const void* tma,
                          bool output_map, int box_rows, int variant, void* stream) {
   if (p.num_work == 0) return;
   const CUtensorMap* maps = static_cast<const CUtensorMap*>(tma);
   const int d = hopper_head_dim(head_size, kv);
-  if (!hopper_wide_keys_apply(d, kv)) variant &= ~int(HopperVariant::wide_keys);
   // The V map was encoded for the variant's layout: a mismatch is the planner's error.
+  if ((variant & HopperVariant::wide_keys) && !hopper_wide_keys_apply(d, kv))
+    throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
+                     cfg_string("176-key tiles at head size {} (they take 16-bit caches up to 128)", head_size));
   if ((variant & HopperVariant::v_page_boxes) && !hopper_v_page_boxes_apply(head_size, kv, box_rows))
     throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
                      cfg_string("page-boxed V at head size {} with {}-key boxes (it takes 128 or 256 with 16)",
@@ -942,40 +926,38 @@ void launch_prefill_sm90(const AttnParams& p, ScalarType e, int head_size, KvPat
       using C = HopperConfig<T, D, KP, hopper_key_tile(D, V)>;
       auto kernel = prefill_sm90_kernel<T, D, KP, V>;
       auto cfg = [&] {
-        return cfg_string("elem={} head_size={} (as {}) kv={} variant={} heads={}/{} work={} ctas={} box_rows={} "
+        return cfg_string("elem={} head_size={} (as {}) kv={} variant={} heads={}/{} work={} box_rows={} "
                           "block_size={} smem={}",
                           to_string(e), head_size, D,
                           KP == KvPath::b16           ? "16-bit"
                           : KP == KvPath::f16_widened ? "fp8_e4m3 (f16 products)"
                                                       : "fp8_e4m3 (e4m3 products)",
-                          V, p.num_heads, p.num_kv_heads, p.num_work, ctas, box_rows, p.block_size, C::kSmemBytes);
+                          V, p.num_heads, p.num_kv_heads, p.num_work, box_rows, p.block_size, C::kSmemBytes);
       };
       static std::atomic<std::uint64_t> smem_set{0};
       set_max_smem_once(smem_set, kernel, int(C::kSmemBytes), "prefill_sm90_kernel: cudaFuncSetAttribute", cfg);
-      const int grid = ctas > 0 && ctas < p.num_work ? ctas : p.num_work;
-      kernel<<<grid, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(
+      kernel<<<p.num_work, C::kThreads, C::kSmemBytes, static_cast<cudaStream_t>(stream)>>>(
           p, maps[0], maps[1], maps[2], maps[3], output_map ? 1 : 0, box_rows);
       check_launch_lazy("prefill_sm90_kernel", cfg);
     };
-    // The variant's instantiation.
+    // The variant's instantiation: 16-bit caches take each form where it applies (checked
+    // above); the fp8 paths take none.
     auto go_variant = [&]<int D, KvPath KP>() {
-      bool launched = false;
-      auto one = [&]<int V>() {
-        if (launched || variant != V) return;
-        if constexpr ((V & HopperVariant::wide_keys) && !hopper_wide_keys_apply(D, KP)) return;
-        else if constexpr ((V & HopperVariant::v_page_boxes) && !hopper_v_page_boxes_apply(D, KP, 16)) return;
-        else {
-          go.template operator()<D, KP, V>();
-          launched = true;
+      if constexpr (KP != KvPath::b16) {
+        go.template operator()<D, KP, 0>();
+      } else {
+        constexpr bool kWide = hopper_wide_keys_apply(D, KP), kPages = hopper_v_page_boxes_apply(D, KP, 16);
+        constexpr int kBoth = HopperVariant::wide_keys | HopperVariant::v_page_boxes;
+        if (variant == kBoth) {
+          if constexpr (kWide && kPages) go.template operator()<D, KP, kBoth>();
+        } else if (variant == HopperVariant::wide_keys) {
+          if constexpr (kWide) go.template operator()<D, KP, HopperVariant::wide_keys>();
+        } else if (variant == HopperVariant::v_page_boxes) {
+          if constexpr (kPages) go.template operator()<D, KP, HopperVariant::v_page_boxes>();
+        } else {
+          go.template operator()<D, KP, 0>();
         }
-      };
-      [&]<std::size_t... I>(std::index_sequence<I...>) {
-        (one.template operator()<kHopperVariants[I]>(), ...);
-      }(std::make_index_sequence<std::size(kHopperVariants)>());
-      if (!launched)
-        throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",
-                         cfg_string("variant {} is not compiled for {} at head size {}", variant, to_string(e),
-                                    head_size));
+      }
     };
     if (kv == KvPath::e4m3 && d > 128)
       throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "prefill_sm90_kernel",

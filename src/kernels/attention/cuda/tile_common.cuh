@@ -219,19 +219,10 @@ __device__ __forceinline__ void pv_tile(WarpState<DP>& st, const float (&s)[NT][
   }
 }
 
-// ---- fp8 cache: fragments built in registers from the raw bytes ------------------------
+// ---- fp8 cache: raw tiles and their conversion ------------------------------------------
 // The fp8 decode never widens a tile in shared memory: each thread reads the raw bytes its
-// mma fragments need and converts them with one cvt per pair (e4m3x2 / e5m2x2 -> f16x2,
-// exact), and the products run in f16 (every fp8 value is a half; the probabilities gain
-// three mantissa bits over bf16). Sums over the head dimension do not depend on its order,
-// so each thread takes the dims that make its loads contiguous:
-//  * Q·Kᵀ: in each 32-dim block, thread t of a quad takes dims 8t..8t+7 of its key (one
-//    8-byte load): dims 8t, 8t+1 / 8t+2, 8t+3 fill k16 chunk 2c's slots 2t, 2t+1 / 2t+8,
-//    2t+9, dims 8t+4.. chunk 2c+1's. The query fragments are built with the same order.
-//  * P·V: thread g of a warp supplies column g of the n8 tiles; tile 4c + j of 32-dim
-//    block c holds dim 32c + 4n + j in column n, so thread g reads 4 bytes (dims 32c + 4g
-//    .. + 3) of each of its four keys, and byte permutes pair them by key. Output column
-//    n of tile 4c + j is therefore dim 32c + 4n + j (fp8_out_dim).
+// mma fragments need and converts them in registers (decode_fp8_keys.cuh), exact (every
+// fp8 value is a half).
 
 /// Where a raw fp8 tile's byte `col` of row `row` lives. RawPadded: rows of DP bytes padded
 /// to DP + 16 (cp.async copies; the pad spreads a quad's rows over the banks).
@@ -277,110 +268,6 @@ __device__ __forceinline__ void fp8x4_to_f16x2x2(std::uint32_t four, std::uint32
   lo = fp8x2_to_f16x2<E5M2>(four);
   hi = fp8x2_to_f16x2<E5M2>(four >> 16);
 #endif
-}
-
-/// The output dim of column `col` of PV tile `tile` (see above).
-__device__ __forceinline__ int fp8_out_dim(int tile, int col) { return (tile / 4) * 32 + 4 * col + tile % 4; }
-
-/// Query A-fragments for the fp8 path, in the dim order above, as halves. A bf16 row is
-/// scaled by a power of two that puts its largest magnitude in [2^14, 2^15) (exact, and
-/// far from the half's overflow); undo[h] is the factor that takes the scores of row
-/// lane/4 + 8h back. qs: 16 padded rows (kRowStride<DP>).
-template <class T, int DP>
-__device__ __forceinline__ void load_q_frags_fp8(std::uint32_t (&qf)[DP / 16][4], const T* qs, float (&undo)[2]) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  uint4 raw[2][DP / 32];
-#pragma unroll
-  for (int h = 0; h < 2; ++h)
-#pragma unroll
-    for (int c = 0; c < DP / 32; ++c)
-      raw[h][c] = *reinterpret_cast<const uint4*>(qs + (g + 8 * h) * kRowStride<DP> + 32 * c + 8 * t);
-  float f[2] = {1.0f, 1.0f};
-  undo[0] = undo[1] = 1.0f;
-  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      std::uint32_t amax = 0;  // |x| of a bf16 pair compared as integers: monotonic for finite values
-#pragma unroll
-      for (int c = 0; c < DP / 32; ++c) {
-        const std::uint32_t w[4] = {raw[h][c].x, raw[h][c].y, raw[h][c].z, raw[h][c].w};
-#pragma unroll
-        for (int i = 0; i < 4; ++i) amax = max(amax, max(w[i] & 0x7FFFu, (w[i] >> 16) & 0x7FFFu));
-      }
-      amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 1));
-      amax = max(amax, __shfl_xor_sync(0xffffffffu, amax, 2));
-      const int e = int(amax >> 7);  // biased exponent of the largest magnitude
-      if (amax != 0 && e < 255) {
-        const int s = min(14 - (e - 127), 126);  // in [-113, 126]: 2^s and 2^-s are normal floats
-        f[h] = __int_as_float((127 + s) << 23);
-        undo[h] = __int_as_float((127 - s) << 23);
-      }
-    }
-  }
-#pragma unroll
-  for (int c = 0; c < DP / 32; ++c)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const std::uint32_t w[4] = {raw[h][c].x, raw[h][c].y, raw[h][c].z, raw[h][c].w};
-      std::uint32_t hw[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        if constexpr (std::is_same_v<T, __nv_bfloat16>)
-          hw[i] = pack2<__half>(__uint_as_float(w[i] << 16) * f[h], __uint_as_float(w[i] & 0xFFFF0000u) * f[h]);
-        else
-          hw[i] = w[i];
-      }
-      qf[2 * c][h] = hw[0];
-      qf[2 * c][2 + h] = hw[1];
-      qf[2 * c + 1][h] = hw[2];
-      qf[2 * c + 1][2 + h] = hw[3];
-    }
-}
-
-/// Scores of 16 rows against the warp's 16 keys from raw fp8 K rows (Raw layout, the
-/// warp's slice), raw q·k in the query's scaled units.
-template <int DP, class Raw, bool E5M2>
-__device__ __forceinline__ void qk_tile_fp8(float (&s)[2][4], const std::uint32_t (&qf)[DP / 16][4],
-                                            const std::uint8_t* kraw, int row0) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-#pragma unroll
-  for (int n = 0; n < 2; ++n) {
-    s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
-#pragma unroll
-    for (int c = 0; c < DP / 32; ++c) {
-      const uint2 b = *reinterpret_cast<const uint2*>(kraw + Raw::offset(row0 + 8 * n + g, 32 * c + 8 * t));
-      mma16816<__half>(s[n], qf[2 * c], fp8x2_to_f16x2<E5M2>(b.x), fp8x2_to_f16x2<E5M2>(b.x >> 16));
-      mma16816<__half>(s[n], qf[2 * c + 1], fp8x2_to_f16x2<E5M2>(b.y), fp8x2_to_f16x2<E5M2>(b.y >> 16));
-    }
-  }
-}
-
-/// O += P·V for 16 rows and the warp's 16 keys from raw fp8 V rows; o's tiles are in the
-/// fp8 column order (fp8_out_dim).
-template <int DP, class Raw, bool E5M2>
-__device__ __forceinline__ void pv_tile_fp8(WarpState<DP>& st, const float (&s)[2][4], const std::uint8_t* vraw,
-                                            int row0) {
-  const int lane = threadIdx.x % 32, g = lane / 4, t = lane % 4;
-  std::uint32_t a[4];
-  a[0] = pack2<__half>(s[0][0], s[0][1]);
-  a[1] = pack2<__half>(s[0][2], s[0][3]);
-  a[2] = pack2<__half>(s[1][0], s[1][1]);
-  a[3] = pack2<__half>(s[1][2], s[1][3]);
-#pragma unroll
-  for (int c = 0; c < DP / 32; ++c) {
-    const int col = 32 * c + 4 * g;
-    const std::uint32_t v0 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(row0 + 2 * t, col));
-    const std::uint32_t v1 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(row0 + 2 * t + 1, col));
-    const std::uint32_t v2 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(row0 + 2 * t + 8, col));
-    const std::uint32_t v3 = *reinterpret_cast<const std::uint32_t*>(vraw + Raw::offset(row0 + 2 * t + 9, col));
-    // Byte j of each key, paired by key: (v0.j, v1.j) is B's k-slots 2t, 2t+1 of column g.
-    const std::uint32_t lo01 = __byte_perm(v0, v1, 0x5140), hi01 = __byte_perm(v0, v1, 0x7362);
-    const std::uint32_t lo23 = __byte_perm(v2, v3, 0x5140), hi23 = __byte_perm(v2, v3, 0x7362);
-    mma16816<__half>(st.o[4 * c + 0], a, fp8x2_to_f16x2<E5M2>(lo01), fp8x2_to_f16x2<E5M2>(lo23));
-    mma16816<__half>(st.o[4 * c + 1], a, fp8x2_to_f16x2<E5M2>(lo01 >> 16), fp8x2_to_f16x2<E5M2>(lo23 >> 16));
-    mma16816<__half>(st.o[4 * c + 2], a, fp8x2_to_f16x2<E5M2>(hi01), fp8x2_to_f16x2<E5M2>(hi23));
-    mma16816<__half>(st.o[4 * c + 3], a, fp8x2_to_f16x2<E5M2>(hi01 >> 16), fp8x2_to_f16x2<E5M2>(hi23 >> 16));
-  }
 }
 
 /// Applies scale/soft-cap/ALiBi and the key mask to a score tile, in place, in the log2

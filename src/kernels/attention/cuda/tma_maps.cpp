@@ -30,7 +30,7 @@ EncodeTiled encoder() {
 /// How far an L2 miss of a copy is widened. The prefill reads each key tile from L2 many
 /// times and keeps 256-byte fills; the decode streams every byte once, and 128-byte fills
 /// (the boxes' row unit) read DRAM faster: 64 x 4096 269.5 -> 256.5 us, 32 x 16384 533 ->
-/// 505, 1 x 32k 45.0 -> 44.1 on an H200 (2026-12-02, `attnsel_cuda_bench --only decode`).
+/// 505, 1 x 32k 45.0 -> 44.1 on an H200 (`attnsel_cuda_bench --only decode`).
 constexpr CUtensorMapL2promotion kPrefillPromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_256B;
 constexpr CUtensorMapL2promotion kDecodePromotion = CU_TENSOR_MAP_L2_PROMOTION_L2_128B;
 

@@ -75,8 +75,7 @@ __device__ __forceinline__ void mbar_wait(std::uint32_t bar, std::uint32_t parit
 /// this one it honours the budget. One try comes before the clock is read: the usual case,
 /// a phase already complete, is a try_wait and a branch. In the Hopper prefill on the H200
 /// a loop that read the clock before every try measured 7–13 % slower than the C++ loop at
-/// d≤128; this one is within ±1 % of it there, and 11–14 % faster than that loop at d=256
-/// (docs/KERNELS.md, 2026-12-01).
+/// d≤128; this one is within ±1 % of it there, and 11–14 % faster than that loop at d=256.
 __device__ __forceinline__ void mbar_wait_in_asm(std::uint32_t bar, std::uint32_t parity) {
 #ifdef ATTNSEL_SM90_COPY
   asm volatile(
