@@ -47,7 +47,10 @@ def build_flashmla(src: pathlib.Path, cutlass: pathlib.Path, build_dir: pathlib.
              "-U__CUDA_NO_HALF2_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__", "--expt-relaxed-constexpr",
              "--expt-extended-lambda", "--use_fast_math", "-gencode", "arch=compute_90a,code=sm_90a",
              "--threads", "4"]
-    includes = [str(csrc), str(csrc / "sm90"), str(csrc / "kerutils/include"), str(cutlass)]
+    # CUDA 13 keeps libcu++ (cuda/std/...) under include/cccl, where CUTLASS looks for it.
+    cuda_home = pathlib.Path(os.environ.get("CUDA_HOME", "/usr/local/cuda"))
+    includes = [str(csrc), str(csrc / "sm90"), str(csrc / "kerutils/include"), str(cutlass),
+                str(cuda_home / "include/cccl")]
     started = time.time()
     mod = load(name="flashmla_dense_anchor", sources=sources, extra_cflags=["-O3", "-std=c++20",
                "-DFLASH_MLA_DISABLE_FP16"], extra_cuda_cflags=flags, extra_include_paths=includes,

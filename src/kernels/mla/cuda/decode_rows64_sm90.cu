@@ -99,7 +99,6 @@ __device__ __forceinline__ void qk_pieces(float (&s)[8][4], const std::uint32_t 
 #pragma unroll
   for (int c = FIRST; c < LAST; ++c) {
     mbar_wait_in_asm(bars + 8 * c, phase);
-    fence_operand(s);
     wgmma_fence();
     const std::uint64_t kd = sw128_desc(k_tile + c * kPieceBytes, 16, 1024);
     if (c < kPieces - 1) {
@@ -112,7 +111,6 @@ __device__ __forceinline__ void qk_pieces(float (&s)[8][4], const std::uint32_t 
       for (int kk = 0; kk < 4; ++kk) WgmmaRSK<T, 64>::run(s, rq[kk], desc_plus(kd, kk * 32), 1);
     }
     wgmma_commit();
-    fence_operand(s);
   }
 }
 
@@ -120,14 +118,11 @@ __device__ __forceinline__ void qk_pieces(float (&s)[8][4], const std::uint32_t 
 template <class T>
 __device__ __forceinline__ void pv_local(float (&o)[32][4], std::uint32_t (&pa)[4][4], std::uint32_t k_tile, int half) {
   const std::uint64_t vd = sw128_desc(k_tile + 4 * half * kPieceBytes, kPieceBytes, 1024);
-  fence_operand(o);
   fence_operand(pa);
   wgmma_fence();
 #pragma unroll
   for (int kb = 0; kb < 4; ++kb) WgmmaRS<T, 256>::run(o, pa[kb], desc_plus(vd, kb * 2048), 1);
   wgmma_commit();
-  fence_operand(o);
-  fence_operand(pa);
 }
 
 /// O += P·V with P from shared memory (64 rows × 64 keys, swizzled).
@@ -135,12 +130,10 @@ template <class T>
 __device__ __forceinline__ void pv_shared(float (&o)[32][4], std::uint32_t p_tile, std::uint32_t k_tile, int half) {
   const std::uint64_t vd = sw128_desc(k_tile + 4 * half * kPieceBytes, kPieceBytes, 1024);
   const std::uint64_t pd = sw128_desc(p_tile, 16, 1024);
-  fence_operand(o);
   wgmma_fence();
 #pragma unroll
   for (int kb = 0; kb < 4; ++kb) WgmmaSSMN<T, 256>::run(o, desc_plus(pd, kb * 32), desc_plus(vd, kb * 2048), 1);
   wgmma_commit();
-  fence_operand(o);
 }
 
 /// Masks S (raw q·k) where a key lies past its row's border, and returns the rows' maxima.
