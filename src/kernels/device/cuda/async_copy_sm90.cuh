@@ -112,6 +112,18 @@ __device__ __forceinline__ void bulk_copy_g2s(std::uint32_t dst, const void* src
   __trap();
 #endif
 }
+__device__ __forceinline__ void tma_load_2d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0,
+                                            int c1) {
+#ifdef ATTNSEL_SM90_COPY
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], "
+      "[%2];\n" ::"r"(dst),
+      "l"(reinterpret_cast<std::uint64_t>(map)), "r"(bar), "r"(c0), "r"(c1)
+      : "memory");
+#else
+  __trap();
+#endif
+}
 __device__ __forceinline__ void tma_load_3d(std::uint32_t dst, const CUtensorMap* map, std::uint32_t bar, int c0,
                                             int c1, int c2) {
 #ifdef ATTNSEL_SM90_COPY
