@@ -161,9 +161,11 @@ ATTNSEL_C_API attnsel_status attnsel_select_json(const attnsel_select_request* r
 ATTNSEL_C_API attnsel_status attnsel_check_backend(const attnsel_select_request* request, const char* backend,
                                                    char** out_json);
 
-/** Every runtime fact with its value on the request's platform (its facts and mode
- *  applied): {"platform", "facts": [{"name", "type", "value", "default", "overridden",
- *  "doc"}]}, as `attnsel select --list-facts --json` prints it. */
+/** Every runtime fact with its value on the request's platform, as the request's engine
+ *  settings leave it (its facts and mode applied; the attention config's FlashAttention
+ *  version, batch invariance, ... as a selection sees them): {"platform", "facts": [{"name",
+ *  "type", "value", "default", "overridden", "from_engine", "doc"}]}, as `attnsel select
+ *  --list-facts --json` prints it. */
 ATTNSEL_C_API attnsel_status attnsel_list_facts(const attnsel_select_request* request, char** out_json);
 
 /* ---- whole-model plans ------------------------------------------------------------------ */

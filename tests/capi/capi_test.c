@@ -131,6 +131,18 @@ static void test_check_and_facts(void) {
   CHECK(attnsel_list_facts(&r, &json) == ATTNSEL_STATUS_OK);
   CHECK(contains(json, "\"name\": \"flash_attn_version\""));
   attnsel_free_string(json);
+  /* The engine's settings are the facts a selection sees: VLLM_BATCH_INVARIANT demotes FA4 to
+   * FA2 on Blackwell, which has no fp8 cache. */
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:10.0";
+  r.kv_cache_dtype = "fp8";
+  r.use_batch_invariant = 1;
+  CHECK(attnsel_check_backend(&r, "FLASH_ATTN", &json) == ATTNSEL_STATUS_OK);
+  CHECK(contains(json, "FP8 KV cache requires FA3 on SM90 or FA4 on SM100"));
+  attnsel_free_string(json);
+  CHECK(attnsel_list_facts(&r, &json) == ATTNSEL_STATUS_OK);
+  CHECK(contains(json, "\"name\": \"env.vllm_batch_invariant\",\n      \"type\": \"bool\",\n      \"value\": \"true\""));
+  attnsel_free_string(json);
 }
 
 static void test_plan(void) {
