@@ -69,6 +69,31 @@ static void test_select(void) {
   }
 }
 
+/* vLLM's platform messages: the CPU's block-size warning for a block size the user gave. */
+static void test_platform_messages(void) {
+  attnsel_select_request r;
+  attnsel_selection* s = NULL;
+  attnsel_select_request_init(&r);
+  r.platform = "cpu";
+  r.block_size = 16;
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_OK && s != NULL);
+  if (s == NULL) return;
+  CHECK(attnsel_selection_num_warnings(s) == 1);
+  CHECK(attnsel_selection_warning(s, 0) != NULL &&
+        strcmp(attnsel_selection_warning(s, 0), "CPU backend prefers block_size is multiples of 32, otherwise the "
+                                                "performance is not optimized.") == 0);
+  attnsel_selection_destroy(s);
+  /* ROCm: a requested backend that cannot serve a TurboQuant layer gives way to TURBOQUANT. */
+  attnsel_select_request_init(&r);
+  r.platform = "rocm:gfx942";
+  r.kv_cache_dtype = "turboquant_k8v4";
+  r.attention_backend = "ROCM_ATTN";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_OK && s != NULL);
+  if (s == NULL) return;
+  CHECK(strcmp(attnsel_selection_backend(s), "TURBOQUANT") == 0);
+  attnsel_selection_destroy(s);
+}
+
 static void test_select_failures(void) {
   attnsel_select_request r;
   attnsel_selection* s = NULL;
@@ -458,6 +483,7 @@ static void test_kernel(void) {
 int main(int argc, char** argv) {
   test_versions();
   test_select();
+  test_platform_messages();
   test_select_failures();
   test_check_and_facts();
   test_plan();
