@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define ATTNSEL_C_API_MAJOR 2u
-#define ATTNSEL_C_API_MINOR 0u
+#define ATTNSEL_C_API_MINOR 1u
 
 /** Marks the functions libattnsel.so exports. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -229,6 +229,12 @@ ATTNSEL_C_API attnsel_status attnsel_member_clear_override(attnsel_enum which, c
  *  writer wins); a new name becomes a member of `which` first (an upper-case identifier).
  *  class_path is a class's qualified name, or "libfoo.so:symbol" for a plugin's backend. */
 ATTNSEL_C_API attnsel_status attnsel_register_backend(attnsel_enum which, const char* name, const char* class_path);
+/** vLLM's AttentionBackendEnum.register(name, value) classmethod (MambaAttentionBackendEnum's
+ *  for ATTNSEL_ENUM_MAMBA): a new member `name` whose value is `value`, with no override.
+ *  VALUE_ERROR "Backend X already exists in AttentionBackendEnum. Use
+ *  register_backend(AttentionBackendEnum.X, 'value') to override." when the name exists, and
+ *  "Invalid or reserved backend name: X" for a name vLLM refuses. (C API 2.1) */
+ATTNSEL_C_API attnsel_status attnsel_register_member(attnsel_enum which, const char* name, const char* value);
 
 /* ---- plugins ----------------------------------------------------------------------------- */
 

@@ -117,4 +117,12 @@ attnsel_status attnsel_register_backend(attnsel_enum which, const char* name, co
   });
 }
 
+attnsel_status attnsel_register_member(attnsel_enum which, const char* name, const char* value) {
+  return guarded([&] {
+    require(name, "name");
+    require(value, "value");
+    (void)enum_of(which).register_member(name, value);
+  });
+}
+
 }  // extern "C"

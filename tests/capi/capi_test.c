@@ -226,6 +226,16 @@ static void test_registry(const char* plugin) {
   CHECK(attnsel_member_get_class(ATTNSEL_ENUM_ATTENTION, "C_TEST_BACKEND", &text) == ATTNSEL_STATUS_IMPORT_ERROR);
   CHECK(attnsel_list_backends("cpu", NULL, &text) == ATTNSEL_STATUS_OK && contains(text, "\"name\": \"C_TEST_BACKEND\""));
   attnsel_free_string(text);
+  /* vLLM's Enum.register: a new member with no override; an existing name is refused. */
+  CHECK(attnsel_register_member(ATTNSEL_ENUM_MAMBA, "C_TEST_MAMBA", "attnsel::backends::Mamba2AttentionBackend") ==
+        ATTNSEL_STATUS_OK);
+  CHECK(attnsel_member_is_overridden(ATTNSEL_ENUM_MAMBA, "C_TEST_MAMBA", &overridden) == ATTNSEL_STATUS_OK &&
+        overridden == 0);
+  CHECK(attnsel_register_member(ATTNSEL_ENUM_MAMBA, "C_TEST_MAMBA", "x.Y") == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(strcmp(attnsel_last_error(), "Backend C_TEST_MAMBA already exists in MambaAttentionBackendEnum. Use "
+                                     "register_backend(MambaAttentionBackendEnum.C_TEST_MAMBA, 'x.Y') to override.") == 0);
+  CHECK(attnsel_register_member(ATTNSEL_ENUM_ATTENTION, "FLASH_ATTN", "x.Y") == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "Backend FLASH_ATTN already exists in AttentionBackendEnum."));
   /* Plugins. */
   CHECK(attnsel_load_plugin("/nonexistent/libnothing.so", NULL) == ATTNSEL_STATUS_IMPORT_ERROR);
   CHECK(contains(attnsel_last_error(), "does not exist"));
