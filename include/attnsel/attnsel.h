@@ -236,6 +236,15 @@ ATTNSEL_C_API attnsel_status attnsel_register_backend(attnsel_enum which, const 
  *  "Invalid or reserved backend name: X" for a name vLLM refuses. (C API 2.1) */
 ATTNSEL_C_API attnsel_status attnsel_register_member(attnsel_enum which, const char* name, const char* value);
 
+/** vLLM's get_mamba_attn_backend: the class of the MambaAttentionBackendEnum member
+ *  `mamba_type` (its exact name), as attnsel_member_get_class returns it. VALUE_ERROR for an
+ *  unknown name and for an unregistered CUSTOM ("Backend CUSTOM must be registered before
+ *  use. ..."); IMPORT_ERROR when the class cannot be loaded; RUNTIME_ERROR "VLLM
+ *  batch_invariant mode is not supported for <NAME>." when batch_invariant
+ *  (VLLM_BATCH_INVARIANT) is set and the class does not support it. (C API 2.1) */
+ATTNSEL_C_API attnsel_status attnsel_get_mamba_attn_backend(const char* mamba_type, int batch_invariant,
+                                                            char** out_json);
+
 /* ---- plugins ----------------------------------------------------------------------------- */
 
 /** Loads a plugin ("path", "path:symbol", or a bare file name found in the plugin search

@@ -236,6 +236,19 @@ static void test_registry(const char* plugin) {
                                      "register_backend(MambaAttentionBackendEnum.C_TEST_MAMBA, 'x.Y') to override.") == 0);
   CHECK(attnsel_register_member(ATTNSEL_ENUM_ATTENTION, "FLASH_ATTN", "x.Y") == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "Backend FLASH_ATTN already exists in AttentionBackendEnum."));
+  /* vLLM's get_mamba_attn_backend and its errors. */
+  CHECK(attnsel_get_mamba_attn_backend("MAMBA2", 0, &text) == ATTNSEL_STATUS_OK);
+  CHECK(contains(text, "\"name\":\"MAMBA2_ATTN\"") && contains(text, "\"is_ssm\":true"));
+  attnsel_free_string(text);
+  CHECK(attnsel_get_mamba_attn_backend("MAMBA2", 1, &text) == ATTNSEL_STATUS_RUNTIME_ERROR && text == NULL);
+  CHECK(strcmp(attnsel_last_error(), "VLLM batch_invariant mode is not supported for MAMBA2_ATTN.") == 0);
+  CHECK(attnsel_get_mamba_attn_backend("CUSTOM", 0, &text) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "Backend CUSTOM must be registered before use."));
+  CHECK(attnsel_get_mamba_attn_backend("FLASH_ATTN", 0, &text) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "Unknown attention backend: 'FLASH_ATTN'."));
+  CHECK(attnsel_get_mamba_attn_backend("C_TEST_MAMBA", 0, &text) == ATTNSEL_STATUS_OK &&
+        contains(text, "\"name\":\"MAMBA2_ATTN\""));
+  attnsel_free_string(text);
   /* Plugins. */
   CHECK(attnsel_load_plugin("/nonexistent/libnothing.so", NULL) == ATTNSEL_STATUS_IMPORT_ERROR);
   CHECK(contains(attnsel_last_error(), "does not exist"));
