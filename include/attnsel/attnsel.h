@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define ATTNSEL_C_API_MAJOR 2u
-#define ATTNSEL_C_API_MINOR 0u
+#define ATTNSEL_C_API_MINOR 1u
 
 /** Marks the functions libattnsel.so exports. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -161,9 +161,11 @@ ATTNSEL_C_API attnsel_status attnsel_select_json(const attnsel_select_request* r
 ATTNSEL_C_API attnsel_status attnsel_check_backend(const attnsel_select_request* request, const char* backend,
                                                    char** out_json);
 
-/** Every runtime fact with its value on the request's platform (its facts and mode
- *  applied): {"platform", "facts": [{"name", "type", "value", "default", "overridden",
- *  "doc"}]}, as `attnsel select --list-facts --json` prints it. */
+/** Every runtime fact with its value on the request's platform, as the request's engine
+ *  settings leave it (its facts and mode applied; the attention config's FlashAttention
+ *  version, batch invariance, ... as a selection sees them): {"platform", "facts": [{"name",
+ *  "type", "value", "default", "overridden", "from_engine", "doc"}]}, as `attnsel select
+ *  --list-facts --json` prints it. */
 ATTNSEL_C_API attnsel_status attnsel_list_facts(const attnsel_select_request* request, char** out_json);
 
 /* ---- whole-model plans ------------------------------------------------------------------ */
@@ -227,6 +229,21 @@ ATTNSEL_C_API attnsel_status attnsel_member_clear_override(attnsel_enum which, c
  *  writer wins); a new name becomes a member of `which` first (an upper-case identifier).
  *  class_path is a class's qualified name, or "libfoo.so:symbol" for a plugin's backend. */
 ATTNSEL_C_API attnsel_status attnsel_register_backend(attnsel_enum which, const char* name, const char* class_path);
+/** vLLM's AttentionBackendEnum.register(name, value) classmethod (MambaAttentionBackendEnum's
+ *  for ATTNSEL_ENUM_MAMBA): a new member `name` whose value is `value`, with no override.
+ *  VALUE_ERROR "Backend X already exists in AttentionBackendEnum. Use
+ *  register_backend(AttentionBackendEnum.X, 'value') to override." when the name exists, and
+ *  "Invalid or reserved backend name: X" for a name vLLM refuses. (C API 2.1) */
+ATTNSEL_C_API attnsel_status attnsel_register_member(attnsel_enum which, const char* name, const char* value);
+
+/** vLLM's get_mamba_attn_backend: the class of the MambaAttentionBackendEnum member
+ *  `mamba_type` (its exact name), as attnsel_member_get_class returns it. VALUE_ERROR for an
+ *  unknown name and for an unregistered CUSTOM ("Backend CUSTOM must be registered before
+ *  use. ..."); IMPORT_ERROR when the class cannot be loaded; RUNTIME_ERROR "VLLM
+ *  batch_invariant mode is not supported for <NAME>." when batch_invariant
+ *  (VLLM_BATCH_INVARIANT) is set and the class does not support it. (C API 2.1) */
+ATTNSEL_C_API attnsel_status attnsel_get_mamba_attn_backend(const char* mamba_type, int batch_invariant,
+                                                            char** out_json);
 
 /* ---- plugins ----------------------------------------------------------------------------- */
 

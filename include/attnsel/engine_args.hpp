@@ -62,6 +62,13 @@ ATTNSEL_API EngineOptions parse_engine_args(const EngineArgs& args);
 /// vLLM's validators; the kernel-tuning fields are type-checked and otherwise ignored.
 ATTNSEL_API AttentionConfig parse_attention_config(std::string_view json_text);
 
+/// vLLM's --attention-backend and --attention-config together, as every entry point reads
+/// them (nullopt = not given): the config through parse_attention_config, then the backend
+/// ("auto" = automatic); ValueError "attention_backend and attention_config.backend are
+/// mutually exclusive" when both name a backend.
+ATTNSEL_API AttentionConfig make_attention_config(std::optional<std::string_view> attention_backend,
+                                                  std::optional<std::string_view> attention_config_json);
+
 /// vLLM's KVTransferConfig from JSON, with its kv_role validation.
 ATTNSEL_API KVTransferConfig parse_kv_transfer_config(std::string_view json_text);
 

@@ -63,6 +63,11 @@ class ATTNSEL_API RuntimeFacts {
   std::int64_t get_int(std::string_view name) const;
   const std::string& get_string(std::string_view name) const;
   bool is_overridden(std::string_view name) const;
+  /// Sets a fact from the engine's settings (attnsel/engine_facts.hpp): kept only where the
+  /// user has not set the fact (a user's fact wins); not counted as overridden.
+  void set_from_engine(std::string_view name, FactValue value);
+  /// The value came from the engine's settings (set_from_engine), not the user or a default.
+  bool is_from_engine(std::string_view name) const;
 
   const std::map<std::string, FactValue, std::less<>>& values() const { return values_; }
   /// Stable text of every value, for cache keys and reports.
@@ -72,6 +77,7 @@ class ATTNSEL_API RuntimeFacts {
   const FactValue& get(std::string_view name) const;
   std::map<std::string, FactValue, std::less<>> values_;
   std::map<std::string, bool, std::less<>> overridden_;
+  std::map<std::string, bool, std::less<>> from_engine_;
 };
 
 /// Everything a capability query may depend on besides the selector configuration.

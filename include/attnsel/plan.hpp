@@ -29,15 +29,16 @@ namespace attnsel {
 /// parallel size (3)." KV heads fewer than the TP size are replicated (one per rank).
 ATTNSEL_API ModelSpec shard_model(const ModelSpec& model, int tensor_parallel_size);
 
-/// The runtime facts a plan takes from the model and the engine options (model.head_size,
-/// model.num_attention_heads, flash_attn_version, parallel.decode_context_parallel_size, ...)
-/// as "name=value" overrides for make_platform. Put the user's --fact values after them so
-/// that they win.
+/// The runtime facts a plan takes from the model (model.head_size, model.num_attention_heads,
+/// model.is_mm_prefix_lm, ..., per tensor-parallel rank) as "name=value" overrides for
+/// make_platform. Put the user's --fact values after them so that they win. The engine
+/// options' facts are not among them: with_engine (attnsel/engine_facts.hpp) applies those.
 ATTNSEL_API std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions& options);
 
 /// Builds the platform a plan runs on: `platform_spec` ("cuda:9.0", ...; empty = the host)
-/// with plan_facts() and then `user_facts` applied.
-ATTNSEL_API std::shared_ptr<Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
+/// with plan_facts() and then `user_facts` applied, as the engine options leave it
+/// (with_engine).
+ATTNSEL_API std::shared_ptr<const Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
                                                          std::string_view platform_spec,
                                                          const std::vector<std::string>& user_facts = {},
                                                          std::optional<SelectionMode> mode = std::nullopt);

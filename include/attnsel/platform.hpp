@@ -98,6 +98,10 @@ class ATTNSEL_API Platform {
   /// vLLM's preferred block size policy hook (CPU: fixed default instead).
   virtual std::optional<int> default_block_size() const { return std::nullopt; }
 
+  /// The same platform (device, mode, host detail) with other facts; see with_engine()
+  /// (attnsel/engine_facts.hpp), which makes the platform an engine's settings leave.
+  virtual std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const = 0;
+
  /// A backend's class and its rejection reasons on this platform.
   struct Checked {
     std::shared_ptr<const AttentionBackend> cls;

@@ -7,11 +7,15 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <shared_mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
+#include "attnsel/engine_facts.hpp"
 #include "attnsel/export.hpp"
 #include "attnsel/platform.hpp"
 
@@ -74,11 +78,14 @@ ATTNSEL_API AttentionSelectorConfig make_selector_config(const EngineConfig& eng
 /// The backend argument after the per-kind override (get_attn_backend's backend_per_kind lookup).
 ATTNSEL_API std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
 
-/// A platform plus its memoised selections (vLLM's _cached_get_attn_backend). The cache is
-/// keyed on (backend, config, num_heads, run cache dtype) and dropped whenever the
-/// registry's generation changes, unlike vLLM's, so a registration is never masked. Each
-/// thread also keeps a small memo of its recent hits (no lock, no shared writes), checked
-/// against the registry generation and clear(), so a cached call costs a few loads.
+/// A platform plus its memoised selections (vLLM's _cached_get_attn_backend). A selection
+/// for an EngineConfig runs on the platform as the engine's settings leave it (with_engine:
+/// the FlashAttention version, batch invariance, ... as runtime facts), made once per
+/// distinct set of engine facts. The cache is keyed on (backend, config, num_heads, run
+/// cache dtype, engine facts) and dropped whenever the registry's generation changes,
+/// unlike vLLM's, so a registration is never masked. Each thread also keeps a small memo of
+/// its recent hits (no lock, no shared writes), checked against the registry generation and
+/// clear(), so a cached call costs a few loads.
 /// Thread-safety: all methods may be called concurrently.
 class ATTNSEL_API Selector {
  public:
@@ -88,7 +95,7 @@ class ATTNSEL_API Selector {
   std::shared_ptr<const AttentionBackend> get_attn_backend(const EngineConfig& engine, const LayerRequest& layer);
   /// The same selection with its explanation (cached; failures are not cached).
   std::shared_ptr<const Selection> select(const EngineConfig& engine, const LayerRequest& layer);
-  /// _cached_get_attn_backend with explicit arguments.
+  /// _cached_get_attn_backend with explicit arguments, on the platform as given.
   std::shared_ptr<const Selection> cached_select(const std::optional<BackendMember>& backend,
                                                  const AttentionSelectorConfig& config,
                                                  std::optional<int> num_heads,
@@ -96,7 +103,10 @@ class ATTNSEL_API Selector {
   /// Forgets every memoised selection (vLLM's cache_clear()).
   void clear();
   std::size_t cache_size() const;
+  /// The platform as given.
   const Platform& platform() const { return *platform_; }
+  /// The platform the selections for `engine` run on: with_engine(platform(), engine).
+  std::shared_ptr<const Platform> platform_for(const EngineConfig& engine);
 
  private:
   struct Key {
@@ -104,6 +114,7 @@ class ATTNSEL_API Selector {
     AttentionSelectorConfig config;
     std::optional<int> num_heads;
     std::string run_cache_dtype;
+    std::optional<EngineFacts> engine;  ///< nullopt: the platform as given (cached_select)
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
@@ -114,11 +125,16 @@ class ATTNSEL_API Selector {
   /// next call on any Selector.
   const std::shared_ptr<const Selection>& lookup(const std::optional<BackendMember>& backend,
                                                  const AttentionSelectorConfig& config, std::optional<int> num_heads,
-                                                 std::string_view run_cache_dtype);
+                                                 std::string_view run_cache_dtype,
+                                                 const std::optional<EngineFacts>& engine);
+  /// The platform for a set of engine facts, made once and kept.
+  std::shared_ptr<const Platform> platform_for(const EngineFacts& engine);
   /// The shared cache, filled on a miss by the platform's selection.
   std::shared_ptr<const Selection> lookup_shared(Key key, std::uint64_t generation);
 
   std::shared_ptr<const Platform> platform_;
+  std::mutex platforms_mutex_;
+  std::vector<std::pair<EngineFacts, std::shared_ptr<const Platform>>> platforms_;  ///< guarded by platforms_mutex_
   mutable std::shared_mutex mutex_;
   std::uint64_t generation_ = 0;
   std::unordered_map<Key, std::shared_ptr<const Selection>, KeyHash> cache_;

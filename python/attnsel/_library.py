@@ -190,6 +190,8 @@ _SIGNATURES = {
     "attnsel_member_is_overridden": (status_t, [c_uint32, c_char_p, _P(ctypes.c_int)]),
     "attnsel_member_clear_override": (status_t, [c_uint32, c_char_p]),
     "attnsel_register_backend": (status_t, [c_uint32, c_char_p, c_char_p]),
+    "attnsel_register_member": (status_t, [c_uint32, c_char_p, c_char_p]),
+    "attnsel_get_mamba_attn_backend": (status_t, [c_char_p, ctypes.c_int, _P(c_void_p)]),
     "attnsel_load_plugin": (status_t, [c_char_p, _P(c_void_p)]),
     "attnsel_loaded_plugins": (status_t, [_P(c_void_p)]),
     "attnsel_layer_params_init": (None, [_P(LayerParams)]),

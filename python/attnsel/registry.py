@@ -171,6 +171,14 @@ class _BackendEnumMeta(type):
     def __repr__(cls):
         return f"<enum {cls.__name__}>"
 
+    def register(cls, name: str, value: str) -> BackendMember:
+        """vLLM's register classmethod: a new member `name` whose value is the class path
+        `value`. ValueError "Backend X already exists in ... Use register_backend(...) to
+        override." when the name exists, "Invalid or reserved backend name: X" for a name vLLM
+        refuses."""
+        L.check(L.lib.attnsel_register_member(cls._kind, L.encode(name), L.encode(value)))
+        return cls[name]
+
 
 class AttentionBackendEnum(metaclass=_BackendEnumMeta):
     """vLLM's AttentionBackendEnum."""
@@ -185,31 +193,33 @@ class MambaAttentionBackendEnum(metaclass=_BackendEnumMeta):
 
 
 def register_backend(backend, class_path: Optional[str] = None, is_mamba: bool = False):
-    """vLLM's register_backend, in its three forms:
+    """vLLM's register_backend, in its forms:
 
-        register_backend(AttentionBackendEnum.CUSTOM, "libfoo.so:symbol")   # a member, a path
+        register_backend(AttentionBackendEnum.CUSTOM, "libfoo.so:symbol")   # override a member
         register_backend("MY_BACKEND", "libfoo.so:symbol")                  # a new member
         @register_backend(AttentionBackendEnum.CUSTOM)                      # a Python class
         class MyBackend: ...
 
-    A path is a libattnsel class name, a plugin's "library:symbol", or a Python class's
+    A string names a new member of AttentionBackendEnum (MambaAttentionBackendEnum with
+    is_mamba=True), created at once through Enum.register: a name that exists raises vLLM's
+    "already exists" ValueError. With a class path the override is set at once and an identity
+    decorator is returned; without one, the decorator sets it to the class it decorates. A path
+    is a libattnsel class name, a plugin's "library:symbol", or a Python class's
     "package.module.Class" (then get_class() imports it, as vLLM does)."""
-    if isinstance(backend, BackendMember):
-        kind = backend._enum._kind
-        name = backend.name
-    else:
-        kind = L.ENUM_MAMBA if is_mamba else L.ENUM_ATTENTION
-        name = str(backend)
+    if isinstance(backend, str):
+        enum = MambaAttentionBackendEnum if is_mamba else AttentionBackendEnum
+        backend = enum.register(backend, class_path or "")
+    kind, name = backend._enum._kind, backend.name
 
-    def register(path):
+    def override(path):
         L.check(L.lib.attnsel_register_backend(kind, L.encode(name), L.encode(path)))
-        return _member_by_name(kind, name)
 
     if class_path is not None:
-        return register(class_path)
+        override(class_path)
+        return lambda x: x
 
     def decorator(cls):
-        register(f"{cls.__module__}.{cls.__qualname__}")
+        override(f"{cls.__module__}.{cls.__qualname__}")
         return cls
     return decorator
 

@@ -7,7 +7,7 @@ from typing import List, NamedTuple, Optional
 from . import _library as L
 from ._errors import selection_error
 from .config import get_current_platform, get_current_vllm_config
-from .registry import BackendClass, BackendMember, _member_by_name
+from .registry import BackendClass, BackendMember, MambaAttentionBackendEnum, _member_by_name
 
 _SWITCHES = ("use_mla", "has_sink", "use_sparse", "use_mm_prefix", "use_per_head_quant_scales",
              "has_sliding_window", "use_non_causal", "use_batch_invariant", "use_kv_connector", "use_pcp",
@@ -156,17 +156,14 @@ def select(platform: Optional[str] = None, head_size: int = 128, dtype="bfloat16
     return _parse_selection(j)
 
 
-def get_attn_backend(head_size: int, dtype, kv_cache_dtype: Optional[str] = None, block_size: Optional[int] = None,
-                     use_mla: bool = False, has_sink: bool = False, use_sparse: bool = False,
-                     use_mm_prefix: bool = False, use_per_head_quant_scales: bool = False, attn_type=None,
-                     num_heads: Optional[int] = None, *, platform: Optional[str] = None, has_sliding_window=False,
-                     **facts_and_mode):
-    """vLLM's get_attn_backend: the backend class chosen for a layer, reading the current
-    configuration (set_current_vllm_config) and platform (use_platform; `platform` overrides).
-
-    As in vLLM, `block_size` here is ignored: the selector sees CacheConfig.block_size when
-    it was given. Returns a BackendClass (get_name(), full_cls_name(), ...)."""
-    del block_size  # vLLM reads the block size from the cache config
+def get_attn_backend(head_size: int, dtype, kv_cache_dtype: Optional[str], use_mla: bool = False,
+                     has_sink: bool = False, use_sparse: bool = False, use_mm_prefix: bool = False,
+                     use_per_head_quant_scales: bool = False, attn_type=None, num_heads: Optional[int] = None,
+                     has_sliding_window: bool = False, *, platform: Optional[str] = None, **facts_and_mode):
+    """vLLM's get_attn_backend, with its arguments in vLLM's order: the backend class chosen for
+    a layer, reading the current configuration (set_current_vllm_config) and platform
+    (use_platform; `platform` overrides). As in vLLM, the block size is the cache config's,
+    seen only when it was given. Returns a BackendClass (get_name(), full_cls_name(), ...)."""
     vllm_config = get_current_vllm_config()
     ac, cc, pc = vllm_config.attention_config, vllm_config.cache_config, vllm_config.parallel_config
     sel = select(platform=platform if platform is not None else get_current_platform(), head_size=head_size,
@@ -181,6 +178,26 @@ def get_attn_backend(head_size: int, dtype, kv_cache_dtype: Optional[str] = None
                  **facts_and_mode)
     cls = sel.get_class()
     return cls if not isinstance(cls, BackendClass) else _with_selection(cls, sel)
+
+
+def get_mamba_attn_backend(mamba_type):
+    """vLLM's get_mamba_attn_backend: the class of a MambaAttentionBackendEnum member, reading
+    the current configuration's batch invariance (VLLM_BATCH_INVARIANT). ValueError for an
+    unregistered CUSTOM ("Backend CUSTOM must be registered before use. ..."), RuntimeError
+    "VLLM batch_invariant mode is not supported for <NAME>." when batch invariance is on and
+    the class does not support it."""
+    assert mamba_type and isinstance(mamba_type, BackendMember) and mamba_type._enum is MambaAttentionBackendEnum
+    batch_invariant = get_current_vllm_config().batch_invariant
+    try:
+        info = L.call_json(L.lib.attnsel_get_mamba_attn_backend, L.encode(mamba_type.name), int(batch_invariant))
+    except ImportError:
+        # A Python class (vLLM's resolve_obj_by_qualname), checked here as vLLM checks it.
+        cls = mamba_type.get_class()
+        if batch_invariant and not cls.supports_batch_invariance():
+            raise RuntimeError(f"VLLM batch_invariant mode is not supported for {cls.get_name()}.") from None
+        return cls
+    info["member"] = mamba_type.name
+    return BackendClass(info)
 
 
 def _with_selection(cls, sel):

@@ -72,11 +72,65 @@ def test_register_backend_decorator_form():
 
 
 def test_register_backend_string_form_adds_a_member():
-    member = register_backend("PY_TEST_NEW_BACKEND", "attnsel::backends::FlashAttentionBackend")
-    assert member is AttentionBackendEnum["PY_TEST_NEW_BACKEND"]
+    decorator = register_backend("PY_TEST_NEW_BACKEND", "attnsel::backends::FlashAttentionBackend")
+    assert decorator(CustomAttentionBackend) is CustomAttentionBackend  # vLLM's identity decorator
+    member = AttentionBackendEnum["PY_TEST_NEW_BACKEND"]
     assert member in AttentionBackendEnum
+    assert member.value == "attnsel::backends::FlashAttentionBackend"
+    assert member.is_overridden()
     assert member.get_class().get_name() == "FLASH_ATTN"
     assert "PY_TEST_NEW_BACKEND" in [m.name for m in AttentionBackendEnum]
+
+
+@pytest.mark.parametrize("enum, name, is_mamba", [(AttentionBackendEnum, "FLASH_ATTN", False),
+                                                  (MambaAttentionBackendEnum, "MAMBA1", True)])
+def test_a_string_naming_an_existing_member_is_refused(enum, name, is_mamba):
+    message = (f"Backend {name} already exists in {enum.__name__}. "
+               f"Use register_backend({enum.__name__}.{name}, 'my.module.Backend') to override.")
+    with pytest.raises(ValueError) as error:
+        register_backend(name, "my.module.Backend", is_mamba=is_mamba)
+    assert str(error.value) == message
+    assert not enum[name].is_overridden()
+
+
+def test_a_string_registered_twice_is_refused():
+    register_backend("PY_TEST_TWICE", "attnsel::backends::FlashAttentionBackend")
+    with pytest.raises(ValueError, match=r"^Backend PY_TEST_TWICE already exists in AttentionBackendEnum\. "
+                                         r"Use register_backend\(AttentionBackendEnum\.PY_TEST_TWICE, ''\) "
+                                         r"to override\.$"):
+        register_backend("PY_TEST_TWICE")
+
+
+def test_the_decorator_form_with_a_new_name_creates_the_member_at_once():
+    decorator = register_backend("PY_TEST_DECORATED_MAMBA", is_mamba=True)
+    member = MambaAttentionBackendEnum["PY_TEST_DECORATED_MAMBA"]  # before anything is decorated
+    assert member.value == "" and not member.is_overridden()
+    with pytest.raises(ValueError, match="Backend PY_TEST_DECORATED_MAMBA must be registered before use"):
+        member.get_path()
+    assert decorator(CustomMambaAttentionBackend) is CustomMambaAttentionBackend
+    assert member.get_path() == f"{__name__}.CustomMambaAttentionBackend"
+    assert member.get_class() is CustomMambaAttentionBackend
+
+
+def test_enum_register_is_the_classmethod_vllm_defines():
+    member = AttentionBackendEnum.register("PY_TEST_REGISTERED", "attnsel::backends::TritonAttentionBackend")
+    assert member is AttentionBackendEnum.PY_TEST_REGISTERED
+    assert member.value == "attnsel::backends::TritonAttentionBackend" and not member.is_overridden()
+    assert member.get_class().get_name() == "TRITON_ATTN"
+    mamba = MambaAttentionBackendEnum.register("PY_TEST_REGISTERED_MAMBA", "attnsel::backends::Mamba2AttentionBackend")
+    assert mamba is MambaAttentionBackendEnum["PY_TEST_REGISTERED_MAMBA"]
+    with pytest.raises(ValueError, match="^Backend PY_TEST_REGISTERED already exists in AttentionBackendEnum"):
+        AttentionBackendEnum.register("PY_TEST_REGISTERED", "x.Y")
+    with pytest.raises(ValueError, match="^Invalid or reserved backend name: register$"):
+        AttentionBackendEnum.register("register", "x.Y")
+    with pytest.raises(ValueError, match="^Invalid or reserved backend name: 1BAD$"):
+        register_backend("1BAD", "x.Y")
+
+
+def test_a_member_with_a_class_path_returns_an_identity_decorator():
+    decorator = register_backend(AttentionBackendEnum.CUSTOM, f"{__name__}.CustomAttentionBackend")
+    assert decorator(CustomMambaAttentionBackend) is CustomMambaAttentionBackend
+    assert AttentionBackendEnum.CUSTOM.get_path() == f"{__name__}.CustomAttentionBackend"
 
 
 def test_override_then_clear_restores_the_default_class():

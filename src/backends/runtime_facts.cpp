@@ -1,6 +1,10 @@
 #include "backends/runtime_facts.hpp"
 
+#include <fmt/format.h>
+
 #include <optional>
+
+#include "core/log.hpp"
 
 namespace attnsel::backends {
 
@@ -28,19 +32,32 @@ bool uses_fa4_hd256_kernel(const RuntimeEnv& env, std::optional<int> head_size, 
 }
 
 namespace {
-// vLLM's _fa4_hd256_fallback_reason: features FA4's head-256 kernel does not have.
-bool fa4_hd256_must_fall_back(const RuntimeEnv& env, const FaVersionQuery& q) {
+// vLLM's _fa4_hd256_fallback_reason: the first feature FA4's head-256 kernel does not have, in
+// vLLM's words and order.
+std::optional<std::string> fa4_hd256_fallback_reason(const RuntimeEnv& env, const FaVersionQuery& q) {
   const RuntimeFacts& f = env.facts;
-  if (q.has_sinks) return true;
-  if (q.requires_softcap || f.get_bool("model.attn_logit_softcapping")) return true;
-  if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0) return true;  // pages are 128 tokens
-  if (q.mm_prefix || f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
-  if (f.get_int("parallel.decode_context_parallel_size") > 1) return true;
-  if (q.kv_cache_dtype && q.kv_cache_dtype->starts_with("fp8")) return true;
-  return false;
+  if (q.has_sinks) return "attention sinks";
+  if (q.requires_softcap || f.get_bool("model.attn_logit_softcapping")) return "logits soft capping";
+  if (q.kv_cache_dtype && is_quantized_kv_cache(*q.kv_cache_dtype))
+    return fmt::format("quantized KV cache dtype {}", *q.kv_cache_dtype);
+  if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0)  // FA4_HD256_PAGE_SIZE
+    return fmt::format("a KV cache block size of {}", *q.kv_cache_block_size);
+  if (q.mm_prefix || f.get_bool("model.is_mm_prefix_lm")) return "mm_prefix bidirectional attention";
+  if (f.get_bool("model.uses_rswa")) return "R-SWA";
+  if (f.get_int("parallel.decode_context_parallel_size") > 1) return "decode context parallelism";
+  return std::nullopt;
+}
+
+// Why FA3 on SM90 becomes FA4 (vLLM's upgrade_reason), if it does.
+std::optional<std::string> fa3_upgrade_reason(const RuntimeFacts& f, const FaVersionQuery& q) {
+  if (q.head_size && *q.head_size > 256) return fmt::format("FA3 does not support head_size={} on SM90", *q.head_size);
+  if (q.has_sinks && q.head_size && q.head_size_v && *q.head_size != *q.head_size_v) return "Diff-KV with sinks";
+  if (f.get_bool("model.is_diffusion")) return "Per-sequence causal (dynamic_causal) requires FA4";
+  return std::nullopt;
 }
 }  // namespace
 
+// Each fallback logs what vLLM's get_flash_attn_version logs, once per process.
 std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersionQuery& q) {
   if (env.device.kind == PlatformKind::xpu) return 2;
   if (!is_cuda(env)) return std::nullopt;  // ROCm (and others) do not use vllm_flash_attn
@@ -54,22 +71,41 @@ std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersion
   // 2. AttentionConfig.flash_attn_version.
   if (const auto forced = f.get_int("flash_attn_version"); forced != 0) v = static_cast<int>(forced);
   // 3. Fallbacks for unsupported combinations.
-  if (cap.major >= 10 && v == 3) v = is_fa_version_supported(env, 4) ? 4 : 2;
-  if (v == 3 && cap.major == 9 && is_fa_version_supported(env, 4)) {
-    const bool upgrade = (q.head_size && *q.head_size > 256) ||
-                         (q.has_sinks && q.head_size && q.head_size_v && *q.head_size != *q.head_size_v) ||
-                         f.get_bool("model.is_diffusion");
-    if (upgrade) v = 4;
+  if (cap.major >= 10 && v == 3) {
+    log::warning_once(
+        "Cannot use FA version 3 on Blackwell platform, defaulting to FA version 4 if supported, otherwise FA2.");
+    v = is_fa_version_supported(env, 4) ? 4 : 2;
   }
-  if (f.get_bool("env.vllm_batch_invariant") && v == 4) v = 2;
+  if (v == 3 && cap.major == 9 && is_fa_version_supported(env, 4)) {
+    if (const std::optional<std::string> reason = fa3_upgrade_reason(f, q)) {
+      log::info_once(fmt::format("{}: upgrading FlashAttention 3 -> 4", *reason));
+      v = 4;
+    }
+  }
+  // FA4's batch-shape-dependent scheduling on SM100+ breaks batch invariance.
+  if (f.get_bool("env.vllm_batch_invariant") && v == 4) {
+    log::warning_once("Cannot use FA version 4 with batch invariance, defaulting to FA version 2.");
+    v = 2;
+  }
   if (v == 4 && uses_fa4_hd256_kernel(env, q.head_size, q.head_size_v)) {
-    if (!q.supports_fa4_hd256 || fa4_hd256_must_fall_back(env, q)) v = 2;
+    if (!q.supports_fa4_hd256) {
+      v = 2;
+    } else if (const std::optional<std::string> reason = fa4_hd256_fallback_reason(env, q)) {
+      log::warning_once(fmt::format(
+          "FA4's Blackwell head_size=256 kernel does not support {}, defaulting to FA version 2.", *reason));
+      v = 2;
+    }
   }
   // FA4 on Blackwell: TMEM limits head sizes above 128 to 256 and the 192/128 MLA-prefill shape.
   if (v == 4 && cap.major >= 10 && q.head_size && *q.head_size > 128) {
     const bool hd256 = *q.head_size == 256 && (!q.head_size_v || *q.head_size_v == 256);
     const bool mla_prefill = *q.head_size == 192 && q.head_size_v == 128;
-    if (!hd256 && !mla_prefill) v = 2;
+    if (!hd256 && !mla_prefill) {
+      log::warning_once(fmt::format(
+          "FA4 on Blackwell does not support head_size={} due to TMEM capacity limits, defaulting to FA version 2.",
+          *q.head_size));
+      v = 2;
+    }
   }
   if (!is_fa_version_supported(env, v)) return std::nullopt;
   return v;

@@ -69,7 +69,7 @@ attnsel_status attnsel_plan_json(const attnsel_plan_request* request, char** out
       mode = parse_mode(request->mode);
       if (!mode) throw ValueError(std::string("unknown mode '") + request->mode + "'; valid values are: reference, runnable");
     }
-    const std::shared_ptr<Platform> platform =
+    const std::shared_ptr<const Platform> platform =
         make_plan_platform(model, options, request->platform ? request->platform : "",
                            assignments(request->facts, request->num_facts, "facts"), mode);
     Selector selector(platform);

@@ -6,6 +6,7 @@
 #include "attnsel/capabilities.hpp"
 #include "attnsel/platform.hpp"
 #include "attnsel/registry.hpp"
+#include "attnsel/selector.hpp"
 #include "capi/request.hpp"
 #include "capi/status.hpp"
 #include "report/backend_report.hpp"
@@ -31,6 +32,19 @@ const BackendEnum& enum_of(attnsel_enum which) {
 BackendMember member_of(attnsel_enum which, const char* name) {
   require(name, "name");
   return enum_of(which)[name];
+}
+
+// A class as get_class() describes it: {"name", "class", "is_ssm"[, "is_mla", "is_sparse", "has_kernel"]}.
+std::string class_json(const BackendClass& cls) {
+  nlohmann::ordered_json j = {{"name", cls.get_name()}, {"class", cls.qualname()}, {"is_ssm", cls.is_ssm()}};
+  if (const auto* attn = dynamic_cast<const AttentionBackend*>(&cls)) {
+    // MLA and sparse are properties of the class, the same in every environment.
+    const BackendCapabilities record = attn->capabilities(detect_host_platform()->env());
+    j["is_mla"] = record.mla;
+    j["is_sparse"] = record.sparse;
+    j["has_kernel"] = attn->has_kernel();
+  }
+  return report::dump(j, -1);
 }
 
 }  // namespace
@@ -81,16 +95,7 @@ attnsel_status attnsel_member_get_class(attnsel_enum which, const char* name, ch
   return guarded([&] {
     require(out_json, "out_json");
     *out_json = nullptr;
-    const std::shared_ptr<const BackendClass> cls = member_of(which, name).get_class();
-    nlohmann::ordered_json j = {{"name", cls->get_name()}, {"class", cls->qualname()}, {"is_ssm", cls->is_ssm()}};
-    if (const auto* attn = dynamic_cast<const AttentionBackend*>(cls.get())) {
-      // MLA and sparse are properties of the class, the same in every environment.
-      const BackendCapabilities record = attn->capabilities(detect_host_platform()->env());
-      j["is_mla"] = record.mla;
-      j["is_sparse"] = record.sparse;
-      j["has_kernel"] = attn->has_kernel();
-    }
-    *out_json = copy_string(report::dump(j, -1));
+    *out_json = copy_string(class_json(*member_of(which, name).get_class()));
   });
 }
 
@@ -114,6 +119,23 @@ attnsel_status attnsel_register_backend(attnsel_enum which, const char* name, co
       register_backend(*m, class_path);
     else
       (void)register_backend(name, class_path, which == ATTNSEL_ENUM_MAMBA);
+  });
+}
+
+attnsel_status attnsel_register_member(attnsel_enum which, const char* name, const char* value) {
+  return guarded([&] {
+    require(name, "name");
+    require(value, "value");
+    (void)enum_of(which).register_member(name, value);
+  });
+}
+
+attnsel_status attnsel_get_mamba_attn_backend(const char* mamba_type, int batch_invariant, char** out_json) {
+  return guarded([&] {
+    require(out_json, "out_json");
+    *out_json = nullptr;
+    const BackendMember member = member_of(ATTNSEL_ENUM_MAMBA, mamba_type);
+    *out_json = copy_string(class_json(*get_mamba_attn_backend(member, batch_invariant != 0)));
   });
 }
 

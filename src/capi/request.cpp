@@ -6,6 +6,7 @@
 #include <map>
 
 #include "attnsel/engine_args.hpp"
+#include "attnsel/engine_facts.hpp"
 #include "capi/status.hpp"
 
 namespace attnsel::capi {
@@ -75,13 +76,19 @@ SelectInputs read_select_request(const attnsel_select_request& r) {
   if (r.num_heads > 0) layer.num_heads = r.num_heads;
   if (r.block_size < 0) throw ValueError(fmt::format("block_size must be positive, got {}", r.block_size));
 
-  EngineConfig& engine = in.engine;
-  if (r.attention_config != nullptr) engine.attention = parse_attention_config(r.attention_config);
-  if (r.attention_backend != nullptr) {
-    if (engine.attention.backend)
-      throw ValueError("attention_backend and attention_config.backend are mutually exclusive");
-    engine.attention.set_backend(r.attention_backend);
-  }
+  in.engine = read_engine_config(r);
+  in.platform = with_engine(make_request_platform(r.platform, r.mode, assignments(r.facts, r.num_facts, "facts")),
+                            in.engine);
+  in.config = make_selector_config(in.engine, layer);
+  in.requested = effective_backend(in.engine, layer);
+  return in;
+}
+
+EngineConfig read_engine_config(const attnsel_select_request& r) {
+  require_struct(r.struct_size, sizeof(attnsel_select_request), "attnsel_select_request");
+  EngineConfig engine;
+  auto given = [](const char* text) { return text ? std::optional<std::string_view>(text) : std::nullopt; };
+  engine.attention = make_attention_config(given(r.attention_backend), given(r.attention_config));
   const std::vector<std::string> per_kind = assignments(r.backend_per_kind, r.num_backend_per_kind, "backend_per_kind");
   for (const std::string& a : per_kind) {
     const std::size_t eq = a.find('=');
@@ -107,21 +114,7 @@ SelectInputs read_select_request(const attnsel_select_request& r) {
   engine.adaptive_verification = r.use_adaptive_verification;
   // Only "is set" reaches the selector; 128 is the window of vLLM's own R-SWA test.
   if (r.use_rswa) engine.rswa_window = 128;
-
-  std::vector<std::string> facts = assignments(r.facts, r.num_facts, "facts");
-  // The attention config's FlashAttention version and TRT-LLM switch are runtime facts, as
-  // for `attnsel plan` (the user's facts come after them and win).
-  std::vector<std::string> config_facts;
-  if (engine.attention.flash_attn_version)
-    config_facts.push_back(fmt::format("flash_attn_version={}", *engine.attention.flash_attn_version));
-  if (engine.attention.use_trtllm_attention)
-    config_facts.push_back(fmt::format("flashinfer.use_trtllm_attention={}",
-                                       *engine.attention.use_trtllm_attention ? "true" : "false"));
-  config_facts.insert(config_facts.end(), facts.begin(), facts.end());
-  in.platform = make_request_platform(r.platform, r.mode, config_facts);
-  in.config = make_selector_config(engine, layer);
-  in.requested = effective_backend(engine, layer);
-  return in;
+  return engine;
 }
 
 }  // namespace attnsel::capi

@@ -14,7 +14,7 @@
 namespace attnsel::capi {
 
 struct SelectInputs {
-  std::shared_ptr<Platform> platform;
+  std::shared_ptr<const Platform> platform;  ///< as the engine's settings leave it (with_engine)
   EngineConfig engine;
   LayerRequest layer;
   AttentionSelectorConfig config;
@@ -31,5 +31,8 @@ std::vector<std::string> assignments(const char* const* items, std::uint32_t cou
 /// Every input of a selection; throws ValueError for anything malformed (the message names
 /// the field and the valid values).
 SelectInputs read_select_request(const attnsel_select_request& request);
+/// The request's engine settings alone: the attention backend and config, per-kind
+/// overrides, cache config and the engine switches.
+EngineConfig read_engine_config(const attnsel_select_request& request);
 
 }  // namespace attnsel::capi

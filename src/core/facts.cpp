@@ -69,7 +69,9 @@ void RuntimeFacts::set(std::string_view name, std::string_view text) {
   set(name, parse_fact_text(*def, text));
 }
 
-void RuntimeFacts::set(std::string_view name, FactValue value) {
+namespace {
+// The fact's definition, after checking that `value` has its type.
+const FactDefinition& checked_definition(std::string_view name, const FactValue& value) {
   const FactDefinition* def = find_fact(name);
   if (def == nullptr)
     throw ValueError(fmt::format("Unknown fact '{}'. Valid facts are: {}", name, known_fact_names()));
@@ -77,8 +79,22 @@ void RuntimeFacts::set(std::string_view name, FactValue value) {
                        (def->type == "int" && std::holds_alternative<std::int64_t>(value)) ||
                        (def->type == "string" && std::holds_alternative<std::string>(value));
   if (!type_ok) throw ValueError(fmt::format("Fact {} takes a value of type {}", name, def->type));
+  return *def;
+}
+}  // namespace
+
+void RuntimeFacts::set(std::string_view name, FactValue value) {
+  (void)checked_definition(name, value);
   values_.insert_or_assign(std::string(name), std::move(value));
   overridden_.insert_or_assign(std::string(name), true);
+  from_engine_.erase(std::string(name));
+}
+
+void RuntimeFacts::set_from_engine(std::string_view name, FactValue value) {
+  (void)checked_definition(name, value);
+  if (overridden_.contains(name)) return;
+  values_.insert_or_assign(std::string(name), std::move(value));
+  from_engine_.insert_or_assign(std::string(name), true);
 }
 
 const FactValue& RuntimeFacts::get(std::string_view name) const {
@@ -96,6 +112,7 @@ bool RuntimeFacts::get_bool(std::string_view name) const { return std::get<bool>
 std::int64_t RuntimeFacts::get_int(std::string_view name) const { return std::get<std::int64_t>(get(name)); }
 const std::string& RuntimeFacts::get_string(std::string_view name) const { return std::get<std::string>(get(name)); }
 bool RuntimeFacts::is_overridden(std::string_view name) const { return overridden_.contains(name); }
+bool RuntimeFacts::is_from_engine(std::string_view name) const { return from_engine_.contains(name); }
 
 std::string RuntimeFacts::fingerprint() const {
   std::string out;

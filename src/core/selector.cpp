@@ -79,6 +79,7 @@ std::size_t Selector::KeyHash::operator()(const Key& k) const noexcept {
   h ^= b * 0x9e3779b97f4a7c15ULL;
   h ^= static_cast<std::size_t>(k.num_heads.value_or(-1)) * 0xff51afd7ed558ccdULL;
   h ^= std::hash<std::string>{}(k.run_cache_dtype) + (h << 6);
+  if (k.engine) h ^= (k.engine->hash() + 1) * 0xc4ceb9fe1a85ec53ULL;
   return h;
 }
 
@@ -104,7 +105,8 @@ struct Selector::MemoEntry {
 const std::shared_ptr<const Selection>& Selector::lookup(const std::optional<BackendMember>& backend,
                                                          const AttentionSelectorConfig& config,
                                                          std::optional<int> num_heads,
-                                                         std::string_view run_cache_dtype) {
+                                                         std::string_view run_cache_dtype,
+                                                         const std::optional<EngineFacts>& engine) {
   // The shared cache costs a reader lock and reference-count traffic on shared cache lines
   // (~40-80 ns); a model asks for the same few selections over and over, so each thread
   // remembers its last few in a direct-mapped table.
@@ -117,11 +119,13 @@ const std::shared_ptr<const Selection>& Selector::lookup(const std::optional<Bac
   std::size_t h = config.hash() ^ (id_ * 0x9e3779b97f4a7c15ULL);
   if (backend) h ^= (static_cast<std::size_t>(backend->index()) + 1) * 0xff51afd7ed558ccdULL;
   if (num_heads) h ^= static_cast<std::size_t>(*num_heads) * 0xc4ceb9fe1a85ec53ULL;
+  if (engine) h ^= engine->hash() * 0x94d049bb133111ebULL;
   MemoEntry& slot = memo[(h ^ (h >> 29)) % kSlots];
   if (slot.selector_id == id_ && slot.epoch == epoch && slot.generation == generation && slot.key.backend == backend &&
-      slot.key.num_heads == num_heads && slot.key.run_cache_dtype == run_cache_dtype && slot.key.config == config)
+      slot.key.num_heads == num_heads && slot.key.run_cache_dtype == run_cache_dtype && slot.key.engine == engine &&
+      slot.key.config == config)
     return slot.selection;
-  Key key{backend, config, num_heads, std::string(run_cache_dtype)};
+  Key key{backend, config, num_heads, std::string(run_cache_dtype), engine};
   std::shared_ptr<const Selection> selection = lookup_shared(key, generation);  // throws on failure: not memoised
   slot = MemoEntry{id_, epoch, generation, std::move(key), std::move(selection)};
   return slot.selection;
@@ -135,8 +139,9 @@ std::shared_ptr<const Selection> Selector::lookup_shared(Key key, std::uint64_t 
       if (it != cache_.end()) return it->second;
     }
   }
+  const std::shared_ptr<const Platform> platform = key.engine ? platform_for(*key.engine) : platform_;
   auto selection = std::make_shared<const Selection>(
-      platform_->get_attn_backend_cls(key.backend, key.config, key.num_heads, key.run_cache_dtype));
+      platform->get_attn_backend_cls(key.backend, key.config, key.num_heads, key.run_cache_dtype));
   std::unique_lock lock(mutex_);
   if (generation_ < generation) {
     cache_.clear();
@@ -146,23 +151,35 @@ std::shared_ptr<const Selection> Selector::lookup_shared(Key key, std::uint64_t 
   return selection;
 }
 
+std::shared_ptr<const Platform> Selector::platform_for(const EngineFacts& engine) {
+  std::lock_guard lock(platforms_mutex_);
+  for (const auto& [facts, platform] : platforms_)
+    if (facts == engine) return platform;
+  platforms_.emplace_back(engine, with_engine(platform_, engine));
+  return platforms_.back().second;
+}
+
+std::shared_ptr<const Platform> Selector::platform_for(const EngineConfig& engine) {
+  return platform_for(engine_facts(engine));
+}
+
 std::shared_ptr<const Selection> Selector::cached_select(const std::optional<BackendMember>& backend,
                                                          const AttentionSelectorConfig& config,
                                                          std::optional<int> num_heads,
                                                          std::string_view run_cache_dtype) {
-  return lookup(backend, config, num_heads, run_cache_dtype);
+  return lookup(backend, config, num_heads, run_cache_dtype, std::nullopt);
 }
 
 std::shared_ptr<const Selection> Selector::select(const EngineConfig& engine, const LayerRequest& layer) {
   return lookup(effective_backend(engine, layer), make_selector_config(engine, layer), layer.num_heads,
-                engine.cache.cache_dtype);
+                engine.cache.cache_dtype, engine_facts(engine));
 }
 
 std::shared_ptr<const AttentionBackend> Selector::get_attn_backend(const EngineConfig& engine,
                                                                    const LayerRequest& layer) {
   // Copies only the class pointer: the Selection stays owned by the memo.
   return lookup(effective_backend(engine, layer), make_selector_config(engine, layer), layer.num_heads,
-                engine.cache.cache_dtype)
+                engine.cache.cache_dtype, engine_facts(engine))
       ->backend_class;
 }
 

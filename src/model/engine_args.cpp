@@ -198,15 +198,22 @@ std::optional<std::string> kv_connector_cache_layout(const KVTransferConfig& con
   return std::nullopt;
 }
 
+AttentionConfig make_attention_config(std::optional<std::string_view> attention_backend,
+                                      std::optional<std::string_view> attention_config_json) {
+  AttentionConfig config;
+  if (attention_config_json) config = parse_attention_config(*attention_config_json);
+  if (attention_backend) {
+    if (config.backend) throw ValueError("attention_backend and attention_config.backend are mutually exclusive");
+    config.set_backend(*attention_backend);
+  }
+  return config;
+}
+
 EngineOptions parse_engine_args(const EngineArgs& args) {
   EngineOptions out;
   EngineConfig& e = out.engine;
-  if (!args.attention_config.empty()) e.attention = parse_attention_config(args.attention_config);
-  if (!args.attention_backend.empty()) {
-    if (e.attention.backend)
-      throw ValueError("attention_backend and attention_config.backend are mutually exclusive");
-    e.attention.set_backend(args.attention_backend);
-  }
+  auto given = [](const std::string& text) { return text.empty() ? std::nullopt : std::optional<std::string_view>(text); };
+  e.attention = make_attention_config(given(args.attention_backend), given(args.attention_config));
 
   if (!is_known_cache_dtype(args.kv_cache_dtype)) {
     std::vector<std::string> q;

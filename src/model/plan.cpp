@@ -430,9 +430,11 @@ kernel::MlaDims mla_kernel_dims(const PlanGroup& group) {
 
 ModelPlan make_plan(const ModelSpec& model, const EngineOptions& given_options, Selector& selector) {
   const ModelSpec sharded = shard_model(model, given_options.tensor_parallel_size);
-  const Platform& platform = selector.platform();
   ModelPlan plan;
   const EngineOptions options = model::apply_model_hooks(model, given_options, plan.logs);
+  // The platform as the engine's settings leave it: the one every selection below runs on.
+  const std::shared_ptr<const Platform> engine_platform = selector.platform_for(options.engine);
+  const Platform& platform = *engine_platform;
   plan.model_source = model.source;
   plan.model_type = model.model_type;
   plan.platform = platform.spec();

@@ -1,7 +1,9 @@
-// The runtime facts a plan derives from the model and the engine options: capability rules
-// read them from vLLM's global config (model_config, attention_config, parallel_config).
+// The runtime facts a plan derives from the model: capability rules read them from vLLM's
+// model_config. The engine options' facts (attention_config, parallel_config, ...) come
+// from with_engine, as for every other selection (attnsel/engine_facts.hpp).
 #include <fmt/format.h>
 
+#include "attnsel/engine_facts.hpp"
 #include "attnsel/plan.hpp"
 
 namespace attnsel {
@@ -30,25 +32,18 @@ std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions&
   }
   set("model.is_mm_prefix_lm", model.is_mm_prefix_lm ? "true" : "false");
   set("model.attn_logit_softcapping", softcap ? "true" : "false");
-
-  const AttentionConfig& ac = options.engine.attention;
-  set("flash_attn_version", ac.flash_attn_version.value_or(0));
-  set("flashinfer.use_trtllm_attention",
-      ac.use_trtllm_attention ? (*ac.use_trtllm_attention ? "true" : "false") : "auto");
-  set("parallel.decode_context_parallel_size", options.engine.decode_context_parallel_size);
-  set("kv_connector.configured", options.engine.kv_transfer_instance ? "true" : "false");
-  set("env.vllm_batch_invariant", options.engine.batch_invariant ? "true" : "false");
   return facts;
 }
 
-std::shared_ptr<Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
+std::shared_ptr<const Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
                                              std::string_view platform_spec,
                                              const std::vector<std::string>& user_facts,
                                              std::optional<SelectionMode> mode) {
   std::vector<std::string> facts = plan_facts(model, options);
   facts.insert(facts.end(), user_facts.begin(), user_facts.end());
-  if (platform_spec.empty()) return detect_host_platform(facts, mode);
-  return make_platform(platform_spec, facts, mode);
+  const std::shared_ptr<Platform> platform =
+      platform_spec.empty() ? detect_host_platform(facts, mode) : make_platform(platform_spec, facts, mode);
+  return with_engine(platform, options.engine);
 }
 
 }  // namespace attnsel

@@ -20,6 +20,11 @@ Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
                         (!config.block_size || *config.block_size % 32 == 0);
     target = amx_ok ? "AMX_MLA" : "CPU_MLA";
   }
+  // CpuPlatform.check_and_update_config: a block size the user gave that is not a multiple
+  // of 32 (the platform's own is 128).
+  if (config.block_size && *config.block_size % 32 != 0)
+    add_log(s, LogLine::Level::warning,
+            "CPU backend prefers block_size is multiples of 32, otherwise the performance is not optimized.");
   if (selected && selected->name() != target)
     add_log(s, LogLine::Level::info, fmt::format("Cannot use {} backend on CPU.", selected->name()), false);
 

@@ -8,10 +8,21 @@
 
 namespace attnsel::platforms {
 
+/// Platform::with_facts for a concrete platform P: a P on the same device, mode and host.
+template <class P>
+std::shared_ptr<Platform> copy_with_facts(const P& platform, RuntimeFacts facts) {
+  auto copy = std::make_shared<P>(platform.env().device, std::move(facts), platform.mode());
+  copy->host_detail = platform.host_detail;
+  return copy;
+}
+
 /// NVIDIA GPUs (vllm/platforms/cuda.py).
 class CudaPlatform final : public Platform {
  public:
   using Platform::Platform;
+  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
+    return copy_with_facts(*this, std::move(facts));
+  }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
@@ -25,6 +36,9 @@ class CudaPlatform final : public Platform {
 class RocmPlatform final : public Platform {
  public:
   using Platform::Platform;
+  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
+    return copy_with_facts(*this, std::move(facts));
+  }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
@@ -35,6 +49,9 @@ class RocmPlatform final : public Platform {
 class CpuPlatform final : public Platform {
  public:
   using Platform::Platform;
+  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
+    return copy_with_facts(*this, std::move(facts));
+  }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
   std::optional<int> default_block_size() const override { return 128; }
@@ -44,6 +61,9 @@ class CpuPlatform final : public Platform {
 class XpuPlatform final : public Platform {
  public:
   using Platform::Platform;
+  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
+    return copy_with_facts(*this, std::move(facts));
+  }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
 };
@@ -53,6 +73,9 @@ class XpuPlatform final : public Platform {
 class OtherPlatform final : public Platform {
  public:
   using Platform::Platform;
+  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
+    return copy_with_facts(*this, std::move(facts));
+  }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
 };

@@ -41,35 +41,28 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
                                              const AttentionSelectorConfig& config, std::optional<int> num_heads,
                                              std::string_view run_cache_dtype) const {
   Selection s;
-  // A TurboQuant cache is served by TURBOQUANT alone, whatever backend the run asked for
-  // (vLLM's test_turboquant_boundary_layers_share_a_layout); it is still validated.
-  if (config.kv_cache_dtype && is_turboquant(*config.kv_cache_dtype)) {
-    const BackendMember turboquant = m("TURBOQUANT");
-    if (selected && *selected != turboquant)
-      add_log(s, LogLine::Level::info,
-              fmt::format("Using TURBOQUANT instead of {} for the {} KV cache.", selected->name(),
-                          *config.kv_cache_dtype));
-    Checked checked = check_backend(turboquant, config);
-    s.candidates.push_back({"TURBOQUANT", 0, checked.reasons.empty(), checked.reasons});
-    if (!checked.reasons.empty()) throw_selected_invalid(turboquant, checked.reasons, std::move(s.candidates));
-    accept_backend(s, "TURBOQUANT", checked.cls);
-    s.explicit_choice = selected.has_value();
-    add_log(s, LogLine::Level::info, "Using TURBOQUANT backend.");
-    return s;
-  }
+  // A layer with a TurboQuant cache: an explicit choice that cannot serve it gives way to
+  // the automatic walk, whose last entry is TURBOQUANT (vLLM's
+  // test_turboquant_boundary_layers_share_a_layout expects TURBOQUANT with ROCM_ATTN or
+  // ROCM_AITER_FA requested); an invalid explicit TURBOQUANT still raises.
+  const bool turboquant_layer = config.kv_cache_dtype && is_turboquant(*config.kv_cache_dtype);
   // In a TurboQuant run, the boundary layers that keep the native dtype must share a KV
   // layout with TURBOQUANT, whatever backend was requested (see docs/DECISIONS.md).
-  const bool boundary_layer = is_turboquant(run_cache_dtype) && !config.use_mla;
+  const bool boundary_layer = !turboquant_layer && is_turboquant(run_cache_dtype) && !config.use_mla;
   std::optional<std::vector<KVCacheLayout>> turboquant_layouts;
   if (boundary_layer) turboquant_layouts = m("TURBOQUANT").get_attention_class()->supported_kv_cache_layouts(env_);
 
+  std::optional<std::string> overridden;  // an explicit choice the walk replaces
   if (selected) {
     Checked checked = check_backend(*selected, config);
     const bool requested_turboquant = selected->name() == "TURBOQUANT";
     if (!(boundary_layer && requested_turboquant)) {
       s.candidates.push_back({selected->name(), 0, checked.reasons.empty(), checked.reasons});
-      if (!checked.reasons.empty()) throw_selected_invalid(*selected, checked.reasons, std::move(s.candidates));
-      if (!boundary_layer || shares_layout(checked.cls->supported_kv_cache_layouts(env_), turboquant_layouts)) {
+      if (!checked.reasons.empty()) {
+        if (!turboquant_layer || requested_turboquant)
+          throw_selected_invalid(*selected, checked.reasons, std::move(s.candidates));
+        overridden = selected->name();
+      } else if (!boundary_layer || shares_layout(checked.cls->supported_kv_cache_layouts(env_), turboquant_layouts)) {
         accept_backend(s, selected->name(), checked.cls);
         s.explicit_choice = true;
         add_log(s, LogLine::Level::info,
@@ -89,9 +82,13 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
     };
   choose_by_priority(s, backend_priorities(config, num_heads), config, layout_rule);
 
+  // vLLM's two closing lines; an explicit choice the walk replaced is named among the
+  // incompatible backends.
   std::vector<std::string> rejected;
+  if (overridden) rejected.push_back(*overridden);
   for (const Candidate& c : s.candidates)
-    if (!c.valid) rejected.push_back(c.backend);
+    if (!c.valid && std::find(rejected.begin(), rejected.end(), c.backend) == rejected.end())
+      rejected.push_back(c.backend);
   if (!rejected.empty())
     add_log(s, LogLine::Level::info,
             fmt::format("Found incompatible backend(s) [{}] with {}. Overriding with {} out of potential backends: {}.",

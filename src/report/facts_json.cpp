@@ -11,6 +11,7 @@ nlohmann::ordered_json facts_json(const Platform& platform) {
                             {"value", fact_value_to_string(facts.values().at(std::string(d.name)))},
                             {"default", fact_value_to_string(d.default_for(platform.env().device))},
                             {"overridden", facts.is_overridden(d.name)},
+                            {"from_engine", facts.is_from_engine(d.name)},
                             {"doc", d.doc}});
   return out;
 }

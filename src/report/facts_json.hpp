@@ -7,7 +7,7 @@
 
 namespace attnsel::report {
 
-/// {"platform", "facts": [{"name", "type", "value", "default", "overridden", "doc"}]}.
+/// {"platform", "facts": [{"name", "type", "value", "default", "overridden", "from_engine", "doc"}]}.
 nlohmann::ordered_json facts_json(const Platform& platform);
 
 }  // namespace attnsel::report

@@ -69,6 +69,31 @@ static void test_select(void) {
   }
 }
 
+/* vLLM's platform messages: the CPU's block-size warning for a block size the user gave. */
+static void test_platform_messages(void) {
+  attnsel_select_request r;
+  attnsel_selection* s = NULL;
+  attnsel_select_request_init(&r);
+  r.platform = "cpu";
+  r.block_size = 16;
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_OK && s != NULL);
+  if (s == NULL) return;
+  CHECK(attnsel_selection_num_warnings(s) == 1);
+  CHECK(attnsel_selection_warning(s, 0) != NULL &&
+        strcmp(attnsel_selection_warning(s, 0), "CPU backend prefers block_size is multiples of 32, otherwise the "
+                                                "performance is not optimized.") == 0);
+  attnsel_selection_destroy(s);
+  /* ROCm: a requested backend that cannot serve a TurboQuant layer gives way to TURBOQUANT. */
+  attnsel_select_request_init(&r);
+  r.platform = "rocm:gfx942";
+  r.kv_cache_dtype = "turboquant_k8v4";
+  r.attention_backend = "ROCM_ATTN";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_OK && s != NULL);
+  if (s == NULL) return;
+  CHECK(strcmp(attnsel_selection_backend(s), "TURBOQUANT") == 0);
+  attnsel_selection_destroy(s);
+}
+
 static void test_select_failures(void) {
   attnsel_select_request r;
   attnsel_selection* s = NULL;
@@ -131,6 +156,18 @@ static void test_check_and_facts(void) {
   CHECK(attnsel_list_facts(&r, &json) == ATTNSEL_STATUS_OK);
   CHECK(contains(json, "\"name\": \"flash_attn_version\""));
   attnsel_free_string(json);
+  /* The engine's settings are the facts a selection sees: VLLM_BATCH_INVARIANT demotes FA4 to
+   * FA2 on Blackwell, which has no fp8 cache. */
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:10.0";
+  r.kv_cache_dtype = "fp8";
+  r.use_batch_invariant = 1;
+  CHECK(attnsel_check_backend(&r, "FLASH_ATTN", &json) == ATTNSEL_STATUS_OK);
+  CHECK(contains(json, "FP8 KV cache requires FA3 on SM90 or FA4 on SM100"));
+  attnsel_free_string(json);
+  CHECK(attnsel_list_facts(&r, &json) == ATTNSEL_STATUS_OK);
+  CHECK(contains(json, "\"name\": \"env.vllm_batch_invariant\",\n      \"type\": \"bool\",\n      \"value\": \"true\""));
+  attnsel_free_string(json);
 }
 
 static void test_plan(void) {
@@ -188,6 +225,29 @@ static void test_registry(const char* plugin) {
   CHECK(attnsel_register_backend(ATTNSEL_ENUM_ATTENTION, "C_TEST_BACKEND", "no::such::Class") == ATTNSEL_STATUS_OK);
   CHECK(attnsel_member_get_class(ATTNSEL_ENUM_ATTENTION, "C_TEST_BACKEND", &text) == ATTNSEL_STATUS_IMPORT_ERROR);
   CHECK(attnsel_list_backends("cpu", NULL, &text) == ATTNSEL_STATUS_OK && contains(text, "\"name\": \"C_TEST_BACKEND\""));
+  attnsel_free_string(text);
+  /* vLLM's Enum.register: a new member with no override; an existing name is refused. */
+  CHECK(attnsel_register_member(ATTNSEL_ENUM_MAMBA, "C_TEST_MAMBA", "attnsel::backends::Mamba2AttentionBackend") ==
+        ATTNSEL_STATUS_OK);
+  CHECK(attnsel_member_is_overridden(ATTNSEL_ENUM_MAMBA, "C_TEST_MAMBA", &overridden) == ATTNSEL_STATUS_OK &&
+        overridden == 0);
+  CHECK(attnsel_register_member(ATTNSEL_ENUM_MAMBA, "C_TEST_MAMBA", "x.Y") == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(strcmp(attnsel_last_error(), "Backend C_TEST_MAMBA already exists in MambaAttentionBackendEnum. Use "
+                                     "register_backend(MambaAttentionBackendEnum.C_TEST_MAMBA, 'x.Y') to override.") == 0);
+  CHECK(attnsel_register_member(ATTNSEL_ENUM_ATTENTION, "FLASH_ATTN", "x.Y") == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "Backend FLASH_ATTN already exists in AttentionBackendEnum."));
+  /* vLLM's get_mamba_attn_backend and its errors. */
+  CHECK(attnsel_get_mamba_attn_backend("MAMBA2", 0, &text) == ATTNSEL_STATUS_OK);
+  CHECK(contains(text, "\"name\":\"MAMBA2_ATTN\"") && contains(text, "\"is_ssm\":true"));
+  attnsel_free_string(text);
+  CHECK(attnsel_get_mamba_attn_backend("MAMBA2", 1, &text) == ATTNSEL_STATUS_RUNTIME_ERROR && text == NULL);
+  CHECK(strcmp(attnsel_last_error(), "VLLM batch_invariant mode is not supported for MAMBA2_ATTN.") == 0);
+  CHECK(attnsel_get_mamba_attn_backend("CUSTOM", 0, &text) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "Backend CUSTOM must be registered before use."));
+  CHECK(attnsel_get_mamba_attn_backend("FLASH_ATTN", 0, &text) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "Unknown attention backend: 'FLASH_ATTN'."));
+  CHECK(attnsel_get_mamba_attn_backend("C_TEST_MAMBA", 0, &text) == ATTNSEL_STATUS_OK &&
+        contains(text, "\"name\":\"MAMBA2_ATTN\""));
   attnsel_free_string(text);
   /* Plugins. */
   CHECK(attnsel_load_plugin("/nonexistent/libnothing.so", NULL) == ATTNSEL_STATUS_IMPORT_ERROR);
@@ -446,6 +506,7 @@ static void test_kernel(void) {
 int main(int argc, char** argv) {
   test_versions();
   test_select();
+  test_platform_messages();
   test_select_failures();
   test_check_and_facts();
   test_plan();

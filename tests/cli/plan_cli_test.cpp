@@ -58,6 +58,16 @@ TEST_F(PlanCli, TableOfLayerRangesKindsBackendsBlockSizeAndLayout) {
   EXPECT_THAT(r.out, HasSubstr("KV cache:   344,064 bytes per token per rank"));
 }
 
+// vLLM's get_mamba_attn_backend: a Mamba backend without batch invariance under
+// VLLM_BATCH_INVARIANT is vLLM's RuntimeError.
+TEST_F(PlanCli, MambaSelectorRefusesBatchInvariance) {
+  const json j = plan_json({"--model", example("mamba"), "--platform", "cuda:9.0", "--batch-invariant"}, 3);
+  EXPECT_EQ(j.at("error"), "VLLM batch_invariant mode is not supported for MAMBA1_ATTN.");
+  EXPECT_EQ(j.at("error_type"), "RuntimeError");
+  EXPECT_EQ(plan_json({"--model", example("mamba"), "--platform", "cuda:9.0"}, 0).at("groups").at(0).at("backend"),
+            "MAMBA1");
+}
+
 TEST_F(PlanCli, WithoutModelPlansTheBuiltInDefault) {
   const auto r = plan({"--platform", "cpu"}, 0);
   EXPECT_THAT(r.out, HasSubstr("<built-in default> (llama, LlamaForCausalLM)"));

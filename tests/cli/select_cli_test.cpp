@@ -302,5 +302,33 @@ TEST_F(SelectCli, ListFactsShowsAnOverriddenValueAndItsDefault) {
   EXPECT_EQ(j.at("facts").size(), fact_definitions().size());
 }
 
+// vLLM's platform messages at the command: CpuPlatform.check_and_update_config's block-size
+// warning, and ROCm's lines for a layer with a TurboQuant cache.
+TEST_F(SelectCli, CpuBlockSizeWarning) {
+  const json j = select_json({"--platform", "cpu", "--block-size", "16"});
+  EXPECT_THAT(j.at("warnings"), ElementsAre("CPU backend prefers block_size is multiples of 32, otherwise the "
+                                            "performance is not optimized."));
+  EXPECT_TRUE(select_json({"--platform", "cpu", "--block-size", "64"}).at("warnings").empty());
+}
+
+TEST_F(SelectCli, RocmTurboQuantLayerLogsVllmsLines) {
+  const std::vector<std::string> layer{"select", "--platform", "rocm:gfx942", "--kv-cache-dtype", "turboquant_k8v4",
+                                       "--head-size", "128"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = layer;
+    args.insert(args.end(), more.begin(), more.end());
+    return run_attnsel(args, {"ATTNSEL_LOG_LEVEL=info"});
+  };
+  const test::CliResult explicit_choice = with({"--attention-backend", "TURBOQUANT"});
+  EXPECT_EQ(explicit_choice.exit_code, 0) << explicit_choice.err;
+  EXPECT_THAT(explicit_choice.err, HasSubstr("Using TURBOQUANT backend (selected via --attention-backend)."));
+  const test::CliResult replaced = with({"--attention-backend", "ROCM_ATTN"});
+  EXPECT_EQ(replaced.exit_code, 0) << replaced.err;
+  EXPECT_THAT(replaced.out, HasSubstr("Chosen:    TURBOQUANT"));
+  EXPECT_THAT(replaced.err, HasSubstr("Found incompatible backend(s) [ROCM_ATTN, ROCM_AITER_UNIFIED_ATTN, "
+                                      "TRITON_ATTN] with decoder. Overriding with TURBOQUANT out of potential "
+                                      "backends: ['TURBOQUANT']."));
+}
+
 }  // namespace
 }  // namespace attnsel

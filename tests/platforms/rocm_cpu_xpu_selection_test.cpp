@@ -149,6 +149,32 @@ TEST_F(SelectionTest, RocmTurboQuantBoundaryLayersShareALayout) {
   }
 }
 
+// A layer with a TurboQuant cache: a valid explicit choice is vLLM's explicit path and its
+// log; a requested backend that cannot serve the layer gives way to the automatic walk, named
+// among the incompatible backends of vLLM's closing line.
+TEST_F(SelectionTest, RocmTurboQuantLayerLogs) {
+  LayerRequest tq = rocm_layer("turboquant_k8v4");
+  auto chosen = select("rocm:gfx942", block16("TURBOQUANT"), tq);
+  EXPECT_EQ(chosen->backend, "TURBOQUANT");
+  EXPECT_TRUE(chosen->explicit_choice);
+  EXPECT_EQ(chosen->logs.back().text, "Using TURBOQUANT backend (selected via --attention-backend).");
+
+  auto replaced = select("rocm:gfx942", block16("ROCM_AITER_FA"), tq);
+  EXPECT_EQ(replaced->backend, "TURBOQUANT");
+  EXPECT_FALSE(replaced->explicit_choice);
+  EXPECT_EQ(replaced->logs.back().text,
+            "Found incompatible backend(s) [ROCM_AITER_FA, ROCM_ATTN, ROCM_AITER_UNIFIED_ATTN, TRITON_ATTN] with "
+            "decoder. Overriding with TURBOQUANT out of potential backends: ['TURBOQUANT'].");
+
+  auto automatic = select("rocm:gfx942", block16(), tq);
+  EXPECT_EQ(automatic->backend, "TURBOQUANT");
+  EXPECT_EQ(automatic->logs.back().text,
+            "Found incompatible backend(s) [ROCM_ATTN, ROCM_AITER_UNIFIED_ATTN, TRITON_ATTN] with decoder. "
+            "Overriding with TURBOQUANT out of potential backends: ['TURBOQUANT'].");
+  EXPECT_THAT(error_of("rocm:gfx942", block16("TURBOQUANT", true), tq),
+              ::testing::StartsWith("Selected backend TURBOQUANT is not valid for this configuration. Reason: "));
+}
+
 // vLLM: test_turboquant_boundary_selection_is_not_cached_from_ordinary_run.
 TEST_F(SelectionTest, RocmBoundarySelectionIsNotReusedByAnOrdinaryRun) {
   Selector selector(make_platform("rocm:gfx942"));
@@ -188,7 +214,7 @@ TEST_F(SelectionTest, RocmLogsIncompatibleBackendsWhenOverriding) {
 // vLLM: the CPU cases of test_backend_selection, test_fp32_fallback, test_auto_backend_selection_behavior.
 TEST_F(SelectionTest, CpuAlwaysRoutesToCpuAttn) {
   for (const char* requested : {"FLASH_ATTN", "TRITON_ATTN", "CPU_ATTN"}) {
-    auto s = select("cpu", block16(requested), layer(16, DType::float16));
+    auto s = select("cpu", engine_with_backend(requested), layer(16, DType::float16));
     EXPECT_EQ(s->backend, "CPU_ATTN");
     if (std::string(requested) != "CPU_ATTN") {
       EXPECT_EQ(s->logs.front().text, std::string("Cannot use ") + requested + " backend on CPU.");
@@ -197,6 +223,22 @@ TEST_F(SelectionTest, CpuAlwaysRoutesToCpuAttn) {
   EngineConfig automatic;
   automatic.attention.set_backend("auto");
   EXPECT_EQ(pick("cpu", automatic, layer(16, DType::float16)), pick("cpu", EngineConfig{}, layer(16, DType::float16)));
+}
+
+// CpuPlatform.check_and_update_config's warning, for a block size the user gave; the
+// platform's own (128) never warns.
+TEST_F(SelectionTest, CpuWarnsOfABlockSizeThatIsNotAMultipleOf32) {
+  const std::string warning =
+      "CPU backend prefers block_size is multiples of 32, otherwise the performance is not optimized.";
+  EXPECT_EQ(select("cpu", block16(), layer(64))->warnings(), std::vector<std::string>{warning});
+  EngineConfig block48;
+  block48.cache.block_size = 48;
+  block48.cache.user_specified_block_size = true;
+  EXPECT_EQ(select("cpu", block48, layer(64))->warnings(), std::vector<std::string>{warning});
+  EngineConfig block64 = block48;
+  block64.cache.block_size = 64;
+  EXPECT_TRUE(select("cpu", block64, layer(64))->warnings().empty());
+  EXPECT_TRUE(select("cpu", EngineConfig{}, layer(64))->warnings().empty());
 }
 
 TEST_F(SelectionTest, CpuMlaAndSparse) {

@@ -127,7 +127,7 @@ PlanInputs build_inputs(const PlanOptions& o) {
 }
 
 // The platform with the plan's facts (model, engine options) under the user's --fact values.
-std::shared_ptr<Platform> build_platform(const PlanOptions& o, const PlanInputs& in, const std::string& spec) {
+std::shared_ptr<const Platform> build_platform(const PlanOptions& o, const PlanInputs& in, const std::string& spec) {
   std::map<std::string, std::string> seen;
   for (const std::string& f : o.platform.facts) {
     const auto [name, value] = split_assignment(f, "--fact", "NAME=VALUE");
@@ -146,7 +146,7 @@ void print_text(const PlanOptions& o, const ModelSpec& model, const ModelPlan& p
 
 int run_single(const PlanOptions& o) {
   const PlanInputs in = build_inputs(o);
-  const std::shared_ptr<Platform> platform = build_platform(o, in, o.platform.platform);
+  const std::shared_ptr<const Platform> platform = build_platform(o, in, o.platform.platform);
   Selector selector(platform);
   try {
     const ModelPlan plan = make_plan(in.model, in.options, selector);
@@ -185,7 +185,7 @@ std::vector<std::string> split_list(const std::string& text) {
 int run_compare(const PlanOptions& o) {
   if (!o.platform.platform.empty()) throw UsageError("--compare and --platform cannot be combined");
   const PlanInputs in = build_inputs(o);
-  std::vector<std::shared_ptr<Platform>> platforms;
+  std::vector<std::shared_ptr<const Platform>> platforms;
   for (const std::string& spec : split_list(o.compare)) platforms.push_back(build_platform(o, in, spec));
   std::vector<PlatformOutcome> outcomes;
   bool all_ok = true;

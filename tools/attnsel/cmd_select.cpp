@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "attnsel/engine_facts.hpp"
 #include "attnsel/registry.hpp"
 #include "attnsel/selector.hpp"
 #include "commands.hpp"
@@ -25,19 +26,27 @@ struct SelectOptions {
 
 // Everything the command line describes, built in the usage phase.
 struct SelectInputs {
-  std::shared_ptr<Platform> platform;
+  std::shared_ptr<const Platform> platform;  ///< as the engine's settings leave it (with_engine)
   EngineConfig engine;
   LayerRequest layer;
   AttentionSelectorConfig config;
   std::optional<BackendMember> requested;
 };
 
+// The engine settings the command line gives: the attention config and backend, then the
+// cache config and switches.
+EngineConfig build_engine(const SelectOptions& o) {
+  EngineConfig engine;
+  o.backend.apply(engine.attention);
+  o.layer.apply(engine);
+  return engine;
+}
+
 SelectInputs build_inputs(const SelectOptions& o) {
   SelectInputs in;
   in.layer = o.layer.make_layer();
-  o.layer.apply(in.engine);
-  o.backend.apply(in.engine.attention);
-  in.platform = o.platform.make_platform();
+  in.engine = build_engine(o);
+  in.platform = as_usage([&] { return with_engine(o.platform.make_platform(), in.engine); });
   in.config = as_usage([&] { return make_selector_config(in.engine, in.layer); });
   in.requested = effective_backend(in.engine, in.layer);
   return in;
@@ -84,7 +93,8 @@ void print_explanation(const SelectInputs& in, const Selection& s) {
 }
 
 int list_facts(const SelectOptions& o) {
-  const std::shared_ptr<Platform> platform = o.platform.make_platform();
+  const EngineConfig engine = build_engine(o);
+  const std::shared_ptr<const Platform> platform = as_usage([&] { return with_engine(o.platform.make_platform(), engine); });
   const RuntimeFacts& facts = platform->env().facts;
   if (o.output.json) {
     print_json(report::facts_json(*platform));
@@ -93,10 +103,10 @@ int list_facts(const SelectOptions& o) {
   fmt::print("Runtime facts on {} (set with --fact NAME=VALUE):\n", platform->describe());
   for (const FactDefinition& d : fact_definitions()) {
     const std::string value = fact_value_to_string(facts.values().at(std::string(d.name)));
-    const std::string note = facts.is_overridden(d.name)
-                                 ? fmt::format(" (set; default {})",
-                                               fact_value_to_string(d.default_for(platform->env().device)))
-                                 : std::string(" (default)");
+    const std::string default_value = fact_value_to_string(d.default_for(platform->env().device));
+    const std::string note = facts.is_overridden(d.name)    ? fmt::format(" (set; default {})", default_value)
+                             : facts.is_from_engine(d.name) ? fmt::format(" (engine setting; default {})", default_value)
+                                                            : std::string(" (default)");
     fmt::print("  {} = {}{}  [{}]\n      {}\n", d.name, value, note, d.type, d.doc);
   }
   return kExitChosen;

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "attnsel/capability_checks.hpp"
+#include "attnsel/engine_args.hpp"
 #include "commands.hpp"
 #include "json_output.hpp"
 
@@ -80,9 +81,14 @@ std::shared_ptr<Platform> PlatformOptions::make_platform() const {
 // --- BackendChoiceOptions -------------------------------------------------------------
 
 void BackendChoiceOptions::add_to(CLI::App& app) {
-  app.add_option("--attention-backend", attention_backend,
-                 "the backend to use (case-insensitive), or auto for the platform's priority list")
-      ->default_str("auto");
+  attention_backend_opt_ = app.add_option("--attention-backend", attention_backend,
+                                          "the backend to use (case-insensitive), or auto for the platform's "
+                                          "priority list")
+                               ->default_str("auto");
+  attention_config_opt_ = app.add_option(
+      "--attention-config", attention_config,
+      R"(vLLM's --attention-config JSON, e.g. '{"flash_attn_version": 2, "backend_per_kind": {"sliding_window": )"
+      R"("TRITON_ATTN"}}')");
   app.add_option("--backend-per-kind", backend_per_kind,
                  "override the backend for one KV-cache group kind, KIND=NAME (repeatable), e.g. "
                  "sliding_window=TRITON_ATTN")
@@ -95,8 +101,12 @@ void BackendChoiceOptions::apply(AttentionConfig& config) const {
   for (const std::string& a : backend_per_kind)
     assignments.push_back(split_assignment(a, "--backend-per-kind", "KIND=NAME"));
   reject_conflicts(assignments, "--backend-per-kind");
+  auto given = [](const CLI::Option* opt, const std::string& text) {
+    return opt != nullptr && opt->count() > 0 ? std::optional<std::string_view>(text) : std::nullopt;
+  };
   as_usage([&] {
-    config.set_backend(attention_backend);
+    config = make_attention_config(given(attention_backend_opt_, attention_backend),
+                                   given(attention_config_opt_, attention_config));
     for (const auto& [kind, name] : assignments) config.set_backend_per_kind(kind, name);
   });
 }
@@ -165,8 +175,9 @@ void LayerOptions::apply(EngineConfig& engine) const {
     engine.cache.block_size = block_size;
     engine.cache.user_specified_block_size = true;
   }
+  // A flag only turns its switch on: a switch the attention config set stays set.
   for (const CapabilityCheck& check : capability_checks())
-    if (!check.cli_flag.empty() && check.to_engine != nullptr) check.to_engine(engine, flag(check.flag));
+    if (!check.cli_flag.empty() && check.to_engine != nullptr && flag(check.flag)) check.to_engine(engine, true);
 }
 
 bool LayerOptions::flag(std::string_view field) const {

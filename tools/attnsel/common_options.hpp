@@ -77,14 +77,20 @@ struct PlatformOptions {
   CLI::Option* platform_opt_ = nullptr;
 };
 
-/// --attention-backend, --backend-per-kind (repeatable).
+/// --attention-backend, --attention-config, --backend-per-kind (repeatable).
 struct BackendChoiceOptions {
-  std::string attention_backend = "auto";
+  std::string attention_backend;              ///< meaningful only when --attention-backend was given
+  std::string attention_config;               ///< meaningful only when --attention-config was given
   std::vector<std::string> backend_per_kind;  ///< "KIND=NAME"
 
   void add_to(CLI::App& app);
-  /// Applies both to `config` through vLLM's validators.
+  /// Applies them to `config` through vLLM's validators (make_attention_config, then the
+  /// per-kind overrides).
   void apply(AttentionConfig& config) const;
+
+ private:
+  CLI::Option* attention_backend_opt_ = nullptr;
+  CLI::Option* attention_config_opt_ = nullptr;
 };
 
 /// The layer being selected for: every argument of get_attn_backend and every flag of
@@ -104,7 +110,8 @@ struct LayerOptions {
 
   void add_to(CLI::App& app);
   LayerRequest make_layer() const;
-  /// Fills the engine-level fields (cache config, parallel sizes, switches) of `engine`.
+  /// Fills the engine-level fields (cache config, parallel sizes, switches) of `engine`; a
+  /// switch flag turns its field on and never off.
   void apply(EngineConfig& engine) const;
 
  private:

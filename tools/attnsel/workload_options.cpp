@@ -106,6 +106,7 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
 
   Selector selector(out.platform);
   out.selection = *selector.select(engine, layer);
+  out.platform = selector.platform_for(engine);
   const std::shared_ptr<const AttentionBackend> cls = out.selection.backend_class;
   out.make_impl = [cls](const kernel::LayerParams& p) { return cls->make_impl(p); };
   // The backend's kernel says where it runs and what it prefers (a plugin overriding a

@@ -43,7 +43,7 @@ struct ModelOptions {
 
 /// What a run needs once the backend is chosen.
 struct ChosenBackend {
-  std::shared_ptr<Platform> platform;
+  std::shared_ptr<const Platform> platform;  ///< as the engine's settings leave it (Selector::platform_for)
   Selection selection;
   runtime::ImplFactory make_impl;
   kernel::KernelInfo kernel;         ///< what the backend's kernel declares (device, ISA, graph support, layout)
