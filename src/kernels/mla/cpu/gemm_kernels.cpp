@@ -132,16 +132,27 @@ namespace hn = hwy::HWY_NAMESPACE;
 using DF = hn::ScalableTag<float>;
 using VF = hn::Vec<DF>;
 
+// Row l of B, columns [j, j + lanes), as fp32: from f32 rows, or widened (exactly) from the
+// bf16 pairs when a bf16 layer's weights meet a target without AVX-512-BF16.
+HWY_INLINE VF LoadB(const PackedMatrix& B, std::size_t l, std::size_t j) {
+  const DF df;
+  if (!B.bf16_pairs) return hn::LoadU(df, B.f32.data() + l * static_cast<std::size_t>(B.n) + j);
+  const hn::RebindToUnsigned<DF> du;
+  const auto words = hn::LoadU(du, B.pairs.data() + l / 2 * static_cast<std::size_t>(B.n) + j);
+  return hn::BitCast(df, l % 2 == 0 ? hn::ShiftLeft<16>(words) : hn::And(words, hn::Set(du, 0xFFFF0000u)));
+}
+
 template <int MR, int NR>
-HWY_INLINE void BlockF32(const float* a /* [MR][k] */, const float* b, int n, int k, float* out) {
+HWY_INLINE void BlockF32(const float* a /* [MR][k] */, const PackedMatrix& B, int j0, float* out) {
   const DF df;
   const std::size_t L = hn::Lanes(df);
+  const int k = B.k;
   VF acc[MR][NR];
   for (int i = 0; i < MR; ++i)
     for (int j = 0; j < NR; ++j) acc[i][j] = hn::Zero(df);
   for (int l = 0; l < k; ++l) {
     VF bv[NR];
-    for (int j = 0; j < NR; ++j) bv[j] = hn::LoadU(df, b + static_cast<std::size_t>(l) * n + j * L);
+    for (int j = 0; j < NR; ++j) bv[j] = LoadB(B, static_cast<std::size_t>(l), static_cast<std::size_t>(j0) + j * L);
     for (int i = 0; i < MR; ++i) {
       const VF av = hn::Set(df, a[static_cast<std::size_t>(i) * k + l]);
       for (int j = 0; j < NR; ++j) acc[i][j] = hn::MulAdd(av, bv[j], acc[i][j]);
@@ -162,12 +173,11 @@ HWY_INLINE void RowsF32(const GemmArgs& g, int i0, float* a_rows /* [MR][k] */) 
   HWY_ALIGN float out[MR * 4 * (HWY_MAX_BYTES / sizeof(float))];
   for (int j0 = g.n_begin; j0 < g.n_end; j0 += 4 * L) {
     const int nr = std::min(4, (g.n_end - j0) / L);
-    const float* b = B.f32.data() + j0;
     switch (nr) {
-      case 4: BlockF32<MR, 4>(a_rows, b, B.n, B.k, out); break;
-      case 3: BlockF32<MR, 3>(a_rows, b, B.n, B.k, out); break;
-      case 2: BlockF32<MR, 2>(a_rows, b, B.n, B.k, out); break;
-      default: BlockF32<MR, 1>(a_rows, b, B.n, B.k, out); break;
+      case 4: BlockF32<MR, 4>(a_rows, B, j0, out); break;
+      case 3: BlockF32<MR, 3>(a_rows, B, j0, out); break;
+      case 2: BlockF32<MR, 2>(a_rows, B, j0, out); break;
+      default: BlockF32<MR, 1>(a_rows, B, j0, out); break;
     }
     for (int i = 0; i < MR; ++i) gemm_detail::store_row(g, i0 + i, j0 - g.n_begin, out + i * nr * L, nr * L);
   }
