@@ -80,7 +80,7 @@ TEST(MlaCpuDecode, HeadCountsAndOddLengths) {
   for (int heads : {96, 128}) {  // several row groups per request
     MlaSetup s;
     s.heads = heads;
-    s.requests = one_token_each({1, 65, 31});
+    s.requests = one_token_each({1, 33});
     check_decode(s);
   }
 }
@@ -107,7 +107,7 @@ TEST(MlaCpuDecode, BlockSizes) {
 
 TEST(MlaCpuDecode, SeveralQueryTokensPerRequest) {
   for (int s_q : {2, 3, 4})
-    for (int heads : {8, 12, 16, 24}) {
+    for (int heads : {12, 24}) {
       MlaSetup s;
       s.heads = heads;
       s.decode_query_len = 4;
