@@ -277,9 +277,12 @@ HWY_INLINE void ShiftTile(const KeyTile& t0, std::int64_t k_shift, std::int64_t 
 }
 
 // Into L2 (prefetcht1): the lines are used two tiles later, by when L1 would have evicted them.
+// Values that are the keys' own rows (MLA's latent: V is the first entries of K) are not
+// fetched twice.
 HWY_INLINE void PrefetchTile(const KeyTile& t, std::size_t k_row_bytes, std::size_t v_row_bytes) {
   for (int n = 0; n < t.nk; ++n) {
     for (std::size_t b = 0; b < k_row_bytes; b += 64) __builtin_prefetch(t.k[n] + b, 0, 2);
+    if (t.v[n] == t.k[n]) continue;
     for (std::size_t b = 0; b < v_row_bytes; b += 64) __builtin_prefetch(t.v[n] + b, 0, 2);
   }
 }
