@@ -38,7 +38,7 @@ struct ATTNSEL_API AttentionConfig {
 struct ATTNSEL_API CacheConfig {
   int block_size = 16;
   bool user_specified_block_size = false;
-  std::string cache_dtype = "auto";
+  CacheDType cache_dtype = CacheDType::auto_;
 };
 
 /// Everything get_attn_backend reads from vLLM's global config.
@@ -57,7 +57,7 @@ struct ATTNSEL_API EngineConfig {
 struct ATTNSEL_API LayerRequest {
   int head_size = 0;
   DType dtype = DType::bfloat16;
-  std::optional<std::string> kv_cache_dtype;
+  std::optional<CacheDType> kv_cache_dtype;
   bool use_mla = false;
   bool has_sink = false;
   bool use_sparse = false;
@@ -68,8 +68,7 @@ struct ATTNSEL_API LayerRequest {
   bool has_sliding_window = false;
 };
 
-/// Builds the selector config exactly as vLLM's get_attn_backend does (vllm/v1/attention/selector.py);
-/// validates the kv-cache dtype.
+/// Builds the selector config exactly as vLLM's get_attn_backend does (vllm/v1/attention/selector.py).
 ATTNSEL_API AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer);
 /// The backend argument after the per-kind override (get_attn_backend's backend_per_kind lookup).
 ATTNSEL_API std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
@@ -92,7 +91,7 @@ class ATTNSEL_API Selector {
   std::shared_ptr<const Selection> cached_select(const std::optional<BackendMember>& backend,
                                                  const AttentionSelectorConfig& config,
                                                  std::optional<int> num_heads,
-                                                 std::string_view run_cache_dtype = "auto");
+                                                 CacheDType run_cache_dtype = CacheDType::auto_);
   /// Forgets every memoised selection (vLLM's cache_clear()).
   void clear();
   std::size_t cache_size() const;
@@ -103,7 +102,7 @@ class ATTNSEL_API Selector {
     std::optional<BackendMember> backend;
     AttentionSelectorConfig config;
     std::optional<int> num_heads;
-    std::string run_cache_dtype;
+    CacheDType run_cache_dtype = CacheDType::auto_;
     bool operator==(const Key&) const = default;
   };
   struct KeyHash {
@@ -114,7 +113,7 @@ class ATTNSEL_API Selector {
   /// next call on any Selector.
   const std::shared_ptr<const Selection>& lookup(const std::optional<BackendMember>& backend,
                                                  const AttentionSelectorConfig& config, std::optional<int> num_heads,
-                                                 std::string_view run_cache_dtype);
+                                                 CacheDType run_cache_dtype);
   /// The shared cache, filled on a miss by the platform's selection.
   std::shared_ptr<const Selection> lookup_shared(Key key, std::uint64_t generation);
 

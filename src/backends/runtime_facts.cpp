@@ -36,7 +36,7 @@ bool fa4_hd256_must_fall_back(const RuntimeEnv& env, const FaVersionQuery& q) {
   if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0) return true;  // pages are 128 tokens
   if (q.mm_prefix || f.get_bool("model.is_mm_prefix_lm") || f.get_bool("model.uses_rswa")) return true;
   if (f.get_int("parallel.decode_context_parallel_size") > 1) return true;
-  if (q.kv_cache_dtype && q.kv_cache_dtype->starts_with("fp8")) return true;
+  if (q.kv_cache_dtype && cache_dtype_name(*q.kv_cache_dtype).starts_with("fp8")) return true;
   return false;
 }
 }  // namespace
@@ -75,8 +75,8 @@ std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersion
   return v;
 }
 
-bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, std::string_view kv_cache_dtype, FaVersionQuery q) {
-  if (kv_cache_dtype == "fp8_e5m2") return false;
+bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, CacheDType kv_cache_dtype, FaVersionQuery q) {
+  if (kv_cache_dtype == CacheDType::fp8_e5m2) return false;
   if (env.device.kind == PlatformKind::xpu) return true;
   if (!q.kv_cache_dtype) q.kv_cache_dtype = kv_cache_dtype;
   const std::optional<int> v = get_flash_attn_version(env, q);

@@ -13,7 +13,7 @@ class CudaPlatform final : public Platform {
  public:
   using Platform::Platform;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
                                                 std::optional<int> num_heads) const override;
 
@@ -26,7 +26,7 @@ class RocmPlatform final : public Platform {
  public:
   using Platform::Platform;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
                                                 std::optional<int> num_heads) const override;
 };
@@ -36,7 +36,7 @@ class CpuPlatform final : public Platform {
  public:
   using Platform::Platform;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::optional<int> default_block_size() const override { return 128; }
 };
 
@@ -45,7 +45,7 @@ class XpuPlatform final : public Platform {
  public:
   using Platform::Platform;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
 };
 
 /// An out-of-tree platform that does not override get_attn_backend_cls (vLLM's base
@@ -54,7 +54,7 @@ class OtherPlatform final : public Platform {
  public:
   using Platform::Platform;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
 };
 
 }  // namespace attnsel::platforms

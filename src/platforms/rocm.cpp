@@ -14,7 +14,7 @@ namespace attnsel::platforms {
 namespace {
 BackendMember m(std::string_view name) { return AttentionBackendEnum[name]; }
 
-bool is_turboquant(std::string_view cache_dtype) { return cache_dtype.starts_with("turboquant_"); }
+bool is_turboquant(CacheDType d) { return cache_dtype_name(d).starts_with("turboquant_"); }
 
 bool shares_layout(const std::optional<std::vector<KVCacheLayout>>& a, const std::optional<std::vector<KVCacheLayout>>& b) {
   if (!a || !b) return true;  // "any layout" shares with everything
@@ -39,7 +39,7 @@ std::vector<BackendMember> RocmPlatform::backend_priorities(const AttentionSelec
 
 Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                              const AttentionSelectorConfig& config, std::optional<int> num_heads,
-                                             std::string_view run_cache_dtype) const {
+                                             CacheDType run_cache_dtype) const {
   Selection s;
   // A TurboQuant cache is served by TURBOQUANT alone, whatever backend the run asked for
   // (vLLM's test_turboquant_boundary_layers_share_a_layout); it is still validated.
@@ -48,7 +48,7 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
     if (selected && *selected != turboquant)
       add_log(s, LogLine::Level::info,
               fmt::format("Using TURBOQUANT instead of {} for the {} KV cache.", selected->name(),
-                          *config.kv_cache_dtype));
+                          cache_dtype_name(*config.kv_cache_dtype)));
     Checked checked = check_backend(turboquant, config);
     s.candidates.push_back({"TURBOQUANT", 0, checked.reasons.empty(), checked.reasons});
     if (!checked.reasons.empty()) throw_selected_invalid(turboquant, checked.reasons, std::move(s.candidates));
