@@ -8,7 +8,7 @@ namespace attnsel::platforms {
 
 Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                             const AttentionSelectorConfig& config, std::optional<int>,
-                                            std::string_view) const {
+                                            CacheDType) const {
   Selection s;
   if (config.use_sparse) throw SelectionError(ErrorKind::not_implemented, "Sparse Attention is not supported on CPU.", {});
 
