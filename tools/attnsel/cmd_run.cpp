@@ -10,9 +10,11 @@
 #include <memory>
 
 #include "cmd_run_dcp.hpp"
+#include "cmd_run_mla.hpp"
 #include "commands.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
+#include "phase_json.hpp"
 #include "progress_bar.hpp"
 #include "runtime/ceilings.hpp"
 #include "runtime/device_ceilings.hpp"
@@ -69,21 +71,6 @@ std::string check_line(const runtime::RunReport& r) {
                      r.check_passed() ? "passed" : "FAILED", tokens, heads, d, worst, fp8_queries, failures);
 }
 
-nlohmann::json phase_json(const runtime::PhaseStats& p) {
-  return {{"steps", p.steps},
-          {"seconds", p.seconds},
-          {"tokens", p.tokens},
-          {"tokens_per_s", p.tokens_per_s()},
-          {"kv_bytes", p.kv_bytes},
-          {"gb_per_s", p.gbps()},
-          {"flops", p.flops},
-          {"gflop_per_s", p.gflops()},
-          {"plan_us_per_step", p.plan_us_per_step()},
-          {"host_us_per_layer", p.host_us_per_layer()},
-          {"step_us", p.steps ? p.seconds / p.steps * 1e6 : 0.0},
-          {"layer_us", p.layers ? p.seconds / static_cast<double>(p.layers) * 1e6 : 0.0}};
-}
-
 nlohmann::json check_json(const runtime::CheckResult& c) {
   if (!c.ran) return nullptr;
   return {{"tokens", c.tokens},
@@ -99,6 +86,12 @@ int run_run(RunOptions o) {
     return run_dcp(o.dcp, {o.platform, o.backend, o.model, o.output, o.batch, o.context, o.new_tokens, o.decode_steps,
                            o.check});
   const std::string model_line = o.model.apply_model();
+  if (o.model.mla_model) {
+    if (o.cuda_graphs)
+      throw UsageError("--cuda-graphs: MLA models run on the host here (CPU_MLA), whose work a CUDA graph cannot capture");
+    return run_mla({o.platform, o.backend, o.model, o.output, model_line, o.batch, o.context, o.new_tokens,
+                    o.decode_steps, o.check, o.ceilings, o.progress});
+  }
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, o.model); });
   runtime::RunSpec spec;
   spec.shape() = chosen.shape;

@@ -165,6 +165,9 @@ int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
     if (request.new_tokens != 1)
       throw UsageError("--dcp runs decode steps of one new token per sequence: leave --new-tokens at 1");
     (void)request.model.apply_model();
+    if (request.model.mla_model)
+      throw UsageError(fmt::format("--dcp runs standard attention; {} has MLA layers (run them without --dcp)",
+                                   request.model.model));
     // The backend is selected for the host as `attnsel run` selects it (without DCP in the
     // selector's config: vLLM's CPU_ATTN would refuse it only for not declaring DCP); what
     // the run needs of it is its kernel's LSE output, which KernelInfo declares.

@@ -5,6 +5,7 @@
 #include "attnsel/kv_cache_layout.hpp"
 #include "attnsel/scalar_type.hpp"
 #include "attnsel/model.hpp"
+#include "attnsel/plan.hpp"
 #include "attnsel/selector.hpp"
 #include "kernels/device/cuda/device_memory.hpp"
 #include "runtime/workload_device.hpp"
@@ -53,33 +54,55 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
       ->check(PositiveInteger);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
+  app.add_option("--tensor-parallel-size", tensor_parallel_size,
+                 "with --model: run one rank of this many (vLLM's --tensor-parallel-size: heads divided; MLA's latent "
+                 "stays whole)")
+      ->capture_default_str()
+      ->check(PositiveInteger);
+}
+
+std::string ModelOptions::dtype_request() const {
+  return dtype_opt_ != nullptr && dtype_opt_->count() > 0 ? dtype : std::string("auto");
 }
 
 std::string ModelOptions::apply_model() {
-  if (model.empty()) return {};
+  if (model.empty()) {
+    if (tensor_parallel_size != 1)
+      throw UsageError("--tensor-parallel-size needs --model: it divides a model's heads over the ranks");
+    return {};
+  }
   for (const CLI::Option* o : shape_opts_)
     if (o->count() > 0)
       throw UsageError(fmt::format("{} and --model are exclusive: the model gives the shape", o->get_name()));
-  const ModelSpec spec = as_usage([&] { return load_model_config(model); });
+  const ModelSpec read = as_usage([&] { return load_model_config(model); });
+  // Heads that do not divide by the TP size are bad input, named by their field.
+  const ModelSpec spec = as_usage([&] { return shard_model(read, tensor_parallel_size); });
   const AttentionLayerSpec* first = nullptr;
   int layers = 0;
   for (const LayerSpec& l : spec.layers) {
     if (l.mixer != MixerKind::attention || !l.attention || l.role != "self_attn" || l.stack == "encoder") continue;
-    if (l.attention->use_mla)
-      throw UsageError(fmt::format("{} has MLA attention layers; attnsel run covers standard (non-MLA) attention",
+    if (l.attention->use_sparse)
+      throw UsageError(fmt::format("{} uses sparse MLA (index_topk, DeepSeek-V3.2); attnsel run drives dense MLA "
+                                   "(DeepSeek-V2/V3, Kimi-K2) and standard attention",
                                    spec.source));
     if (!first) first = &*l.attention;
     ++layers;
   }
   if (!first) throw UsageError(fmt::format("{} has no decoder self-attention layer to run", spec.source));
+  num_layers = layers;
+  const std::string tp = tensor_parallel_size > 1 ? fmt::format(", one rank of TP {}", tensor_parallel_size) : "";
+  if (first->use_mla) {
+    mla_model = read;  // planned whole: make_plan shards it
+    return fmt::format("{} ({}{}), {} MLA decoder layers{}", spec.source, spec.model_type,
+                       spec.architecture.empty() ? "" : ", " + spec.architecture, layers, tp);
+  }
   shape.num_heads = first->num_heads;
   shape.num_kv_heads = first->num_kv_heads;
   shape.head_size = first->head_size;
-  num_layers = layers;
   if (dtype_opt_ == nullptr || dtype_opt_->count() == 0)
     dtype = std::string(dtype_name(as_usage([&] { return resolve_model_dtype(spec, "auto"); })));
-  return fmt::format("{} ({}{}), {} decoder self-attention layers", spec.source, spec.model_type,
-                     spec.architecture.empty() ? "" : ", " + spec.architecture, layers);
+  return fmt::format("{} ({}{}), {} decoder self-attention layers{}", spec.source, spec.model_type,
+                     spec.architecture.empty() ? "" : ", " + spec.architecture, layers, tp);
 }
 
 ChosenBackend choose_backend(const PlatformOptions& platform_opts, const BackendChoiceOptions& backend_opts,

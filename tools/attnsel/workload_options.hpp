@@ -7,9 +7,11 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "attnsel/model.hpp"
 #include "attnsel/platform.hpp"
 #include "common_options.hpp"
 #include "runtime/paged_workload.hpp"
@@ -18,7 +20,8 @@
 
 namespace attnsel::cli {
 
-/// --num-heads --num-kv-heads --head-size --num-layers --dtype --kv-cache-dtype --block-size --layout.
+/// --num-heads --num-kv-heads --head-size --num-layers --dtype --kv-cache-dtype --block-size --layout,
+/// --model and --tensor-parallel-size.
 struct ModelOptions {
   /// The heads, head size and kv-cache dtype as given; choose_backend resolves the rest of
   /// the shape (dtype, block size, layout) from the flags below and the backend.
@@ -28,13 +31,20 @@ struct ModelOptions {
   int block_size = 0;      ///< 0: the platform's default block size (16 where it has none)
   std::string layout;      ///< empty: the backend's first declared layout, else vLLM's default (NHD)
   std::string model;       ///< a config.json (or its folder): the shape comes from there
+  int tensor_parallel_size = 1;  ///< --tensor-parallel-size: the run is one rank's (heads divided)
+  /// Set by apply_model when the model's decoder self-attention layers are MLA (DeepSeek-V2/V3,
+  /// Kimi-K2): the model as read, unsharded; the jobs run its MLA layers (mla_options.hpp).
+  std::optional<ModelSpec> mla_model;
 
   void add_to(CLI::App& app, bool with_layers);
   /// With --model: replaces the shape (and, unless --dtype was given, the dtype) by the
-  /// model's decoder self-attention layers; returns a one-line description of the model
-  /// (empty without --model). UsageError when the model has no such layer or the shape
-  /// flags were given too.
+  /// model's decoder self-attention layers on one tensor-parallel rank, or, for an MLA
+  /// model, keeps the model in `mla_model`; returns a one-line description of the model
+  /// (empty without --model). UsageError when the model has no such layer, its heads do not
+  /// divide by the TP size, the shape flags were given too, or it uses sparse MLA.
   std::string apply_model();
+  /// --dtype as given, or "auto" (the model's) when it was not.
+  std::string dtype_request() const;
 
  private:
   std::vector<CLI::Option*> shape_opts_;
