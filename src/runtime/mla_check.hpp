@@ -25,8 +25,9 @@ struct MlaTolerance {
 };
 
 /// The bound of a layer's outputs (after W_UV): 16-bit layers abs 4e-3 (decode) or 6e-3
-/// (prefill: keys and values rounded after the up-projection), rel 2.01/128, cos 5e-6;
-/// f32 layers 1e-5 / 1e-5 / 1e-10.
+/// (prefill: keys and values rounded after the up-projection), rel 2.01/128, cos 5e-6 for
+/// fp16 and 2e-5 for bf16 (the whole layer's chain of bf16 roundings); f32 layers
+/// 1e-5 / 1e-5 / 1e-10.
 MlaTolerance mla_output_tolerance(kernel::ScalarType dtype, bool prefill);
 
 struct MlaMismatch {

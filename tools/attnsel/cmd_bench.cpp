@@ -3,12 +3,14 @@
 // CPU: the CPU cases (decode batch 8 × 8192, one 32k-token sequence, a causal 4096-token
 // prefill) against read bandwidth and compute peaks. For attnsel's CUDA kernels: the GPU
 // cases on device memory (decode 64 × 4096, one 32k sequence, causal prefill 2 × 16k)
-// against the device read bandwidth and their absolute targets on an H200.
+// against the device read bandwidth and their absolute targets on an H200. With --model of
+// an MLA model: its layer's cases on the host (cmd_bench_mla.hpp).
 #include <fmt/format.h>
 
 #include <cstdio>
 #include <memory>
 
+#include "cmd_bench_mla.hpp"
 #include "commands.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
@@ -31,11 +33,24 @@ struct BenchOptions {
   int repeats = 5;
   double scale = 1.0;
   int block_size = 16;  // the targets' block size
+  CLI::Option* block_size_opt = nullptr;
   int batch = 0;        // with context: one decode case of this shape instead of the standard ones
   int context = 0;
 };
 
 int run_bench(const BenchOptions& o) {
+  if (!o.model.model.empty()) {
+    MlaBenchRequest r{o.platform, o.backend, o.model, o.output, {}, o.cases, o.repeats, o.scale,
+                      o.block_size_opt->count() > 0 ? o.block_size : 0, o.batch, o.context};
+    r.model_line = r.model.apply_model();
+    if (!r.model.mla_model)
+      throw UsageError(fmt::format("--model: {} has standard attention; bench's standard cases have a fixed shape "
+                                   "(32/8 heads, head size 128), so --model names an MLA model (DeepSeek-V2/V3, "
+                                   "Kimi-K2) whose layer the MLA cases run",
+                                   o.model.model));
+    return run_mla_bench(r);
+  }
+  if (o.model.tensor_parallel_size != 1) throw UsageError("--tensor-parallel-size needs --model (an MLA model)");
   ModelOptions m = o.model;
   m.shape.num_heads = 32;  // the cases fix the shape; only dtype, kv-cache dtype, layout and block size vary
   m.shape.num_kv_heads = 8;
@@ -176,18 +191,19 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
       "bench", "benchmark the host's attention kernel against the machine's measured ceilings and its targets");
   o->platform.add_to(*sub);
   o->backend.add_to(*sub);
-  sub->add_option("--dtype", o->model.dtype, "model dtype: bfloat16, float16 or float32")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
+  o->model.add_model_options(*sub, "an MLA model's config.json (DeepSeek-V2/V3, Kimi-K2): run the MLA cases "
+                                   "(mla-decode, mla-prefill) on its layer, at its heads per rank");
+  o->model.add_dtype_option(*sub);
   add_cache_dtype_option(*sub, "--kv-cache-dtype", [o](CacheDType d) { o->model.shape.kv_cache_dtype = d; },
                          "kv-cache dtype")
       ->default_str("auto");
   sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
-  sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
-      ->capture_default_str()
-      ->check(PositiveInteger);
+  o->block_size_opt =
+      sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
+          ->capture_default_str()
+          ->check(PositiveInteger);
   sub->add_option("--case", o->cases, "run only these cases")
-      ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill"}));
+      ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill", "mla-decode", "mla-prefill"}));
   sub->add_option("--batch", o->batch, "with --context: one decode case of this many sequences instead of the "
                                        "standard cases (the kernel-only anchor for `attnsel run` on that shape)")
       ->check(CLI::PositiveNumber);

@@ -30,9 +30,25 @@ runtime::CacheLayout cache_layout_of(KVCacheLayout l) {
 
 const char* layout_label(runtime::CacheLayout l) { return l == runtime::CacheLayout::nhd ? "NHD" : "HND"; }
 
+void ModelOptions::add_model_options(CLI::App& app, const std::string& model_help) {
+  app.add_option("--model", model, model_help);
+  app.add_option("--tensor-parallel-size", tensor_parallel_size,
+                 "with --model: run one rank of this many (vLLM's --tensor-parallel-size: heads divided; MLA's latent "
+                 "stays whole)")
+      ->capture_default_str()
+      ->check(PositiveInteger);
+}
+
+void ModelOptions::add_dtype_option(CLI::App& app) {
+  dtype_opt_ = app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32 (default: with --model, the "
+                                                "model's; else bfloat16)")
+                   ->capture_default_str()
+                   ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
+}
+
 void ModelOptions::add_to(CLI::App& app, bool with_layers) {
-  app.add_option("--model", model,
-                 "a Hugging Face config.json (or a folder holding one): the shape of its decoder attention layers");
+  add_model_options(app, "a Hugging Face config.json (or a folder holding one): the shape of its decoder attention "
+                         "layers; an MLA model (DeepSeek-V2/V3, Kimi-K2) runs its MLA layers");
   shape_opts_.push_back(app.add_option("--num-heads", shape.num_heads, "query heads of the model")
                             ->capture_default_str()
                             ->check(PositiveInteger));
@@ -45,20 +61,13 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
     shape_opts_.push_back(app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
                               ->capture_default_str()
                               ->check(PositiveInteger));
-  dtype_opt_ = app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
-                   ->capture_default_str()
-                   ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
+  add_dtype_option(app);
   add_cache_dtype_option(app, "--kv-cache-dtype", [this](CacheDType d) { shape.kv_cache_dtype = d; },
                          "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
       ->default_str("auto");
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
       ->check(PositiveInteger);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
-  app.add_option("--tensor-parallel-size", tensor_parallel_size,
-                 "with --model: run one rank of this many (vLLM's --tensor-parallel-size: heads divided; MLA's latent "
-                 "stays whole)")
-      ->capture_default_str()
-      ->check(PositiveInteger);
 }
 
 std::string ModelOptions::dtype_request() const {

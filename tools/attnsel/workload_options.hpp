@@ -37,6 +37,10 @@ struct ModelOptions {
   std::optional<ModelSpec> mla_model;
 
   void add_to(CLI::App& app, bool with_layers);
+  /// --model and --tensor-parallel-size alone (`attnsel bench`).
+  void add_model_options(CLI::App& app, const std::string& model_help);
+  /// --dtype alone (`attnsel bench`).
+  void add_dtype_option(CLI::App& app);
   /// With --model: replaces the shape (and, unless --dtype was given, the dtype) by the
   /// model's decoder self-attention layers on one tensor-parallel rank, or, for an MLA
   /// model, keeps the model in `mla_model`; returns a one-line description of the model
