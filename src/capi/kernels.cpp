@@ -19,16 +19,13 @@
 #include "attnsel/backend.hpp"
 #include "attnsel/kernel.hpp"
 #include "attnsel/registry.hpp"
+#include "capi/kernel_args.hpp"
 #include "capi/status.hpp"
 
 struct attnsel_kernel {
   std::unique_ptr<attnsel::kernel::AttentionImpl> impl;
   attnsel::kernel::KernelInfo info;  // asked once: the C strings below point into it
   std::string layout;                // info.preferred_layout's name, or ""
-};
-
-struct attnsel_step_plan {
-  std::unique_ptr<attnsel::kernel::StepPlan> plan;
 };
 
 namespace attnsel::capi {
@@ -73,15 +70,6 @@ LayerParams layer_params(const attnsel_layer_params& c) {
   return p;
 }
 
-TensorView view(const DLTensor* t, std::string_view what) {
-  require(t, what);
-  try {
-    return kernel::from_dlpack(*t);
-  } catch (const ValueError& e) {
-    throw ValueError(fmt::format("{}: {}", what, e.what()));
-  }
-}
-
 KVCacheView cache_view(const DLTensor* key_cache, const DLTensor* value_cache) {
   return KVCacheView{view(key_cache, "key_cache"), view(value_cache, "value_cache")};
 }
@@ -98,38 +86,6 @@ ScalarType activation_dtype(DLDataType dtype) {
   }
 }
 
-/// A host-memory batch as the kernel interface's view of it. Spans point into the caller's
-/// arrays; plan() and update() copy what they keep. Only the sizes that locate the arrays
-/// are checked here: the kernel interface checks the contents.
-kernel::AttentionMetadata metadata(const attnsel_batch* batch) {
-  require(batch, "batch");
-  require_struct(batch->struct_size, sizeof(attnsel_batch), "attnsel_batch");
-  const attnsel_batch& b = *batch;
-  if (b.num_seqs < 0) throw ValueError(fmt::format("num_seqs = {} is negative", b.num_seqs));
-  if (b.max_blocks_per_seq < 0)
-    throw ValueError(fmt::format("max_blocks_per_seq = {} is negative", b.max_blocks_per_seq));
-  const auto n = static_cast<std::size_t>(b.num_seqs);
-  require(b.query_start_loc, "query_start_loc");
-  if (n > 0) require(b.seq_lens, "seq_lens");
-  const std::size_t table_size = n * static_cast<std::size_t>(b.max_blocks_per_seq);
-  if (table_size > 0) require(b.block_table, "block_table");
-  kernel::AttentionMetadata md;
-  md.num_seqs = b.num_seqs;
-  md.num_actual_tokens = b.query_start_loc[n];
-  if (md.num_actual_tokens < 0)
-    throw ValueError(fmt::format("query_start_loc[num_seqs] = {} is negative", md.num_actual_tokens));
-  md.query_start_loc = {b.query_start_loc, n + 1};
-  md.seq_lens = {b.seq_lens, n};
-  md.block_table = {b.block_table, table_size};
-  md.max_blocks_per_seq = b.max_blocks_per_seq;
-  if (b.slot_mapping != nullptr) md.slot_mapping = {b.slot_mapping, static_cast<std::size_t>(md.num_actual_tokens)};
-  for (std::size_t s = 0; s < n; ++s) {
-    md.max_query_len = std::max(md.max_query_len, b.query_start_loc[s + 1] - b.query_start_loc[s]);
-    md.max_seq_len = std::max(md.max_seq_len, b.seq_lens[s]);
-  }
-  return md;
-}
-
 kernel::PlanOptions plan_options(const attnsel_plan_options* options) {
   kernel::PlanOptions o;
   if (options == nullptr) return o;
@@ -139,49 +95,6 @@ kernel::PlanOptions plan_options(const attnsel_plan_options* options) {
   o.lse = options->lse != 0;
   o.early_cache_reads = options->early_cache_reads != 0;  // in the first version's padding: zeroed by _init
   return o;
-}
-
-kernel::Stream stream_of(attnsel_stream stream) { return kernel::Stream::from_native(stream); }
-
-std::int32_t graph_support_code(kernel::GraphSupport g) {
-  switch (g) {
-    case kernel::GraphSupport::never: return ATTNSEL_GRAPH_SUPPORT_NEVER;
-    case kernel::GraphSupport::uniform_single_token_decode: return ATTNSEL_GRAPH_SUPPORT_UNIFORM_SINGLE_TOKEN_DECODE;
-    case kernel::GraphSupport::uniform_batch: return ATTNSEL_GRAPH_SUPPORT_UNIFORM_BATCH;
-    case kernel::GraphSupport::always: return ATTNSEL_GRAPH_SUPPORT_ALWAYS;
-  }
-  return ATTNSEL_GRAPH_SUPPORT_NEVER;
-}
-
-/// Fills the fields of `out` that lie inside its struct_size. `isa` and `layout` must
-/// outlive the caller's use of the struct.
-void fill_info(const kernel::KernelInfo& k, const char* isa, const char* layout, attnsel_kernel_info* out) {
-  require(out, "out");
-  // The first version ended with lse_output; later fields are filled where the caller's struct has them.
-  require_struct(out->struct_size, offsetof(attnsel_kernel_info, lse_prefill), "attnsel_kernel_info");
-  out->available = k.available ? 1 : 0;
-  out->device_type = k.device == kernel::DeviceKind::cuda ? kDLCUDA : kDLCPU;
-  out->isa = isa;
-  out->graph_support = graph_support_code(k.graph_support);
-  out->graph_support_name = to_string(k.graph_support).data();  // a string literal's view
-  out->preferred_layout = layout;
-  out->lse_output = k.lse_output ? 1 : 0;
-  if (out->struct_size >= offsetof(attnsel_kernel_info, lse_prefill) + sizeof(out->lse_prefill))
-    out->lse_prefill = k.lse_prefill ? 1 : 0;
-}
-
-/// Strings handed out by attnsel_backend_get_kernel_info: a few ISA and layout names, kept
-/// for the life of the process so that callers need not release them.
-const char* interned(const std::string& text) {
-  static std::mutex mutex;
-  static std::set<std::string> strings;
-  const std::lock_guard lock(mutex);
-  return strings.insert(text).first->c_str();
-}
-
-const kernel::StepPlan& step_plan(const attnsel_step_plan* plan) {
-  require(plan, "plan");
-  return *plan->plan;
 }
 
 }  // namespace

@@ -87,16 +87,16 @@ TEST(MlaRunCli, HeadsThatDoNotDivideByTheTensorParallelSizeNameTheField) {
   EXPECT_THAT(r.err, HasSubstr("3"));
 }
 
-TEST(MlaRunCli, AnMlaConfigWithoutKvLoraRankNamesTheField) {
+TEST(MlaRunCli, AnMlaConfigWithoutQkRopeHeadDimNamesTheField) {
   if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
   std::ifstream in(model_path("deepseek_v3"));
   nlohmann::json config = nlohmann::json::parse(in);
-  config.erase("kv_lora_rank");
-  const std::string path = ::testing::TempDir() + "mla_run_no_kv_lora_rank.json";
+  config.erase("qk_rope_head_dim");
+  const std::string path = ::testing::TempDir() + "mla_run_no_qk_rope_head_dim.json";
   std::ofstream(path) << config.dump();
   const test::CliResult r = run_attnsel({"run", "--model", path, "--no-ceilings"}, kEnv);
   EXPECT_EQ(r.exit_code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
-  EXPECT_THAT(r.err, HasSubstr("kv_lora_rank"));
+  EXPECT_THAT(r.err, HasSubstr("qk_rope_head_dim"));
 }
 
 }  // namespace
