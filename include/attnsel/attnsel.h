@@ -39,7 +39,7 @@ extern "C" {
 #endif
 
 #define ATTNSEL_C_API_MAJOR 2u
-#define ATTNSEL_C_API_MINOR 1u
+#define ATTNSEL_C_API_MINOR 2u
 
 /** Marks the functions libattnsel.so exports. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -465,6 +465,138 @@ ATTNSEL_C_API attnsel_status attnsel_kernel_execute_append(const attnsel_kernel*
                                                            const DLTensor* value, const DLTensor* key_cache,
                                                            const DLTensor* value_cache, const DLTensor* output,
                                                            const DLTensor* lse, attnsel_stream stream);
+
+/* ---- MLA kernels: multi-head latent attention (C API 2.2) ------------------------------
+ *
+ * DeepSeek-V2/V3 and Kimi-K2 layers (include/attnsel/mla.hpp), in the same step shape as the
+ * kernels above: one plan per step for the layers that share a cache geometry, then per
+ * layer the cache write (vLLM's concat_and_cache_mla) and the layer's attention
+ * (MLACommonImpl.forward without the write), on the caller's stream:
+ *
+ *   attnsel_mla_kernel_plan(layer[0], &batch, cache[0], &opts, s, &plan);
+ *   for each layer l:
+ *     attnsel_mla_kernel_write_cache(layer[l], plan, kv_c[l], k_pe[l], cache[l], s);
+ *     attnsel_mla_kernel_execute(layer[l], plan, q[l], kv_c[l], k_pe[l], cache[l], output[l], s);
+ *   attnsel_mla_kernel_update_plan(layer[0], plan, &next_batch, s);   (next step)
+ *
+ * A batch puts its decode requests (at most attnsel_mla_plan_options.decode_query_len query
+ * tokens each) first: they take the absorbed decode (q_nope · W_UK, attention over the latent
+ * cache, then · W_UV); the first request with more query tokens, and every one after it, take
+ * the prefill path (192/128 attention over the new tokens, merged with their cached context).
+ * Shapes (N = num_heads, Dl = kv_lora_rank, Dr = qk_rope_head_dim, Dn = qk_nope_head_dim,
+ * Dv = v_head_dim):
+ *   q:          [num_tokens, N, Dn + Dr]  ([q_nope | q_pe], rope last)
+ *   kv_c, k_pe: [num_tokens, Dl] and [num_tokens, Dr]: the new tokens' latent and rope key
+ *               (they may be slices of one [num_tokens, Dl + Dr] tensor)
+ *   cache:      [num_blocks, block_size, Dl + Dr]
+ *   output:     [num_tokens, N, Dv]
+ *   q_latent, out, lse of decode_latent: [decode tokens, N, Dl + Dr], [decode tokens, N, Dl],
+ *               [decode tokens, N] float32
+ * Every tensor is checked against the plan (dtype, shape, device, unit stride in the last
+ * dimension, no negative stride, a written tensor whose elements share memory or that
+ * overlaps an input) before any memory is touched; the batch against the cache in plan and
+ * update (every used block id inside the cache, every slot -1 or inside it). Errors are
+ * VALUE_ERRORs naming the argument. A plan of these functions serves only MLA kernels (the
+ * standard ones refuse it, and the other way round); attnsel_step_plan_destroy and
+ * attnsel_step_plan_workspace_bytes serve both. */
+
+/** One MLA layer's parameters (the kernel interface's MlaLayerParams). */
+typedef struct attnsel_mla_layer_params {
+  uint32_t struct_size;
+  int32_t num_heads;            /**< query heads on this rank (the model's divided by the TP size) */
+  int32_t kv_lora_rank;         /**< default 512 */
+  int32_t qk_rope_head_dim;     /**< default 64 */
+  int32_t qk_nope_head_dim;     /**< default 128 */
+  int32_t v_head_dim;           /**< default 128 */
+  float scale;                  /**< softmax scale, yarn mscale² included; 0 = (qk_nope + qk_rope)^-0.5 */
+  const char* dtype;            /**< activations: "bfloat16", "float16", "float32"; NULL = kv_b_proj's, else bfloat16 */
+  const char* kv_cache_dtype;   /**< "auto", "bfloat16", "float16", "fp8", "fp8_e4m3"; NULL = "auto" */
+  float k_scale;                /**< fp8 caches: stored = e4m3(x / k_scale), finite and > 0; default 1 */
+  uint8_t batch_invariant;      /**< VLLM_BATCH_INVARIANT */
+  /** kv_b_proj.weight for this rank's heads, [N · (Dn + Dv), Dl] (head n's Dn key rows, then
+   *  its Dv value rows), of the activation dtype, where the kernel runs. Read when the kernel
+   *  is made (W_UK and W_UV are derived from it) and not kept. NULL: a layer that runs
+   *  attnsel_mla_kernel_decode_latent only. */
+  const DLTensor* kv_b_proj;
+} attnsel_mla_layer_params;
+
+/** Zeroes the parameters, sets struct_size and DeepSeek's dimensions, k_scale 1. */
+ATTNSEL_C_API void attnsel_mla_layer_params_init(attnsel_mla_layer_params* params);
+
+/** How an MLA step plan is built (the kernel interface's MlaPlanOptions). */
+typedef struct attnsel_mla_plan_options {
+  uint32_t struct_size;
+  uint8_t graph_capturable;        /**< fixed buffers and launch shapes (VALUE_ERROR from host kernels) */
+  int32_t max_blocks_per_seq;      /**< capturable plans: block-table rows held (0 = the first batch's) */
+  int32_t decode_query_len;        /**< vLLM's reorder_batch_threshold; default 1, at most the kernel's limit */
+  uint8_t lse;                     /**< attnsel_mla_kernel_decode_latent may write the log-sum-exp */
+  int64_t context_chunk_tokens;    /**< cached-context rows read per prefill chunk; 0 = the kernel's default */
+} attnsel_mla_plan_options;
+
+ATTNSEL_C_API void attnsel_mla_plan_options_init(attnsel_mla_plan_options* options);
+
+/** What an MLA plan's batch holds. */
+typedef struct attnsel_mla_step_summary {
+  uint32_t struct_size;
+  int32_t num_decodes;          /**< decode requests (the head of the batch) */
+  int32_t num_decode_tokens;    /**< their query tokens: the rows of decode_latent */
+  int32_t num_prefills;
+  int32_t num_prefill_tokens;
+  int32_t context_chunks;       /**< chunks the prefills' cached context is read in */
+} attnsel_mla_step_summary;
+
+ATTNSEL_C_API void attnsel_mla_step_summary_init(attnsel_mla_step_summary* summary);
+
+typedef struct attnsel_mla_kernel attnsel_mla_kernel;
+
+/** The MLA kernel of `backend` (a member name, any case, e.g. "CPU_MLA"; with a selection,
+ *  attnsel_selection_backend's) for one layer. NOT_IMPLEMENTED_ERROR when the backend has no
+ *  MLA kernel in this build or on this machine, VALUE_ERROR naming the field for parameters
+ *  it does not compute (a head count beyond its limit, dimensions it lacks, a cache dtype it
+ *  does not store, an fp8 k_scale that is 0, negative or not finite, a kv_b_proj of another
+ *  shape or dtype). */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_create(const char* backend, const attnsel_mla_layer_params* params,
+                                                       attnsel_mla_kernel** out);
+ATTNSEL_C_API void attnsel_mla_kernel_destroy(attnsel_mla_kernel* kernel);
+/** The kernel's device, ISA, graph support and log-sum-exp support (decode_latent's). */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_get_info(const attnsel_mla_kernel* kernel, attnsel_kernel_info* out);
+/** The most query tokens a decode request may have, and the most heads. */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_limits(const attnsel_mla_kernel* kernel,
+                                                       int32_t* max_decode_query_len, int32_t* max_heads);
+
+/** Builds a step's plan: checks the batch against the cache geometry (`cache`: any layer's
+ *  cache of the group; its data is not read), splits decodes and prefills and the work.
+ *  options NULL = the defaults. */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_plan(const attnsel_mla_kernel* kernel, const attnsel_batch* batch,
+                                                     const DLTensor* cache, const attnsel_mla_plan_options* options,
+                                                     attnsel_stream stream, attnsel_step_plan** out);
+/** Rebuilds `plan` for the next step's batch in place (a VALUE_ERROR leaves it as it was). */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_update_plan(const attnsel_mla_kernel* kernel, attnsel_step_plan* plan,
+                                                            const attnsel_batch* batch, attnsel_stream stream);
+/** The decode/prefill split of an MLA plan (VALUE_ERROR for another kind of plan). */
+ATTNSEL_C_API attnsel_status attnsel_mla_step_plan_summary(const attnsel_step_plan* plan,
+                                                           attnsel_mla_step_summary* out);
+
+/** vLLM's concat_and_cache_mla at the plan's slot mapping: token t writes kv_c[t] then
+ *  k_pe[t] to its slot (fp8 caches: e4m3(x / k_scale)); slot -1 is skipped. Needs a plan whose
+ *  batch has a slot_mapping. */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_write_cache(const attnsel_mla_kernel* kernel,
+                                                            const attnsel_step_plan* plan, const DLTensor* kv_c,
+                                                            const DLTensor* k_pe, const DLTensor* cache,
+                                                            attnsel_stream stream);
+/** The layer's attention over the plan's batch, the cache already written; the first
+ *  query_start_loc[num_seqs] rows of `output` are written. Needs a kernel made with kv_b_proj. */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_execute(const attnsel_mla_kernel* kernel, const attnsel_step_plan* plan,
+                                                        const DLTensor* q, const DLTensor* kv_c, const DLTensor* k_pe,
+                                                        const DLTensor* cache, const DLTensor* output,
+                                                        attnsel_stream stream);
+/** The absorbed decode kernel alone over the plan's decode requests (FlashMLA's
+ *  flash_mla_with_kvcache): q_latent (W_UK applied, rope last) → out, and `lse` (NULL = none;
+ *  natural log, -inf for a row that sees no key; needs a plan built with lse). */
+ATTNSEL_C_API attnsel_status attnsel_mla_kernel_decode_latent(const attnsel_mla_kernel* kernel,
+                                                              const attnsel_step_plan* plan, const DLTensor* q_latent,
+                                                              const DLTensor* cache, const DLTensor* out,
+                                                              const DLTensor* lse, attnsel_stream stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

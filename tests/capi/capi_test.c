@@ -1,6 +1,6 @@
-/* The C API from C99: selection, its failures, plans, the registry, plugins, kernel info, and a
+/* The C API from C99: selection, its failures, plans, the registry, plugins, kernel info, a
  * CPU kernel's step plans (plan, update, write, execute with log-sum-exp) checked against a
- * direct computation. Usage: capi_test [PLUGIN_LIBRARY]
+ * direct computation, and the MLA kernel's (cache write, execute, decode_latent) likewise. Usage: capi_test [PLUGIN_LIBRARY]
  * Built with -std=c99 -Wall -Werror against the installed header (scripts/check-install.sh)
  * and in the build tree (ctest). Exits non-zero with a message on the first failure. */
 #include <attnsel/attnsel.h>
@@ -503,6 +503,243 @@ static void test_kernel(void) {
   CHECK(attnsel_kernel_create("FLASHINFER", &p, &k) == ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR && k == NULL);
 }
 
+/* CPU_MLA in float32: two heads of DeepSeek's dimensions, one request of MCTX tokens over two
+ * blocks of 16 (table {2, 0}); its last token decoded against the un-absorbed MLA computed
+ * directly. */
+#define MN 2
+#define ML 512
+#define MR 64
+#define MNOPE 128
+#define MV 128
+#define MCTX 20
+#define MNB 3
+static float w_kv[MN * (MNOPE + MV) * ML], latents[MCTX * (ML + MR)], mcache[MNB * BS * (ML + MR)];
+static float mq[MN * (MNOPE + MR)], mout[2 * MN * MV];
+static float mql[MN * (ML + MR)], mlo[MN * ML], mlse[MN];
+
+/* decode_latent's output and LSE against the latent MQA computed directly. */
+static double latent_direct_error(void) {
+  const double scale = 1.0 / sqrt((double)(MNOPE + MR));
+  double max_error = 0.0;
+  int n, j, e;
+  for (n = 0; n < MN; ++n) {
+    double logits[MCTX], max_logit = -1e30, sum = 0.0, error;
+    for (j = 0; j < MCTX; ++j) {
+      double dot = 0.0;
+      for (e = 0; e < ML + MR; ++e) dot += (double)mql[n * (ML + MR) + e] * latents[j * (ML + MR) + e];
+      logits[j] = dot * scale;
+      if (logits[j] > max_logit) max_logit = logits[j];
+    }
+    for (j = 0; j < MCTX; ++j) sum += exp(logits[j] - max_logit);
+    for (e = 0; e < ML; ++e) {
+      double expected = 0.0;
+      for (j = 0; j < MCTX; ++j) expected += exp(logits[j] - max_logit) / sum * latents[j * (ML + MR) + e];
+      error = fabs(mlo[n * ML + e] - expected);
+      if (!(error <= max_error)) max_error = error == error ? error : INFINITY;
+    }
+    error = fabs(mlse[n] - (max_logit + log(sum)));
+    if (!(error <= max_error)) max_error = error == error ? error : INFINITY;
+  }
+  return max_error;
+}
+
+static double mla_direct_error(void) {
+  const double scale = 1.0 / sqrt((double)(MNOPE + MR));
+  double max_error = 0.0;
+  int n, j, e, l;
+  for (n = 0; n < MN; ++n) {
+    const float* w = w_kv + n * (MNOPE + MV) * ML;
+    double logits[MCTX], values[MCTX][MV], max_logit = -1e30, sum = 0.0;
+    for (j = 0; j < MCTX; ++j) {
+      const float* c = latents + j * (ML + MR);
+      double dot = 0.0;
+      for (e = 0; e < MNOPE; ++e) {
+        double k = 0.0;
+        for (l = 0; l < ML; ++l) k += (double)w[e * ML + l] * c[l];
+        dot += mq[n * (MNOPE + MR) + e] * k;
+      }
+      for (e = 0; e < MR; ++e) dot += (double)mq[n * (MNOPE + MR) + MNOPE + e] * c[ML + e];
+      for (e = 0; e < MV; ++e) {
+        double v = 0.0;
+        for (l = 0; l < ML; ++l) v += (double)w[(MNOPE + e) * ML + l] * c[l];
+        values[j][e] = v;
+      }
+      logits[j] = dot * scale;
+      if (logits[j] > max_logit) max_logit = logits[j];
+    }
+    for (j = 0; j < MCTX; ++j) sum += exp(logits[j] - max_logit);
+    for (e = 0; e < MV; ++e) {
+      double expected = 0.0, error;
+      for (j = 0; j < MCTX; ++j) expected += exp(logits[j] - max_logit) / sum * values[j][e];
+      error = fabs(mout[n * MV + e] - expected);
+      if (!(error <= max_error)) max_error = error == error ? error : INFINITY;
+    }
+  }
+  return max_error;
+}
+
+static void test_mla_kernel(void) {
+  int64_t w_shape[2] = {MN * (MNOPE + MV), ML}, latent_shape[2] = {MCTX, ML}, rope_shape[2] = {MCTX, MR};
+  int64_t latent_strides[2] = {ML + MR, 1}, cache_shape[3] = {MNB, BS, ML + MR};
+  int64_t q_shape[3] = {1, MN, MNOPE + MR}, out_shape[3] = {1, MN, MV}, two_out_shape[3] = {2, MN, MV};
+  int64_t aliasing_strides[3] = {0, MV, 1};
+  DLTensor tw = {w_kv, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, w_shape, NULL, 0};
+  DLTensor tc = {latents, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, latent_shape, latent_strides, 0};
+  DLTensor tpe = {latents + ML, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, rope_shape, latent_strides, 0};
+  DLTensor tcache = {mcache, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, cache_shape, NULL, 0};
+  DLTensor tq = {mq, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, q_shape, NULL, 0};
+  DLTensor tout = {mout, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, out_shape, NULL, 0};
+  int32_t qsl_write[2] = {0, MCTX}, qsl_decode[2] = {0, 1}, lens[1] = {MCTX}, table[2] = {2, 0};
+  int64_t slots[MCTX], outside[1] = {MNB * BS}, skipped[1] = {-1};
+  attnsel_mla_layer_params p;
+  attnsel_mla_plan_options o;
+  attnsel_mla_step_summary summary;
+  attnsel_kernel_info info;
+  attnsel_batch b;
+  attnsel_mla_kernel* k = NULL;
+  attnsel_mla_kernel* bad = NULL;
+  attnsel_step_plan* plan = NULL;
+  attnsel_step_plan* decode = NULL;
+  int32_t max_query = 0, max_heads = 0;
+  static float saved[MNB * BS * (ML + MR)];
+  unsigned seed = 777u;
+  int i, t;
+  /* Latents and queries in [-0.1, 0.1], key rows of kv_b_proj in [-1, 1], value rows in [-0.1, 0.1]. */
+  for (i = 0; i < MN * (MNOPE + MV) * ML; ++i) {
+    seed = seed * 1103515245u + 12345u;
+    w_kv[i] = ((float)((seed >> 8) % 2001) / 1000.0f - 1.0f) * ((i / ML) % (MNOPE + MV) < MNOPE ? 1.0f : 0.1f);
+  }
+  for (i = 0; i < MCTX * (ML + MR); ++i) {
+    seed = seed * 1103515245u + 12345u;
+    latents[i] = ((float)((seed >> 8) % 2001) / 1000.0f - 1.0f) * 0.1f;
+  }
+  for (i = 0; i < MN * (MNOPE + MR); ++i) mq[i] = (float)((i * 37) % 23) / 110.0f - 0.1f;
+  for (i = 0; i < MNB * BS * (ML + MR); ++i) mcache[i] = NAN; /* every read row must be written */
+  for (t = 0; t < MCTX; ++t) slots[t] = (int64_t)table[t / BS] * BS + t % BS;
+
+  attnsel_mla_layer_params_init(&p);
+  CHECK(p.kv_lora_rank == ML && p.qk_rope_head_dim == MR && p.qk_nope_head_dim == MNOPE && p.v_head_dim == MV);
+  p.num_heads = MN;
+  p.kv_b_proj = &tw; /* float32: the activation dtype follows it */
+  CHECK(attnsel_mla_kernel_create("cpu_mla", &p, &k) == ATTNSEL_STATUS_OK);
+  if (k == NULL) return;
+  attnsel_kernel_info_init(&info);
+  CHECK(attnsel_mla_kernel_get_info(k, &info) == ATTNSEL_STATUS_OK && info.available && info.device_type == kDLCPU);
+  CHECK(attnsel_mla_kernel_limits(k, &max_query, &max_heads) == ATTNSEL_STATUS_OK && max_query >= 1 &&
+        max_heads >= MN);
+
+  /* Every token written (concat_and_cache_mla over a prefill's slot mapping). */
+  attnsel_batch_init(&b);
+  b.num_seqs = 1;
+  b.query_start_loc = qsl_write;
+  b.seq_lens = lens;
+  b.block_table = table;
+  b.max_blocks_per_seq = 2;
+  b.slot_mapping = slots;
+  CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_mla_kernel_write_cache(k, plan, &tc, &tpe, &tcache, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(mcache[slots[3] * (ML + MR)] == latents[3 * (ML + MR)]);
+  CHECK(mcache[slots[MCTX - 1] * (ML + MR) + ML] == latents[(MCTX - 1) * (ML + MR) + ML]); /* rope last */
+  attnsel_mla_step_summary_init(&summary);
+  CHECK(attnsel_mla_step_plan_summary(plan, &summary) == ATTNSEL_STATUS_OK && summary.num_prefills == 1 &&
+        summary.num_prefill_tokens == MCTX && summary.num_decodes == 0);
+  attnsel_step_plan_destroy(plan);
+  plan = NULL;
+  memcpy(saved, mcache, sizeof saved);
+  /* A padding slot (-1) writes nothing; a slot outside the cache is refused by plan(). */
+  b.query_start_loc = qsl_decode;
+  b.slot_mapping = skipped;
+  CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_mla_kernel_write_cache(k, plan, &tc, &tpe, &tcache, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(memcmp(saved, mcache, sizeof saved) == 0);
+  attnsel_step_plan_destroy(plan);
+  plan = NULL;
+  b.slot_mapping = outside;
+  CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, NULL, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR && plan == NULL);
+  CHECK(contains(attnsel_last_error(), "slot"));
+  CHECK(memcmp(saved, mcache, sizeof saved) == 0);
+
+  /* The decode step of the last token, against the direct computation. */
+  b.slot_mapping = NULL;
+  attnsel_mla_plan_options_init(&o);
+  CHECK(o.decode_query_len == 1 && o.lse == 0);
+  CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, &o, NULL, &decode) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_mla_step_plan_summary(decode, &summary) == ATTNSEL_STATUS_OK && summary.num_decodes == 1 &&
+        summary.num_decode_tokens == 1);
+  for (i = 0; i < 2 * MN * MV; ++i) mout[i] = NAN;
+  tc.shape[0] = tpe.shape[0] = 1;
+  CHECK(attnsel_mla_kernel_execute(k, decode, &tq, &tc, &tpe, &tcache, &tout, NULL) == ATTNSEL_STATUS_OK);
+  CHECK(mla_direct_error() < 1e-5);
+  CHECK(mout[MN * MV] != mout[MN * MV]); /* rows past the batch are not written */
+  /* Bad input at this door: an output whose rows share memory, or that overlaps the query;
+   * the write without a slot mapping; decode_latent's lse on a plan without it; NULLs. */
+  tout.shape = two_out_shape;
+  tout.strides = aliasing_strides;
+  CHECK(attnsel_mla_kernel_execute(k, decode, &tq, &tc, &tpe, &tcache, &tout, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "output") && contains(attnsel_last_error(), "share memory"));
+  tout.shape = out_shape;
+  tout.strides = NULL;
+  tout.data = mq;
+  CHECK(attnsel_mla_kernel_execute(k, decode, &tq, &tc, &tpe, &tcache, &tout, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "overlaps"));
+  tout.data = mout;
+  CHECK(attnsel_mla_kernel_write_cache(k, decode, &tc, &tpe, &tcache, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "no slot_mapping"));
+  {
+    /* The absorbed decode kernel alone: its LSE needs a plan built with lse. */
+    int64_t ql_shape[3] = {1, MN, ML + MR}, lo_shape[3] = {1, MN, ML}, lse_shape[2] = {1, MN};
+    DLTensor tql = {mql, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, ql_shape, NULL, 0};
+    DLTensor tlo = {mlo, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, lo_shape, NULL, 0};
+    DLTensor tlse = {mlse, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, lse_shape, NULL, 0};
+    attnsel_step_plan* with_lse = NULL;
+    for (i = 0; i < MN * (ML + MR); ++i) mql[i] = (float)((i * 53) % 29) / 14.0f - 1.0f;
+    CHECK(attnsel_mla_kernel_decode_latent(k, decode, &tql, &tcache, &tlo, &tlse, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+    CHECK(contains(attnsel_last_error(), "MlaPlanOptions::lse"));
+    o.lse = 1;
+    CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, &o, NULL, &with_lse) == ATTNSEL_STATUS_OK);
+    for (i = 0; i < MN * ML; ++i) mlo[i] = NAN;
+    mlse[0] = mlse[1] = NAN;
+    CHECK(attnsel_mla_kernel_decode_latent(k, with_lse, &tql, &tcache, &tlo, &tlse, NULL) == ATTNSEL_STATUS_OK);
+    CHECK(latent_direct_error() < 1e-4);
+    attnsel_step_plan_destroy(with_lse);
+    o.lse = 0;
+  }
+  CHECK(attnsel_mla_kernel_execute(k, decode, NULL, &tc, &tpe, &tcache, &tout, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "q must not be NULL"));
+  CHECK(attnsel_mla_step_plan_summary(NULL, &summary) == ATTNSEL_STATUS_VALUE_ERROR);
+  o.struct_size = 1;
+  CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, &o, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "attnsel_mla_plan_options.struct_size"));
+  attnsel_step_plan_destroy(decode);
+  /* Layers refused when made: an fp8 scale of 0 or NaN, more heads than the kernel computes,
+   * a kv_b_proj of another shape; a backend without an MLA kernel here. */
+  p.kv_cache_dtype = "fp8";
+  p.k_scale = 0.0f;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR && bad == NULL);
+  CHECK(contains(attnsel_last_error(), "k_scale"));
+  p.k_scale = NAN;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "k_scale"));
+  p.kv_cache_dtype = NULL;
+  p.k_scale = 1.0f;
+  p.kv_b_proj = NULL;
+  p.num_heads = max_heads + 1;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "num_heads"));
+  p.num_heads = MN + 1;
+  p.kv_b_proj = &tw;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "kv_b_proj"));
+  p.kv_b_proj = NULL;
+  p.num_heads = MN;
+  p.dtype = "float64";
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "dtype: unknown dtype 'float64'"));
+  p.dtype = NULL;
+  CHECK(attnsel_mla_kernel_create("TRITON_MLA", &p, &bad) == ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR && bad == NULL);
+  attnsel_mla_kernel_destroy(k);
+}
+
 int main(int argc, char** argv) {
   test_versions();
   test_select();
@@ -513,6 +750,7 @@ int main(int argc, char** argv) {
   test_registry(argc > 1 ? argv[1] : NULL);
   test_kernel_info();
   test_kernel();
+  test_mla_kernel();
   if (failures != 0) {
     fprintf(stderr, "capi_test: %d check(s) failed\n", failures);
     return 1;

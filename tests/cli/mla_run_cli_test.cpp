@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cli/cli_process.hpp"
@@ -87,16 +88,25 @@ TEST(MlaRunCli, HeadsThatDoNotDivideByTheTensorParallelSizeNameTheField) {
   EXPECT_THAT(r.err, HasSubstr("3"));
 }
 
-TEST(MlaRunCli, AnMlaConfigWithoutQkRopeHeadDimNamesTheField) {
+// kv_lora_rank makes a DeepSeek config MLA (vLLM's rule); the widths MLA then needs must be there.
+TEST(MlaRunCli, AnMlaConfigWithAMissingOrInconsistentWidthNamesTheField) {
   if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
-  std::ifstream in(model_path("deepseek_v3"));
-  nlohmann::json config = nlohmann::json::parse(in);
-  config.erase("qk_rope_head_dim");
-  const std::string path = ::testing::TempDir() + "mla_run_no_qk_rope_head_dim.json";
-  std::ofstream(path) << config.dump();
-  const test::CliResult r = run_attnsel({"run", "--model", path, "--no-ceilings"}, kEnv);
-  EXPECT_EQ(r.exit_code, 2) << "stdout: " << r.out << "\nstderr: " << r.err;
-  EXPECT_THAT(r.err, HasSubstr("qk_rope_head_dim"));
+  for (const auto& [field, value] : {std::pair<std::string, nlohmann::json>{"qk_rope_head_dim", nullptr},
+                                     std::pair<std::string, nlohmann::json>{"v_head_dim", 0},
+                                     std::pair<std::string, nlohmann::json>{"qk_nope_head_dim", "128"}}) {
+    std::ifstream in(model_path("deepseek_v3"));
+    nlohmann::json config = nlohmann::json::parse(in);
+    if (value.is_null())
+      config.erase(field);
+    else
+      config[field] = value;
+    const std::string path = ::testing::TempDir() + "mla_run_bad_" + field + ".json";
+    std::ofstream(path) << config.dump();
+    const test::CliResult r = run_attnsel({"run", "--model", path, "--no-ceilings"}, kEnv);
+    EXPECT_EQ(r.exit_code, 2) << field << "\nstdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(field));
+    EXPECT_EQ(r.out, "") << field;  // refused before anything ran
+  }
 }
 
 }  // namespace
