@@ -76,6 +76,12 @@ struct ATTNSEL_API TensorView {
                             std::span<const std::int64_t> strides, DeviceKind device = DeviceKind::cpu);
   std::int64_t numel() const;
   bool is_contiguous() const;
+  /// Whether every element has its own memory, as a tensor that is written must: with the
+  /// dimensions of more than one element ordered by stride, each stride steps past all that
+  /// the smaller ones span. False for stride 0 (an expanded tensor) and for strides that
+  /// interleave rows or heads; also for a few exotic layouts without overlap, which no
+  /// kernel tensor has.
+  bool has_distinct_elements() const;
   std::string describe() const;  ///< e.g. "bf16[8, 32, 128] strides [4096, 128, 1]"
   template <class T> T* as() const { return static_cast<T*>(data); }
 };

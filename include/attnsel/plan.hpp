@@ -35,11 +35,11 @@ ATTNSEL_API ModelSpec shard_model(const ModelSpec& model, int tensor_parallel_si
 /// options' facts are not among them: with_engine (attnsel/engine_facts.hpp) applies those.
 ATTNSEL_API std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions& options);
 
-/// Builds the platform a plan runs on: `platform_spec` ("cuda:9.0", ...; empty = the host)
+/// Builds the platform a plan runs on: `platform_spec` ("cuda:9.0", ...; nullopt = the host)
 /// with plan_facts() and then `user_facts` applied, as the engine options leave it
 /// (with_engine).
 ATTNSEL_API std::shared_ptr<const Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
-                                                         std::string_view platform_spec,
+                                                               std::optional<std::string_view> platform_spec,
                                                          const std::vector<std::string>& user_facts = {},
                                                          std::optional<SelectionMode> mode = std::nullopt);
 
