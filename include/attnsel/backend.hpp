@@ -26,7 +26,9 @@ namespace attnsel {
 
 namespace kernel {
 class AttentionImpl;
+class MlaImpl;
 struct LayerParams;
+struct MlaLayerParams;
 struct KernelInfo;
 enum class ScalarType : std::uint8_t;
 }  // namespace kernel
@@ -65,6 +67,9 @@ class ATTNSEL_API AttentionBackend : public BackendClass {
   virtual std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const;
   /// Builds the kernel implementation; throws NotImplementedError when there is none.
   virtual std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const;
+  /// Builds an MLA backend's kernel implementation for one layer (attnsel/mla.hpp); throws
+  /// NotImplementedError when there is none.
+  virtual std::unique_ptr<kernel::MlaImpl> make_mla_impl(const kernel::MlaLayerParams& params) const;
   /// What the kernel needs and offers (device, ISA, graph support, layout) for layers of
   /// `dtype` with `kv_cache_dtype`: callers ask this instead of matching backend names.
   /// The default: available when has_kernel(), host memory, no graphs, no preference.

@@ -5,6 +5,7 @@
 #include "attnsel/capability_checks.hpp"
 #include "attnsel/errors.hpp"
 #include "attnsel/kernel.hpp"
+#include "attnsel/mla.hpp"
 
 namespace attnsel {
 
@@ -17,6 +18,10 @@ std::vector<std::string> AttentionBackend::kernel_gaps(const AttentionSelectorCo
 }
 
 std::unique_ptr<kernel::AttentionImpl> AttentionBackend::make_impl(const kernel::LayerParams&) const {
+  throw NotImplementedError(missing_kernel_reason());
+}
+
+std::unique_ptr<kernel::MlaImpl> AttentionBackend::make_mla_impl(const kernel::MlaLayerParams&) const {
   throw NotImplementedError(missing_kernel_reason());
 }
 

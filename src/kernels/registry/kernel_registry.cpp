@@ -8,6 +8,7 @@
 #include "attnsel/errors.hpp"
 #include "kernels/attention/cpu/cpu_attention.hpp"
 #include "kernels/attention/cuda/flash_attn_cuda.hpp"
+#include "kernels/mla/cpu/cpu_mla.hpp"
 
 namespace attnsel::kernel {
 
@@ -35,6 +36,17 @@ KernelInfo flash_attn_cuda_info(ScalarType, CacheDType) {
 }
 std::unique_ptr<AttentionImpl> make_flash_attn_cuda(const LayerParams& p) { return cuda::make_flash_attn_cuda_impl(p); }
 
+KernelInfo cpu_mla_info(ScalarType dtype, CacheDType kv_cache_dtype) {
+  KernelInfo k;
+  k.available = true;
+  k.device = DeviceKind::cpu;
+  k.isa = mla::cpu::cpu_mla_isa(dtype, kv_cache_dtype);
+  k.graph_support = GraphSupport::never;  // host code: nothing to capture
+  k.lse_output = true;                    // MlaImpl::decode_latent's
+  return k;
+}
+std::unique_ptr<MlaImpl> make_cpu_mla(const MlaLayerParams& p) { return mla::cpu::make_cpu_mla_impl(p); }
+
 const std::array kEntries = {
     KernelEntry{.name = "cpu_attention",
                 .family = KernelFamily::attention,
@@ -50,6 +62,13 @@ const std::array kEntries = {
                 .info = flash_attn_cuda_info,
                 .gaps = cuda::flash_attn_cuda_gaps,
                 .make_attention = make_flash_attn_cuda},
+    KernelEntry{.name = "cpu_mla",
+                .family = KernelFamily::mla,
+                .device = DeviceKind::cpu,
+                .unavailable_reason = always_available,
+                .info = cpu_mla_info,
+                .gaps = no_gaps,
+                .make_mla = make_cpu_mla},
 };
 
 }  // namespace

@@ -277,12 +277,14 @@ HWY_INLINE void ShiftTile(const KeyTile& t0, std::int64_t k_shift, std::int64_t 
 }
 
 // Into L2 (prefetcht1): the lines are used two tiles later, by when L1 would have evicted them.
-HWY_INLINE void PrefetchTile(const KeyTile& t, std::size_t row_bytes) {
-  for (int n = 0; n < t.nk; ++n)
-    for (std::size_t b = 0; b < row_bytes; b += 64) {
-      __builtin_prefetch(t.k[n] + b, 0, 2);
-      __builtin_prefetch(t.v[n] + b, 0, 2);
-    }
+// Values that are the keys' own rows (MLA's latent: V is the first entries of K) are not
+// fetched twice.
+HWY_INLINE void PrefetchTile(const KeyTile& t, std::size_t k_row_bytes, std::size_t v_row_bytes) {
+  for (int n = 0; n < t.nk; ++n) {
+    for (std::size_t b = 0; b < k_row_bytes; b += 64) __builtin_prefetch(t.k[n] + b, 0, 2);
+    if (t.v[n] == t.k[n]) continue;
+    for (std::size_t b = 0; b < v_row_bytes; b += 64) __builtin_prefetch(t.v[n] + b, 0, 2);
+  }
 }
 
 // Softmax of one tile: transforms S in place into P^T (scratch p), updates m, l, alpha.
@@ -344,10 +346,11 @@ HWY_INLINE void SoftmaxTile(const LayerCtx& c, const ItemGeometry& g, const KeyT
   (void)g;
 }
 
-// Writes the item's rows: normalised output, or the unnormalised partial for a merge.
+// Writes the item's rows: normalised output (and the log-sum-exp when asked), or the
+// unnormalised partial for a merge.
 HWY_INLINE void FinishItem(const LayerCtx& c, const WorkItem& it, const ItemGeometry& g, const PartialView& part,
                            Scratch& s) {
-  const int D = c.head_size;
+  const int D = c.value_size();
   for (int r = 0; r < g.rows; ++r) {
     const int token = it.token_begin + r / g.heads;
     const int head = it.head_begin + r % g.heads;
@@ -362,14 +365,17 @@ HWY_INLINE void FinishItem(const LayerCtx& c, const WorkItem& it, const ItemGeom
     // Normalise; a sink adds exp(sink) to the denominator only.
     const float m = s.m[r], l = s.l[r];
     float factor = l > 0.0f ? s.v_scale / l : 0.0f;
+    float lse = l > 0.0f ? m + std::log(l) : -HUGE_VALF;
     if (c.sinks) {
       const float sink = c.sinks[head];
       const float m2 = l > 0.0f ? std::max(m, sink) : sink;
       const float w = l > 0.0f ? std::exp(m - m2) : 0.0f;
       factor = w * s.v_scale / (l * w + std::exp(sink - m2));
+      lse = m2 + std::log(l * w + std::exp(sink - m2));
     }
+    if (c.lse) c.lse[token * c.lse_stride + head] = lse;
     const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
-    switch (c.q_type) {
+    switch (c.out_type) {
       case ScalarType::f32: {
         float* out = reinterpret_cast<float*>(c.out) + base;
         for (int d = 0; d < D; ++d) out[d] = o[d] * factor;
@@ -1110,12 +1116,13 @@ HWY_INLINE void PvBf16(const ItemGeometry& g, int D, int nk, std::size_t rp, Scr
 // One work item, for a KV type and NV row vectors.
 // FR > 0: the few-row (decode) form with rows padded to FR; FR == 0: rows across lanes.
 // The item's KV heads share the tile walk: a decode item reads each block of the cache
-// (all its heads) in one pass.
+// (all its heads) in one pass. D is the keys' width, DV the values' (the same but for MLA).
 template <ScalarType K, int NV, int FR = 0>
 HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_slot, void* scratch) {
   const DF df;
   const std::size_t L = hn::Lanes(df);
   const int D = c.head_size;
+  const int DV = c.value_size();
   const int H = it.kv_heads;
   const Scratch base = CarveScratch(scratch, D);
   ItemGeometry g;
@@ -1168,10 +1175,11 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
       hs[j].m[r] = -HUGE_VALF;
       hs[j].l[r] = 0.0f;
     }
-    std::memset(hs[j].o, 0, static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(D) * sizeof(float));
+    std::memset(hs[j].o, 0, static_cast<std::size_t>(kMaxRows) * static_cast<std::size_t>(DV) * sizeof(float));
   }
 
   const std::size_t row_bytes = static_cast<std::size_t>(D) * Kv<K>::kBytes;
+  const std::size_t v_row_bytes = static_cast<std::size_t>(DV) * Kv<K>::kBytes;
   // The walk is (tile, KV head) steps; each step prefetches the rows of the step two ahead,
   // so prefetches are spread between the computations instead of issued in bursts.
   constexpr std::int64_t kAhead = 2;
@@ -1209,7 +1217,7 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
     const std::int64_t key0 = it.key_begin + (step / H) * tile_keys;
     if (!whole_blocks) {
       LocateTile(c, sub[step % H], key0, it.key_end, Kv<K>::kBytes, base.zero, t);
-      PrefetchTile(t, row_bytes);
+      PrefetchTile(t, row_bytes, v_row_bytes);
       return;
     }
     const std::int64_t last = std::min<std::int64_t>(key0 + tile_keys, it.key_end) - 1;
@@ -1285,20 +1293,20 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
         PackProbabilitiesFewRows<FR>(t.nk, s);
         bool fused_v = false;
         if constexpr (is_fp8(K) && FR <= 4) {
-          fused_v = D % 64 == 0;
-          if (fused_v) PvFp8FewRows<K, FR>(t, D, FR, s);
+          fused_v = DV % 64 == 0;
+          if (fused_v) PvFp8FewRows<K, FR>(t, DV, FR, s);
         }
         if (!fused_v) {
-          PackValuesBf16<K>(t, D, s);
-          PvBf16<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, s);
+          PackValuesBf16<K>(t, DV, s);
+          PvBf16<(FR < 4 ? FR : 4)>(g, DV, t.nk, FR, s);
         }
       } else {
         ConvertKeysBf16<K>(t, D, krow, s);
         QkBf16<NV>(c, t, krow, s);
         SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
         PackProbabilitiesBf16<NV>(t.nk, s);
-        PackValuesBf16<K>(t, D, s);
-        PvBf16(g, D, t.nk, static_cast<std::size_t>(g.rp), s);
+        PackValuesBf16<K>(t, DV, s);
+        PvBf16(g, DV, t.nk, static_cast<std::size_t>(g.rp), s);
       }
 #else
       const float* vrow[kTileKeys];
@@ -1306,8 +1314,8 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
       if constexpr (FR > 0) {
         QkF32FewRows<K, FR>(c, t, s);
         SoftmaxFewRows<FR>(c, t, pos_rows, slope_rows[j], need_mask, s);
-        ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
-        PvF32<(FR < 4 ? FR : 4)>(g, D, t.nk, FR, vrow, s);
+        ConvertTileF32<K>(df, t, DV, t.v, s.vf, vrow);
+        PvF32<(FR < 4 ? FR : 4)>(g, DV, t.nk, FR, vrow, s);
         continue;
       }
 #endif
@@ -1315,18 +1323,18 @@ HWY_NOINLINE void RunItem(const LayerCtx& c, const WorkItem& it, float* partial_
       ConvertTileF32<K>(df, t, D, t.k, s.kf, krow);
       QkF32<NV>(c, t, krow, s);
       SoftmaxTile<NV>(c, g, t, qpos, slope[j], need_mask, s);
-      ConvertTileF32<K>(df, t, D, t.v, s.vf, vrow);
-      PvF32(g, D, t.nk, static_cast<std::size_t>(g.rp), vrow, s);
+      ConvertTileF32<K>(df, t, DV, t.v, s.vf, vrow);
+      PvF32(g, DV, t.nk, static_cast<std::size_t>(g.rp), vrow, s);
 #endif
     }
   }
 #if ATTNSEL_BF16_VARIANT
   if constexpr (is_fp8(K))
-    for (int j = 0; j < H; ++j) Fp8OutputToNaturalOrder(g.rows, D, hs[j]);
+    for (int j = 0; j < H; ++j) Fp8OutputToNaturalOrder(g.rows, DV, hs[j]);
 #endif
   for (int j = 0; j < H; ++j) {
     PartialView part;
-    if (partial_slot) part = partial_for(partial_slot, D, j);
+    if (partial_slot) part = partial_for(partial_slot, DV, j);
     FinishItem(c, sub[j], g, part, hs[j]);
   }
 }

@@ -265,6 +265,7 @@ LayerCtx CpuAttentionImpl::layer_ctx(const TensorView& query, const KVCacheView&
   c.alibi = p.alibi_slopes.empty() ? nullptr : p.alibi_slopes.data();
   c.sinks = p.sinks.empty() ? nullptr : p.sinks.data();
   c.q_type = query.dtype;
+  c.out_type = output.dtype;
   c.bf16_dot = options_.allow_bf16_dot && query.dtype == ScalarType::bf16 &&
                (c.kv == ScalarType::bf16 || is_fp8(c.kv)) && cpu_has_bf16_dot();
   c.query = static_cast<const std::uint8_t*>(query.data);

@@ -18,7 +18,11 @@ inline constexpr int kFewRows = 8;         ///< rows per KV head up to which an 
 inline constexpr int kMaxItemKvHeads = 8;  ///< KV heads one decode-like item may cover
 
 struct LayerCtx {
-  int head_size = 0;
+  int head_size = 0;        ///< the queries' and keys' width
+  /// The values' width when it differs from the keys' (MLA: 512 over the latent, 128 after
+  /// the up-projection), else 0.
+  int value_head_size = 0;
+  int value_size() const { return value_head_size > 0 ? value_head_size : head_size; }
   int group = 1;            ///< query heads per KV head
   float qk_scale = 1.0f;    ///< softmax scale × key dequantisation scale
   float v_scale = 1.0f;     ///< value dequantisation scale
@@ -32,7 +36,8 @@ struct LayerCtx {
   const float* alibi = nullptr;  ///< [num_heads] or null
   const float* sinks = nullptr;  ///< [num_heads] or null
 
-  ScalarType q_type = ScalarType::f32;  ///< query and output element type
+  ScalarType q_type = ScalarType::f32;    ///< query element type
+  ScalarType out_type = ScalarType::f32;  ///< output element type
   ScalarType kv = ScalarType::f32;  ///< how the cache stores an element: f32, f16, bf16 or fp8
   bool bf16_dot = false;    ///< use the AVX-512-BF16 path (bf16 queries, bf16-exact KV)
 
@@ -40,6 +45,11 @@ struct LayerCtx {
   std::int64_t q_stride[2] = {};  ///< token, head (elements)
   std::uint8_t* out = nullptr;
   std::int64_t o_stride[2] = {};
+  /// Null, or where items that write the output also write each row's log-sum-exp
+  /// (natural log of the softmax denominator, -inf for a row that saw no key): f32 at
+  /// token * lse_stride + head.
+  float* lse = nullptr;
+  std::int64_t lse_stride = 0;
   const std::uint8_t* key_cache = nullptr;
   const std::uint8_t* value_cache = nullptr;
   std::int64_t k_stride[3] = {};  ///< block, token-in-block, head (elements)
@@ -78,7 +88,7 @@ struct WorkItem {
   }
 };
 
-/// Unnormalised results of one split: o[rows][head_size] (already × the head's v_scale), running max
+/// Unnormalised results of one split: o[rows][value_size] (already × the head's v_scale), running max
 /// m[rows] and sum l[rows] of the exponentials relative to m. Rows of KV head j of an item
 /// start at row j × kMaxRows.
 struct PartialView {
@@ -87,17 +97,18 @@ struct PartialView {
   float* l = nullptr;
 };
 
-/// Floats of one split-KV partial slot: kMaxItemKvHeads × kMaxRows rows of o, m and l.
-inline std::size_t partial_slot_floats(int head_size) {
-  return static_cast<std::size_t>(kMaxItemKvHeads) * kMaxRows * (static_cast<std::size_t>(head_size) + 2);
+/// Floats of one split-KV partial slot: kMaxItemKvHeads × kMaxRows rows of o, m and l
+/// (`value_size`: LayerCtx::value_size()).
+inline std::size_t partial_slot_floats(int value_size) {
+  return static_cast<std::size_t>(kMaxItemKvHeads) * kMaxRows * (static_cast<std::size_t>(value_size) + 2);
 }
 /// The partial of KV head j within a slot.
-inline PartialView partial_for(float* slot, int head_size, int j) {
+inline PartialView partial_for(float* slot, int value_size, int j) {
   const std::size_t rows = static_cast<std::size_t>(kMaxItemKvHeads) * kMaxRows;
   PartialView v;
-  v.o = slot + static_cast<std::size_t>(j) * kMaxRows * static_cast<std::size_t>(head_size);
-  v.m = slot + rows * static_cast<std::size_t>(head_size) + static_cast<std::size_t>(j) * kMaxRows;
-  v.l = slot + rows * (static_cast<std::size_t>(head_size) + 1) + static_cast<std::size_t>(j) * kMaxRows;
+  v.o = slot + static_cast<std::size_t>(j) * kMaxRows * static_cast<std::size_t>(value_size);
+  v.m = slot + rows * static_cast<std::size_t>(value_size) + static_cast<std::size_t>(j) * kMaxRows;
+  v.l = slot + rows * (static_cast<std::size_t>(value_size) + 1) + static_cast<std::size_t>(j) * kMaxRows;
   return v;
 }
 

@@ -1,0 +1,28 @@
+// Runs work items of the CPU attention kernel (kernels/attention/cpu/work.hpp) for the MLA
+// kernel's attention passes — the decode over the latent cache, the prefill's new tokens
+// and its context chunks — on the caller's OpenMP team, then merges the split-KV partials
+// by log-sum-exp (the exact combine of split-KV decode: empty splits are not read).
+// Thread-safety: reentrant on distinct outputs and memory.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/attention/cpu/work.hpp"
+#include "kernels/attention/cpu/work_plan.hpp"
+
+namespace attnsel::kernel::mla::cpu {
+
+/// Plan-owned memory the items use: one scratch area per thread, the partial slots.
+struct ItemMemory {
+  std::byte* scratch = nullptr;  ///< `threads` areas of scratch_stride bytes (64-byte aligned)
+  std::size_t scratch_stride = 0;
+  int threads = 1;               ///< at most this many threads run the items
+  float* partials = nullptr;     ///< work.num_partial_slots slots of partial_slot_floats(c.value_size())
+};
+
+/// Each item writes its rows of c.out (and c.lse when set), or its partial slot; the split
+/// groups are then merged into c.out / c.lse. The result does not depend on how many
+/// threads run it.
+void run_items(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory);
+
+}  // namespace attnsel::kernel::mla::cpu

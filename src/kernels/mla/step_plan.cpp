@@ -1,0 +1,44 @@
+#include "kernels/mla/step_plan.hpp"
+
+#include "attnsel/errors.hpp"
+
+namespace attnsel::kernel {
+
+MlaStepSummary mla_step_summary(const StepPlan& plan) {
+  const auto* mla_plan = dynamic_cast<const mla::MlaStepPlan*>(&plan);
+  if (mla_plan == nullptr)
+    throw ValueError("mla_step_summary needs a plan made by an MLA implementation (MlaImpl::plan); this one was made "
+                     "by another kind of kernel");
+  return mla_plan->batch.summary();
+}
+
+namespace mla {
+
+StepShape mla_step_shape(const MlaLayerParams& p, const TensorView& cache, const MlaBatch& batch) {
+  StepShape s;
+  s.num_seqs = batch.num_seqs;
+  s.num_actual_tokens = batch.num_actual_tokens;
+  s.max_blocks_per_seq = batch.max_blocks_per_seq;
+  s.slot_mapping = batch.slot_mapping.size() == static_cast<std::size_t>(batch.num_actual_tokens) &&
+                   (batch.num_actual_tokens == 0 || !batch.slot_mapping.empty());
+  s.dtype = p.dtype;
+  s.device = cache.device;
+  s.device_index = cache.device_index;
+  s.num_heads = p.dims.num_heads;
+  s.num_kv_heads = 1;
+  s.head_size = p.dims.latent_size();
+  s.cache_dtype = cache.dtype;
+  const std::int64_t shape[4] = {cache.shape[0], cache.shape[1], 1, cache.shape[2]};
+  const std::int64_t strides[4] = {cache.stride[0], cache.stride[1], cache.shape[2], cache.stride[2]};
+  for (int d = 0; d < 4; ++d) {
+    s.cache_shape[d] = shape[d];
+    s.key_strides[d] = strides[d];
+    s.value_strides[d] = strides[d];
+  }
+  s.causal = true;
+  s.batch_invariant = p.batch_invariant;
+  return s;
+}
+
+}  // namespace mla
+}  // namespace attnsel::kernel
