@@ -145,7 +145,8 @@ void score_wave(const IndexerStep& s, int wave_index, const TensorView& q, const
       quantise_token(s, q, weights, t, s.plan.queries[static_cast<std::size_t>(w)],
                      s.plan.head_weights.as<float>() + static_cast<std::size_t>(w) * static_cast<std::size_t>(Hp));
       float* row = out + static_cast<std::int64_t>(t - first_row) * out_stride;
-      std::fill(row + s.plan.row_length[static_cast<std::size_t>(t)], row + width, -std::numeric_limits<float>::infinity());
+      const std::int64_t seen = s.plan.row_length[static_cast<std::size_t>(t)];
+      if (width > seen) std::fill(row + seen, row + width, -std::numeric_limits<float>::infinity());
     }
     const IndexerScratch sc = carve_indexer_scratch(s.plan, omp_get_thread_num(), s.params.head_dim);
     const auto n_items = static_cast<std::int64_t>(wave.items.size());

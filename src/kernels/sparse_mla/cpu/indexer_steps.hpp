@@ -30,7 +30,7 @@ struct IndexerStep {
 void write_keys(const IndexerStep& s, const TensorView& k, const TensorView& key_cache);
 
 /// The scores of wave `wave`'s tokens: the row of token t at out + (t - first_row) · out_stride,
-/// its first row_length[t] entries the scores, -inf from there to `width`.
+/// its first row_length[t] entries the scores, -inf from there to `width` (if further).
 void score_wave(const IndexerStep& s, int wave, const TensorView& q, const TensorView& weights,
                 const TensorView& key_cache, float* out, std::int64_t out_stride, int first_row, std::int64_t width);
 
