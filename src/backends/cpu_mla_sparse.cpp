@@ -14,7 +14,6 @@ BackendCapabilities CPUMLASparseBackend::capabilities(const RuntimeEnv&) const {
   c.kv_cache_dtypes = {"auto", "bfloat16", "float16", "fp8_ds_mla"};
   c.head_sizes = {576};
   // Any block size (the default MultipleOf(1)): the kernel reads the cache a row at a time.
-  c.pcp = false;  // one rank's cache: no prefill context parallelism
   c.batch_invariance = true;  // a batch-invariant layer never splits a token's index row
   return c;
 }
