@@ -11,6 +11,7 @@
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
 #include "kernels/sparse_mla/cpu/fp8_rows.hpp"
+#include "kernels/sparse_mla/cpu/head_sums.hpp"
 #include "kernels/sparse_mla/cpu/indexer_steps.hpp"
 #include "kernels/sparse_mla/formats.hpp"
 
@@ -79,17 +80,6 @@ void quantise_token(const IndexerStep& s, const TensorView& q, const TensorView&
   }
 }
 
-// Σ_h max(p[h], 0) · w[h] over `heads` (a multiple of 16) in a fixed order: 16 running sums,
-// then their sum.
-float weighted_relu_sum(const float* p, const float* w, int heads) {
-  float acc[16] = {};
-  for (int h0 = 0; h0 < heads; h0 += 16)
-    for (int l = 0; l < 16; ++l) acc[l] += std::max(p[h0 + l], 0.0f) * w[h0 + l];
-  float sum = 0.0f;
-  for (float a : acc) sum += a;
-  return sum;
-}
-
 void score_item(const IndexerStep& s, const ScoreWave& wave, const ScoreItem& item, const TensorView& key_cache,
                 float* out, std::int64_t out_stride, int first_row, const IndexerScratch& sc) {
   const mla::MlaBatch& b = s.plan.batch;
@@ -107,11 +97,12 @@ void score_item(const IndexerStep& s, const ScoreWave& wave, const ScoreItem& it
       const std::int64_t seen = s.plan.row_length[static_cast<std::size_t>(t)];
       if (seen <= p) continue;
       const int w = t - wave.token_begin;
+      const int n = static_cast<int>(std::min<std::int64_t>(run, seen - p));  // the keys this token sees
       mla::cpu::GemmArgs g;
       g.a = sc.keys;
       g.a_type = ScalarType::bf16;
       g.a_stride = D;
-      g.m = run;
+      g.m = n;
       g.b = &s.plan.queries[static_cast<std::size_t>(w)];
       g.n_begin = 0;
       g.n_end = Hp;
@@ -121,10 +112,7 @@ void score_item(const IndexerStep& s, const ScoreWave& wave, const ScoreItem& it
       mla::cpu::gemm(g);
       const float* wt = head_weights + static_cast<std::size_t>(w) * static_cast<std::size_t>(Hp);
       float* row = out + static_cast<std::int64_t>(t - first_row) * out_stride;
-      const int n = static_cast<int>(std::min<std::int64_t>(run, seen - p));
-      for (int i = 0; i < n; ++i)
-        row[p + i] = weighted_relu_sum(sc.products + static_cast<std::size_t>(i) * static_cast<std::size_t>(Hp), wt, Hp) *
-                     kappa[i];
+      relu_weighted_head_sums(sc.products, n, Hp, wt, kappa, row + p);
     }
     p += run;
   }
