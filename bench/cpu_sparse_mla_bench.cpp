@@ -211,7 +211,7 @@ BENCHMARK(BM_SparseDecodeVsDense4x32k)
     ->ArgName("heads")
     ->Arg(128)
     ->Arg(16)
-    ->Iterations(7)
+    ->Iterations(9)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -246,7 +246,7 @@ BENCHMARK(BM_SparseDecodeDsMlaVsBf16)
     ->ArgName("heads")
     ->Arg(128)
     ->Arg(16)
-    ->Iterations(7)
+    ->Iterations(50)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

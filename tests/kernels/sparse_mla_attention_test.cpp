@@ -218,6 +218,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LatentCase{128, 64, 64, ScalarType::bf16, CacheDType::fp8_ds_mla, {{90, 1}, {40, 1}}},
                       LatentCase{128, 16, 300, ScalarType::bf16, CacheDType::auto_, {{700, 1}}},
                       LatentCase{16, 64, 600, ScalarType::bf16, CacheDType::fp8_ds_mla, {{2000, 1}, {33, 1}}},
+                      // Rows longer than one dequantised chunk (2048): folded chunk by chunk.
+                      LatentCase{16, 64, 2500, ScalarType::bf16, CacheDType::fp8_ds_mla, {{3000, 1}}},
                       LatentCase{7, 5, 41, ScalarType::f32, CacheDType::auto_, {{60, 2}, {9, 1}}},
                       LatentCase{12, 64, 50, ScalarType::f16, CacheDType::float16, {{80, 1}}}));
 

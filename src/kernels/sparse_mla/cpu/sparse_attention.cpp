@@ -50,6 +50,24 @@ void dequantise_row(const std::uint8_t* record, std::uint16_t* out) {
   std::memcpy(out + kDsMlaLatent, record + kDsMlaRopeOffset, 2 * kDsMlaRope);
 }
 
+// Records fetched ahead of the one being dequantised.
+constexpr int kPrefetchRows = 8;
+
+void prefetch_record(const std::uint8_t* record) {
+  for (int b = 0; b < kDsMlaTokenBytes; b += 64) __builtin_prefetch(record + b, 0, 3);
+  __builtin_prefetch(record + kDsMlaTokenBytes - 1, 0, 3);
+}
+
+// Rows row_ids[0, n) of an fp8_ds_mla cache, dequantised into out ([n, 576] bf16).
+void dequantise_rows(const TensorView& cache, const std::int32_t* row_ids, int n, std::uint16_t* out) {
+  const auto* base = static_cast<const std::uint8_t*>(cache.data);
+  for (int i = 0; i < n; ++i) {
+    // The rows are scattered: fetch a few records ahead, which no hardware prefetcher foresees.
+    if (i + kPrefetchRows < n) prefetch_record(base + static_cast<std::int64_t>(row_ids[i + kPrefetchRows]) * cache.stride[1]);
+    dequantise_row(base + static_cast<std::int64_t>(row_ids[i]) * cache.stride[1], out + static_cast<std::size_t>(i) * kLatent);
+  }
+}
+
 void store(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
   switch (t) {
     case ScalarType::f32: reinterpret_cast<float*>(base)[i] = v; break;
@@ -110,27 +128,21 @@ void fold(const PartialView& running, const PartialView& chunk, int rows) {
   }
 }
 
-// An item over fp8_ds_mla rows: chunks of kDequantRows rows dequantised into the thread's
-// scratch (c reads them through the identity table), each attended, folded into `running`;
-// then written as the item's partial, or normalised into the output.
+// An item over more fp8_ds_mla rows than a chunk holds: chunks of kDequantRows rows
+// dequantised into the thread's scratch (c reads them through the identity table), each
+// attended, folded into `running`; then written as the item's partial, or normalised into
+// the output.
 void run_ds_mla_item(const LayerCtx& c, const WorkItem& it, const std::int32_t* row_ids,
                      const TensorView& cache, float* slot, const SparseScratch& sc) {
   const int rows = it.num_rows();
-  if (it.key_end <= it.key_begin) {  // no key: the kernel writes zeros (or an empty partial)
-    kernel::cpu::process_item(c, it, slot, sc.kernel);
-    return;
-  }
   const PartialView running = view(sc.running), chunk = view(sc.chunk);
   for (int r = 0; r < rows; ++r) {
     running.m[r] = -HUGE_VALF;
     running.l[r] = 0.0f;
   }
-  const auto* base = static_cast<const std::uint8_t*>(cache.data);
   for (std::int64_t k0 = it.key_begin; k0 < it.key_end; k0 += kDequantRows) {
     const int n = static_cast<int>(std::min<std::int64_t>(kDequantRows, it.key_end - k0));
-    for (int i = 0; i < n; ++i)
-      dequantise_row(base + static_cast<std::int64_t>(row_ids[k0 + i]) * cache.stride[1],
-                     sc.dequant + static_cast<std::size_t>(i) * kLatent);
+    dequantise_rows(cache, row_ids + k0, n, sc.dequant);
     WorkItem part = it;
     part.seq = 0;
     part.key_begin = 0;
@@ -197,24 +209,40 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
   }
 
   const std::size_t slot_floats = kernel::cpu::partial_slot_floats(kRank);
-  const auto n_items = static_cast<std::int64_t>(plan.work.items.size());
+  const auto n_units = static_cast<std::int64_t>(plan.unit_starts.size()) - 1;
   const int team = s.team();
-#pragma omp parallel num_threads(team) if (team > 1 && n_items > 1)
+#pragma omp parallel num_threads(team) if (team > 1 && n_units > 1)
   {
     const SparseScratch sc = carve_sparse_scratch(plan, omp_get_thread_num(), ds_mla);
     LayerCtx c = base;
     if (ds_mla) c.key_cache = c.value_cache = reinterpret_cast<const std::uint8_t*>(sc.dequant);
 #pragma omp for schedule(dynamic, 1)
-    for (std::int64_t i = 0; i < n_items; ++i) {
-      WorkItem it = plan.work.items[static_cast<std::size_t>(i)];
-      const std::int64_t valid = counts[it.seq];  // the item's keys, clamped to the row's valid entries
-      it.key_begin = std::min(it.key_begin, valid);
-      it.key_end = std::min(it.key_end, valid);
-      float* slot = it.partial >= 0 ? plan.partials.as<float>() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
-      if (ds_mla)
-        run_ds_mla_item(c, it, rows + static_cast<std::int64_t>(it.seq) * topk, cache, slot, sc);
-      else
-        kernel::cpu::process_item(c, it, slot, sc.kernel);
+    for (std::int64_t u = 0; u < n_units; ++u) {
+      const int first = plan.unit_starts[static_cast<std::size_t>(u)];
+      const int last = plan.unit_starts[static_cast<std::size_t>(u) + 1];
+      // The unit's keys (its items share them), clamped to the row's valid entries.
+      const WorkItem& head = plan.work.items[static_cast<std::size_t>(first)];
+      const std::int64_t valid = counts[head.seq];
+      const std::int64_t kb = std::min(head.key_begin, valid), ke = std::min(head.key_end, valid);
+      const std::int32_t* row_ids = rows + static_cast<std::int64_t>(head.seq) * topk;
+      const bool one_chunk = ds_mla && ke - kb <= kDequantRows;
+      if (one_chunk) dequantise_rows(cache, row_ids + kb, static_cast<int>(ke - kb), sc.dequant);
+      for (int i = first; i < last; ++i) {
+        WorkItem it = plan.work.items[static_cast<std::size_t>(i)];
+        it.key_begin = kb;
+        it.key_end = ke;
+        float* slot = it.partial >= 0 ? plan.partials.as<float>() + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
+        if (!ds_mla) {
+          kernel::cpu::process_item(c, it, slot, sc.kernel);
+        } else if (one_chunk) {  // the unit's rows, dequantised once for all its heads
+          it.seq = 0;
+          it.key_begin = 0;
+          it.key_end = ke - kb;
+          kernel::cpu::process_item(c, it, slot, sc.kernel);
+        } else {
+          run_ds_mla_item(c, it, row_ids, cache, slot, sc);
+        }
+      }
     }
   }
   const auto n_groups = static_cast<std::int64_t>(plan.work.splits.size());

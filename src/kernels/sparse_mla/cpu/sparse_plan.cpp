@@ -64,7 +64,9 @@ void build_sparse_work(CpuSparseMlaPlan& plan, const SparseMlaLayerParams& p, bo
   SparseSplitOptions split;
   split.cores = plan.threads;
   split.batch_invariant = p.batch_invariant;
-  plan.work = plan_sparse_work(keys, p.topk, N, split);
+  SparseWork work = plan_sparse_work(keys, p.topk, N, split);
+  plan.work = std::move(work.plan);
+  plan.unit_starts = std::move(work.unit_starts);
 
   const auto tokens = static_cast<std::size_t>(std::max(T, 1));
   const auto topk = static_cast<std::size_t>(p.topk);

@@ -19,8 +19,11 @@
 
 namespace attnsel::kernel::sparse_mla::cpu {
 
-/// fp8_ds_mla rows a thread dequantises at once (their bf16 copy, 288 KiB, stays in L2).
-inline constexpr int kDequantRows = 256;
+/// fp8_ds_mla rows a thread dequantises at once: DeepSeek-V3.2's whole index row (index_topk
+/// 2048, a 2.3 MiB bf16 copy that stays in L3), so that a unit's heads attend in one pass
+/// each (256-row chunks, in L2, cost 1.6-2.2x the bf16 cache's time in the chunks' fixed
+/// costs; whole rows 1.3-1.5x).
+inline constexpr int kDequantRows = 2048;
 
 class CpuSparseMlaPlan final : public StepPlan {
  public:
@@ -33,6 +36,9 @@ class CpuSparseMlaPlan final : public StepPlan {
   /// keys [key_begin, key_end) positions in its compacted index row (the last part of a token
   /// runs to topk; a call clamps every range to the row's valid entries).
   kernel::cpu::WorkPlan work;
+  /// Items [unit_starts[u], unit_starts[u + 1]) are unit u: one token's groups of heads over
+  /// one key range, run by one thread (which reads or dequantises the rows once).
+  std::vector<int> unit_starts;
 
   mla::cpu::HostBuffer rows;            ///< [tokens, topk] i32: each token's valid cache rows, compacted
   mla::cpu::HostBuffer row_counts;      ///< [tokens] i32

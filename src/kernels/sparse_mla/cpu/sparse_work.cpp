@@ -19,8 +19,8 @@ double item_cost(std::int64_t keys, int rows) { return static_cast<double>(keys)
 
 }  // namespace
 
-kernel::cpu::WorkPlan plan_sparse_work(const std::vector<std::int64_t>& keys, int topk, int num_heads,
-                                       const SparseSplitOptions& options) {
+SparseWork plan_sparse_work(const std::vector<std::int64_t>& keys, int topk, int num_heads,
+                            const SparseSplitOptions& options) {
   kernel::cpu::WorkPlan plan;
   const int head_groups = (num_heads + kMaxRows - 1) / kMaxRows;
   const int heads_per_item = (num_heads + head_groups - 1) / head_groups;
@@ -68,9 +68,31 @@ kernel::cpu::WorkPlan plan_sparse_work(const std::vector<std::int64_t>& keys, in
       out.push_back(part);
     }
   }
-  std::stable_sort(out.begin(), out.end(), [](const WorkItem& a, const WorkItem& b) { return a.cost > b.cost; });
-  plan.items = std::move(out);
-  return plan;
+  // Units: a token's items over one key range (its groups of heads), the largest first.
+  std::stable_sort(out.begin(), out.end(), [](const WorkItem& a, const WorkItem& b) {
+    return a.seq != b.seq ? a.seq < b.seq : a.key_begin < b.key_begin;
+  });
+  std::vector<std::vector<WorkItem>> units;
+  for (const WorkItem& it : out) {
+    if (units.empty() || units.back().front().seq != it.seq || units.back().front().key_begin != it.key_begin)
+      units.emplace_back();
+    units.back().push_back(it);
+  }
+  auto cost = [](const std::vector<WorkItem>& u) {
+    double c = 0.0;
+    for (const WorkItem& it : u) c += it.cost;
+    return c;
+  };
+  std::stable_sort(units.begin(), units.end(), [&](const auto& a, const auto& b) { return cost(a) > cost(b); });
+  SparseWork work;
+  plan.items.clear();
+  work.unit_starts.push_back(0);
+  for (const auto& u : units) {
+    plan.items.insert(plan.items.end(), u.begin(), u.end());
+    work.unit_starts.push_back(static_cast<int>(plan.items.size()));
+  }
+  work.plan = std::move(plan);
+  return work;
 }
 
 }  // namespace attnsel::kernel::sparse_mla::cpu

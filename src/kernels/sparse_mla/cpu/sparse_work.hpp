@@ -19,10 +19,18 @@ struct SparseSplitOptions {
   int min_split_keys = 256;      ///< the fewest keys a split reads
 };
 
+/// The items, and the units they are run in: the items of one token over one key range (its
+/// groups of heads) are consecutive, unit u being items [unit_starts[u], unit_starts[u + 1]),
+/// so that one thread reads (or dequantises) the unit's rows once for all its heads.
+struct SparseWork {
+  kernel::cpu::WorkPlan plan;
+  std::vector<int> unit_starts;  ///< units + 1 entries; units by decreasing cost
+};
+
 /// Items of the tokens with `keys[t]` expected valid entries (at most topk) of index rows
 /// `topk` wide: WorkItem::seq is the token, the keys positions in its compacted row; a
 /// token's last item (or last split) runs to topk.
-kernel::cpu::WorkPlan plan_sparse_work(const std::vector<std::int64_t>& keys, int topk, int num_heads,
-                                       const SparseSplitOptions& options);
+SparseWork plan_sparse_work(const std::vector<std::int64_t>& keys, int topk, int num_heads,
+                            const SparseSplitOptions& options);
 
 }  // namespace attnsel::kernel::sparse_mla::cpu
