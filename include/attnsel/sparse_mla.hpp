@@ -33,6 +33,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 
 #include "attnsel/cache_dtype.hpp"
 #include "attnsel/export.hpp"
