@@ -56,7 +56,7 @@ BENCHMARK(BM_Ceilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTim
 struct Shape {
   int heads = 32, kv_heads = 8, head_size = 128;
   ScalarType dtype = ScalarType::bf16;
-  std::string kv_cache_dtype = "auto";
+  attnsel::CacheDType kv_cache_dtype = attnsel::CacheDType::auto_;
   CacheLayout layout = CacheLayout::hnd;
   int block = 16;
   int batch = 1;
@@ -206,7 +206,9 @@ void BM_DecodeInCacheKv(benchmark::State& state) {
   s.batch = 1;
   s.context = 2048;
   const int kv = static_cast<int>(state.range(0));
-  s.kv_cache_dtype = kv == 0 ? "auto" : kv == 2 ? "fp8_e5m2" : "fp8_e4m3";
+  s.kv_cache_dtype = kv == 0   ? attnsel::CacheDType::auto_
+                     : kv == 2 ? attnsel::CacheDType::fp8_e5m2
+                               : attnsel::CacheDType::fp8_e4m3;
   s.allow_bf16_dot = kv != 3;
   run_decode(state, "decodeincachekv" + std::to_string(kv), s, 0);
 }
@@ -220,7 +222,7 @@ void BM_DecodeFp8Batch8x8192(benchmark::State& state) {
   Shape s;
   s.batch = 8;
   s.context = 8192;
-  s.kv_cache_dtype = "fp8_e4m3";
+  s.kv_cache_dtype = attnsel::CacheDType::fp8_e4m3;
   run_decode(state, "decodefp8", s, 80);
 }
 BENCHMARK(BM_DecodeFp8Batch8x8192)->Unit(benchmark::kMillisecond)->UseRealTime();
@@ -229,10 +231,10 @@ BENCHMARK(BM_DecodeFp8Batch8x8192)->Unit(benchmark::kMillisecond)->UseRealTime()
 // goes first swaps every pair) so that a load that drifts slows both alike: each pair
 // gives one time ratio, and the median ratio is reported (`fp8_over_bf16`), with each
 // cache's median time and the fp8 read rate. Manual time: the fp8 forwards.
-void run_decode_pair(benchmark::State& state, Shape s, const std::string& fp8_dtype) {
+void run_decode_pair(benchmark::State& state, Shape s, attnsel::CacheDType fp8_dtype) {
   const double ceiling = ceilings().read_gbps;
   Shape b = s;
-  b.kv_cache_dtype = "auto";
+  b.kv_cache_dtype = attnsel::CacheDType::auto_;
   s.kv_cache_dtype = fp8_dtype;
   workload_cache().clear();  // its memory first: both caches are resident here
   PagedWorkload wf(spec_of(s)), wb(spec_of(b));
@@ -277,7 +279,7 @@ void BM_DecodeFp8VsBf16Batch8x8192(benchmark::State& state) {
   Shape s;
   s.batch = 8;
   s.context = 8192;
-  run_decode_pair(state, s, state.range(0) == 2 ? "fp8_e5m2" : "fp8_e4m3");
+  run_decode_pair(state, s, state.range(0) == 2 ? attnsel::CacheDType::fp8_e5m2 : attnsel::CacheDType::fp8_e4m3);
 }
 BENCHMARK(BM_DecodeFp8VsBf16Batch8x8192)
     ->ArgName("e4m3_e5m2")
@@ -293,7 +295,7 @@ void BM_DecodeInCacheFp8VsBf16(benchmark::State& state) {
   Shape s;
   s.batch = 1;
   s.context = 2048;
-  run_decode_pair(state, s, state.range(0) == 2 ? "fp8_e5m2" : "fp8_e4m3");
+  run_decode_pair(state, s, state.range(0) == 2 ? attnsel::CacheDType::fp8_e5m2 : attnsel::CacheDType::fp8_e4m3);
 }
 BENCHMARK(BM_DecodeInCacheFp8VsBf16)
     ->ArgName("e4m3_e5m2")

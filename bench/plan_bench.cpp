@@ -61,7 +61,7 @@ void BM_CachedSelectsOnly(benchmark::State& state, const std::string& name) {
     if (l.mixer != attnsel::MixerKind::attention) continue;
     attnsel::LayerRequest r;
     r.head_size = l.attention->head_size;
-    r.kv_cache_dtype = "auto";
+    r.kv_cache_dtype = attnsel::CacheDType::auto_;
     r.use_mla = l.attention->use_mla;
     r.use_sparse = l.attention->use_sparse;
     r.has_sink = l.attention->has_sink;

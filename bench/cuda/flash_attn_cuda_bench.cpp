@@ -125,7 +125,7 @@ ak::LayerParams layer(const Shape& s) {
   p.scale = 1.0f / std::sqrt(static_cast<float>(s.head_size));
   p.causal = s.causal;
   if (s.kv_fp8) {
-    p.kv_cache_dtype = "fp8_e4m3";
+    p.kv_cache_dtype = attnsel::CacheDType::fp8_e4m3;
     p.k_scale = 0.25f;
     p.v_scale = 0.5f;
   }

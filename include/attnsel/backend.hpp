@@ -83,7 +83,7 @@ class ATTNSEL_API AttentionBackend : public BackendClass {
   /// What the kernel needs and offers (device, ISA, graph support, layout) for layers of
   /// `dtype` with `kv_cache_dtype`: callers ask this instead of matching backend names.
   /// The default: available when has_kernel(), host memory, no graphs, no preference.
-  virtual kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const;
+  virtual kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const;
 
   // --- capabilities -----------------------------------------------------------------
   /// The capability record on `env`: vLLM's class attributes and classmethods, evaluated.

@@ -29,7 +29,7 @@ namespace attnsel {
 struct ATTNSEL_API BackendCapabilities {
   // --- lists (vLLM's supported_dtypes, supported_kv_cache_dtypes, ...) ------------------
   std::vector<DType> dtypes = {DType::float16, DType::bfloat16};
-  std::vector<std::string> kv_cache_dtypes = {"auto", "float16", "bfloat16"};  ///< empty = any
+  std::vector<CacheDType> kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16};  ///< empty = any
   std::vector<KernelBlockSize> kernel_block_sizes = {MultipleOf{1}};           ///< empty = any
   std::vector<int> head_sizes;                                                 ///< empty = any
   std::vector<AttentionType> attn_types = {AttentionType::decoder};
@@ -57,7 +57,7 @@ struct ATTNSEL_API BackendCapabilities {
   /// supports_head_size(); unset: `head_sizes` is empty or holds it.
   std::function<bool(int head_size)> head_size_rule;
   /// supports_kv_cache_dtype(); unset: not given, or `kv_cache_dtypes` is empty or holds it.
-  std::function<bool(const std::optional<std::string>& kv_cache_dtype)> kv_cache_dtype_rule;
+  std::function<bool(std::optional<CacheDType> kv_cache_dtype)> kv_cache_dtype_rule;
   /// supports_block_size(); unset: not given, or a multiple of one of `kernel_block_sizes`.
   std::function<bool(std::optional<int> block_size)> block_size_rule;
   /// get_preferred_block_size() where a backend overrides it; unset or nullopt: the default
@@ -72,7 +72,7 @@ struct ATTNSEL_API BackendCapabilities {
 
   // --- the queries, with vLLM's base-class defaults -----------------------------------
   bool supports_dtype(DType d) const;
-  bool supports_kv_cache_dtype(const std::optional<std::string>& d) const;
+  bool supports_kv_cache_dtype(std::optional<CacheDType> d) const;
   bool supports_block_size(std::optional<int> block_size) const;
   bool supports_head_size(int head_size) const;
   bool supports_attn_type(AttentionType t) const;

@@ -46,6 +46,7 @@
 
 #include <dlpack/dlpack.h>
 
+#include "attnsel/cache_dtype.hpp"
 #include "attnsel/export.hpp"
 #include "attnsel/kv_cache_layout.hpp"
 #include "attnsel/scalar_type.hpp"
@@ -109,7 +110,7 @@ struct ATTNSEL_API LayerParams {
   std::vector<float> sinks;                 ///< empty = off; else [num_heads] sink logits
   AttentionType attn_type = AttentionType::decoder;
   bool causal = true;                       ///< decoder self-attention is causal unless use_non_causal
-  std::string kv_cache_dtype = "auto";      ///< "auto" | "fp8" | "fp8_e4m3" | "fp8_e5m2" | ...
+  CacheDType kv_cache_dtype = CacheDType::auto_;  ///< auto, float16, bfloat16, fp8, fp8_e4m3 or fp8_e5m2
   float k_scale = 1.0f;                     ///< dequantisation scales for fp8 caches
   float v_scale = 1.0f;
   /// Per-KV-head dequantisation scales for fp8 caches (vLLM's per-head quant scales): empty

@@ -118,7 +118,7 @@ struct ATTNSEL_API ModelPlan {
   std::string platform_description;
   SelectionMode mode = SelectionMode::reference;
   DType dtype = DType::bfloat16;
-  std::string kv_cache_dtype = "auto";
+  CacheDType kv_cache_dtype = CacheDType::auto_;
   int tensor_parallel_size = 1;
   std::vector<PlanGroup> groups;  ///< ordered by each group's first layer
   BlockSizeChoice block_size;

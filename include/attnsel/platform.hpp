@@ -88,7 +88,7 @@ class ATTNSEL_API Platform {
   virtual Selection get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                          const AttentionSelectorConfig& config,
                                          std::optional<int> num_heads,
-                                         std::string_view run_cache_dtype = "auto") const = 0;
+                                         CacheDType run_cache_dtype = CacheDType::auto_) const = 0;
 
   /// The automatic priority list for a configuration (empty where the platform routes
   /// without a list).

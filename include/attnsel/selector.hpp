@@ -42,7 +42,7 @@ struct ATTNSEL_API AttentionConfig {
 struct ATTNSEL_API CacheConfig {
   int block_size = 16;
   bool user_specified_block_size = false;
-  std::string cache_dtype = "auto";
+  CacheDType cache_dtype = CacheDType::auto_;
 };
 
 /// Everything get_attn_backend reads from vLLM's global config.
@@ -61,7 +61,7 @@ struct ATTNSEL_API EngineConfig {
 struct ATTNSEL_API LayerRequest {
   int head_size = 0;
   DType dtype = DType::bfloat16;
-  std::optional<std::string> kv_cache_dtype;
+  std::optional<CacheDType> kv_cache_dtype;
   bool use_mla = false;
   bool has_sink = false;
   bool use_sparse = false;
@@ -72,8 +72,7 @@ struct ATTNSEL_API LayerRequest {
   bool has_sliding_window = false;
 };
 
-/// Builds the selector config exactly as vLLM's get_attn_backend does (vllm/v1/attention/selector.py);
-/// validates the kv-cache dtype.
+/// Builds the selector config exactly as vLLM's get_attn_backend does (vllm/v1/attention/selector.py).
 ATTNSEL_API AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer);
 /// The backend argument after the per-kind override (get_attn_backend's backend_per_kind lookup).
 ATTNSEL_API std::optional<BackendMember> effective_backend(const EngineConfig& engine, const LayerRequest& layer);
@@ -99,7 +98,7 @@ class ATTNSEL_API Selector {
   std::shared_ptr<const Selection> cached_select(const std::optional<BackendMember>& backend,
                                                  const AttentionSelectorConfig& config,
                                                  std::optional<int> num_heads,
-                                                 std::string_view run_cache_dtype = "auto");
+                                                 CacheDType run_cache_dtype = CacheDType::auto_);
   /// Forgets every memoised selection (vLLM's cache_clear()).
   void clear();
   std::size_t cache_size() const;
@@ -113,7 +112,7 @@ class ATTNSEL_API Selector {
     std::optional<BackendMember> backend;
     AttentionSelectorConfig config;
     std::optional<int> num_heads;
-    std::string run_cache_dtype;
+    CacheDType run_cache_dtype = CacheDType::auto_;
     std::optional<EngineFacts> engine;  ///< nullopt: the platform as given (cached_select)
     bool operator==(const Key&) const = default;
   };
@@ -125,7 +124,7 @@ class ATTNSEL_API Selector {
   /// next call on any Selector.
   const std::shared_ptr<const Selection>& lookup(const std::optional<BackendMember>& backend,
                                                  const AttentionSelectorConfig& config, std::optional<int> num_heads,
-                                                 std::string_view run_cache_dtype,
+                                                 CacheDType run_cache_dtype,
                                                  const std::optional<EngineFacts>& engine);
   /// The platform for a set of engine facts, made once and kept.
   std::shared_ptr<const Platform> platform_for(const EngineFacts& engine);

@@ -14,7 +14,7 @@ namespace attnsel {
 struct ATTNSEL_API AttentionSelectorConfig {
   int head_size = 0;
   DType dtype = DType::bfloat16;
-  std::optional<std::string> kv_cache_dtype;  ///< nullopt = not given (differs from "auto" in the key)
+  std::optional<CacheDType> kv_cache_dtype;  ///< nullopt = not given (differs from "auto" in the key)
   std::optional<int> block_size;              ///< only when the user specified one
   bool use_mla = false;
   bool has_sink = false;
@@ -46,7 +46,7 @@ struct ATTNSEL_API AttentionSelectorConfigHash {
 struct ATTNSEL_API CombinationArgs {
   int head_size;
   DType dtype;
-  std::optional<std::string> kv_cache_dtype;
+  std::optional<CacheDType> kv_cache_dtype;
   std::optional<int> block_size;
   bool use_mla;
   bool has_sink;

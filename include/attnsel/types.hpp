@@ -11,6 +11,7 @@
 #include <variant>
 #include <vector>
 
+#include "attnsel/cache_dtype.hpp"
 #include "attnsel/export.hpp"
 
 namespace attnsel {
@@ -24,12 +25,6 @@ ATTNSEL_API std::string dtype_repr(DType d);             ///< "torch.float16"
 ATTNSEL_API std::optional<DType> parse_dtype(std::string_view s);
 /// The canonical names, for error messages.
 ATTNSEL_API std::span<const std::string_view> dtype_names();
-
-/// vLLM's CacheDType literal values, in vLLM's order.
-ATTNSEL_API std::span<const std::string_view> cache_dtype_names();
-ATTNSEL_API bool is_known_cache_dtype(std::string_view s);
-/// vLLM's is_quantized_kv_cache: any fp8*, int/fp per-token-head, nvfp4*, turboquant_*, ultraquant_*.
-ATTNSEL_API bool is_quantized_kv_cache(std::string_view s);
 
 /// vLLM's AttentionType string enum.
 enum class AttentionType : std::uint8_t { decoder, encoder, encoder_only, encoder_decoder };

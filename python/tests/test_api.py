@@ -42,7 +42,7 @@ def test_select_failures_carry_vllm_types_and_candidates():
         attnsel.select("cpu", head_size=576, use_mla=True, use_sparse=True)
     with pytest.raises(ValueError, match="unknown dtype 'float64'"):
         attnsel.select("cpu", dtype="float64")
-    with pytest.raises(ValueError, match="Invalid kv_cache_dtype: fp3"):
+    with pytest.raises(ValueError, match="kv_cache_dtype 'fp3' is not a cache dtype; valid values are: auto, "):
         attnsel.select("cpu", kv_cache_dtype="fp3")
     with pytest.raises(ValueError):
         attnsel.select("tpu")

@@ -11,7 +11,7 @@ class AiterTritonMLABackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::AiterTritonMLABackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = dense_mla_capabilities();
-    c.kv_cache_dtypes = {"auto"};
+    c.kv_cache_dtypes = {CacheDType::auto_};
     c.head_sizes = {};
     return c;
   }

@@ -13,7 +13,7 @@ class B12xPagedAttentionBackend : public AttentionBackend {
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c;
     c.dtypes = {DType::bfloat16};
-    c.kv_cache_dtypes = {"auto", "bfloat16", "fp8", "fp8_e4m3"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16, CacheDType::fp8, CacheDType::fp8_e4m3};
     c.forward_includes_kv_cache_update = false;
     c.kernel_block_sizes = {64, 128};
     // Exactly the kernel pages: a 192-token block is not split into 64-token pages.
@@ -30,9 +30,9 @@ class B12xPagedAttentionBackend : public AttentionBackend {
     c.combination_rule = [available = env.facts.get_bool("b12x.available")](
                              const CombinationArgs& a) -> std::optional<std::string> {
       if (a.dtype != DType::bfloat16) return "b12x currently requires bfloat16 queries";
-      if (a.kv_cache_dtype == "float16") return "b12x does not support float16 KV cache";
-      if (a.kv_cache_dtype && is_quantized_kv_cache(*a.kv_cache_dtype) && *a.kv_cache_dtype != "fp8" &&
-          *a.kv_cache_dtype != "fp8_e4m3")
+      if (a.kv_cache_dtype == CacheDType::float16) return "b12x does not support float16 KV cache";
+      if (a.kv_cache_dtype && is_quantized_kv_cache(*a.kv_cache_dtype) && *a.kv_cache_dtype != CacheDType::fp8 &&
+          *a.kv_cache_dtype != CacheDType::fp8_e4m3)
         return "b12x currently supports only fp8/fp8_e4m3 quantized KV cache dtypes";
       if (!available) return "Install the b12x backend with `pip install vllm[b12x]`";
       return std::nullopt;

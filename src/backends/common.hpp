@@ -12,12 +12,11 @@
 
 namespace attnsel::backends {
 
-using StringList = std::vector<std::string>;
-
 inline const std::vector<DType> kHalfDTypes = {DType::float16, DType::bfloat16};
 inline const std::vector<DType> kHalfAndFloatDTypes = {DType::float16, DType::bfloat16, DType::float32};
 /// The KV-cache dtypes of the dense MLA backends that take FP8 caches.
-inline const StringList kMlaFp8KvDTypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"};
+inline const std::vector<CacheDType> kMlaFp8KvDTypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16,
+                                                        CacheDType::fp8, CacheDType::fp8_e4m3};
 /// The sparse CUDA kernels gather whole blocks of one layer's latents: block-outermost pages.
 inline const std::vector<KVCacheLayout> kBlockOuterLayouts = {KVCacheLayout::BLHNC};
 inline const std::vector<AttentionType> kAllAttnTypes = {AttentionType::decoder, AttentionType::encoder,

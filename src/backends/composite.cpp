@@ -114,11 +114,11 @@ BackendCapabilities CompositeAttentionBackend::capabilities(const RuntimeEnv& en
   c.dtypes.clear();
   for (DType d : general->dtypes)
     if (contains(causal->dtypes, d)) c.dtypes.push_back(d);
-  c.kv_cache_dtype_rule = [general, causal](const std::optional<std::string>& d) {
+  c.kv_cache_dtype_rule = [general, causal](std::optional<CacheDType> d) {
     return general->supports_kv_cache_dtype(d) && causal->supports_kv_cache_dtype(d);
   };
   c.kv_cache_dtypes.clear();
-  for (const std::string& d : general->kv_cache_dtypes)
+  for (const CacheDType d : general->kv_cache_dtypes)
     if (c.kv_cache_dtype_rule(d)) c.kv_cache_dtypes.push_back(d);
 
   c.kernel_block_sizes.clear();

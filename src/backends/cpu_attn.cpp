@@ -10,7 +10,7 @@ BackendCapabilities CPUAttentionBackend::capabilities(const RuntimeEnv&) const {
   BackendCapabilities c;
   c.dtypes = kHalfAndFloatDTypes;
   // vLLM lists neither "float16" nor "bfloat16": the CPU cache stores the model dtype ("auto") or fp8.
-  c.kv_cache_dtypes = {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"};
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::fp8, CacheDType::fp8_e4m3, CacheDType::fp8_e5m2};
   c.forward_includes_kv_cache_update = false;
   c.kernel_block_sizes = {MultipleOf{16}};
   c.head_sizes = {32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512};

@@ -18,7 +18,7 @@ class CPUAttentionBackend : public AttentionBackend {
   bool has_kernel() const override { return true; }
   std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const override;
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
-  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const override;
+  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const override;
 };
 
 }  // namespace attnsel::backends

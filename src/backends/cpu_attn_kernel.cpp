@@ -24,8 +24,8 @@ std::unique_ptr<kernel::AttentionImpl> CPUAttentionBackend::make_impl(const kern
   return cpu_kernel().make_attention(params);
 }
 
-kernel::KernelInfo CPUAttentionBackend::kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, cache_dtype_from(kv_cache_dtype));
+kernel::KernelInfo CPUAttentionBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
+  return cpu_kernel().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

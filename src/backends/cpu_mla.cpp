@@ -9,7 +9,7 @@ namespace attnsel::backends {
 BackendCapabilities CPUMLABackend::capabilities(const RuntimeEnv&) const {
   BackendCapabilities c = mla_common_capabilities();
   c.dtypes = kHalfAndFloatDTypes;
-  c.kv_cache_dtypes = {"auto"};
+  c.kv_cache_dtypes = {CacheDType::auto_};
   c.kernel_block_sizes = {16};
   // Exactly 16: the kernel page is the cache block (no "multiple of" rule).
   c.block_size_rule = [](std::optional<int> block_size) { return !block_size || *block_size == 16; };

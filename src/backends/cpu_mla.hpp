@@ -20,7 +20,7 @@ class CPUMLABackend : public AttentionBackend {
   /// An MLA kernel has no standard-attention form: NotImplementedError pointing to make_mla_impl.
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
   std::unique_ptr<kernel::MlaImpl> make_mla_impl(const kernel::MlaLayerParams& params) const override;
-  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const override;
+  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const override;
 };
 
 }  // namespace attnsel::backends

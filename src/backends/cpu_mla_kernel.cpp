@@ -33,8 +33,8 @@ std::unique_ptr<kernel::MlaImpl> CPUMLABackend::make_mla_impl(const kernel::MlaL
   return cpu_kernel().make_mla(params);
 }
 
-kernel::KernelInfo CPUMLABackend::kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, cache_dtype_from(kv_cache_dtype));
+kernel::KernelInfo CPUMLABackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
+  return cpu_kernel().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

@@ -11,7 +11,7 @@ BackendCapabilities CPUMLASparseBackend::capabilities(const RuntimeEnv&) const {
   BackendCapabilities c = sparse_mla_capabilities();
   c.dtypes = kHalfAndFloatDTypes;
   // The activation dtype, or DeepSeek's 656-byte fp8 token (bf16 layers; the kernel checks).
-  c.kv_cache_dtypes = {"auto", "bfloat16", "float16", "fp8_ds_mla"};
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16, CacheDType::float16, CacheDType::fp8_ds_mla};
   c.head_sizes = {576};
   // Any block size (the default MultipleOf(1)): the kernel reads the cache a row at a time.
   c.batch_invariance = true;  // a batch-invariant layer never splits a token's index row

@@ -33,8 +33,8 @@ std::unique_ptr<kernel::SparseMlaImpl> CPUMLASparseBackend::make_sparse_mla_impl
   return cpu_kernel().make_sparse_mla(params);
 }
 
-kernel::KernelInfo CPUMLASparseBackend::kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, cache_dtype_from(kv_cache_dtype));
+kernel::KernelInfo CPUMLASparseBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
+  return cpu_kernel().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

@@ -23,7 +23,7 @@ class DeepseekV32IndexerBackend : public AttentionBackend {
   /// The indexer has no standard-attention form: NotImplementedError pointing to make_indexer_impl.
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
   std::unique_ptr<kernel::IndexerImpl> make_indexer_impl(const kernel::IndexerLayerParams& params) const override;
-  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const override;
+  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const override;
 };
 
 /// The one instance (immutable; thread-safe).

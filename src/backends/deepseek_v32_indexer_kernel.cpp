@@ -31,9 +31,8 @@ std::unique_ptr<kernel::IndexerImpl> DeepseekV32IndexerBackend::make_indexer_imp
   return cpu_kernel().make_indexer(params);
 }
 
-kernel::KernelInfo DeepseekV32IndexerBackend::kernel_info(kernel::ScalarType dtype,
-                                                          const std::string& kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, cache_dtype_from(kv_cache_dtype));
+kernel::KernelInfo DeepseekV32IndexerBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
+  return cpu_kernel().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

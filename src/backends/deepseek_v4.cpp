@@ -21,14 +21,15 @@ BackendCapabilities deepseek_v4_sparse_mla_capabilities() {
 
 BackendCapabilities deepseek_v4_flashmla_capabilities() {
   BackendCapabilities c = deepseek_v4_sparse_mla_capabilities();
-  c.kv_cache_dtypes = {"auto", "fp8_ds_mla", "fp8"};
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::fp8_ds_mla, CacheDType::fp8};
   c.compute_capability_rule = majors({9, 10});
   return c;
 }
 
 BackendCapabilities deepseek_v4_flashinfer_mla_sparse_capabilities() {
   BackendCapabilities c = deepseek_v4_sparse_mla_capabilities();
-  c.kv_cache_dtypes = {"auto", "bfloat16", "fp8", "fp8_e4m3", "fp8_ds_mla"};
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16, CacheDType::fp8, CacheDType::fp8_e4m3,
+                       CacheDType::fp8_ds_mla};
   c.compute_capability_rule = majors({10, 12});
   return c;
 }
@@ -68,7 +69,7 @@ class DeepseekV4ROCMAiterMLASparseBackend : public AttentionBackend {
   }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = backends::deepseek_v4_sparse_mla_capabilities();
-    c.kv_cache_dtypes = {"auto", "fp8_ds_mla", "fp8"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::fp8_ds_mla, CacheDType::fp8};
     return c;
   }
 };

@@ -27,8 +27,9 @@ std::optional<int> FlashAttentionBackend::fa4_hd256_block_size(const RuntimeEnv&
 
 BackendCapabilities FlashAttentionBackend::capabilities(const RuntimeEnv& env) const {
   BackendCapabilities c;
-  c.kv_cache_dtypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"};
-  c.kv_cache_dtype_rule = [&env, listed = c.kv_cache_dtypes](const std::optional<std::string>& d) {
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
+                       CacheDType::fp8_e4m3};
+  c.kv_cache_dtype_rule = [&env, listed = c.kv_cache_dtypes](std::optional<CacheDType> d) {
     if (!d) return true;
     if (!contains(listed, *d)) return false;
     if (is_quantized_kv_cache(*d)) return flash_attn_supports_kv_cache_dtype(env, *d);

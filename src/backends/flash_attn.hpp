@@ -21,7 +21,7 @@ class FlashAttentionBackend : public AttentionBackend {
   std::string missing_kernel_reason() const override;
   std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const override;
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
-  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const override;
+  kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const override;
 
  protected:
   /// vLLM's class attribute head_size_v: None for FLASH_ATTN, the V head size for DiffKV.

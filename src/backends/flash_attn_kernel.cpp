@@ -29,8 +29,8 @@ std::unique_ptr<kernel::AttentionImpl> FlashAttentionBackend::make_impl(const ke
   return cuda_kernel().make_attention(params);
 }
 
-kernel::KernelInfo FlashAttentionBackend::kernel_info(kernel::ScalarType dtype, const std::string& kv_cache_dtype) const {
-  return cuda_kernel().info(dtype, cache_dtype_from(kv_cache_dtype));
+kernel::KernelInfo FlashAttentionBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
+  return cuda_kernel().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

@@ -11,7 +11,8 @@ namespace attnsel::backends {
 
 BackendCapabilities FlashInferBackend::capabilities(const RuntimeEnv& env) const {
   BackendCapabilities c;
-  c.kv_cache_dtypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "nvfp4", "nvfp4_4over6"};
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
+                       CacheDType::fp8_e4m3, CacheDType::fp8_e5m2, CacheDType::nvfp4, CacheDType::nvfp4_4over6};
   c.forward_includes_kv_cache_update = false;
   // Pages >= 128 only run on the TRTLLM-gen kernel (GQA on Blackwell); they are advertised only
   // when the served model can use it, so that selection never picks a page it cannot serve.
@@ -37,12 +38,12 @@ BackendCapabilities FlashInferBackend::capabilities(const RuntimeEnv& env) const
     if (!a.use_mm_prefix) return std::nullopt;
     // mm-prefix runs on FlashInfer's JIT-built custom-mask prefill (FA2 template), which cannot
     // take what only TRTLLM-gen serves.
-    const std::string kv = a.kv_cache_dtype.value_or("auto");
-    if (kv == "nvfp4" && a.device_capability && a.device_capability->major == 10)
+    const CacheDType kv = a.kv_cache_dtype.value_or(CacheDType::auto_);
+    if (kv == CacheDType::nvfp4 && a.device_capability && a.device_capability->major == 10)
       return "mm-prefix attention with an nvfp4 KV cache is served by TRTLLM-gen on SM100, which cannot run the "
              "mm-prefix variant";
-    if (kv == "nvfp4_4over6") return "mm-prefix attention does not support the nvfp4_4over6 KV cache (TRTLLM-gen only)";
-    if (kv.starts_with("fp8")) return "mm-prefix attention does not support an fp8 KV cache";
+    if (kv == CacheDType::nvfp4_4over6) return "mm-prefix attention does not support the nvfp4_4over6 KV cache (TRTLLM-gen only)";
+    if (cache_dtype_name(kv).starts_with("fp8")) return "mm-prefix attention does not support an fp8 KV cache";
     if (a.has_sink) return "mm-prefix attention does not support attention sinks";
     if (a.block_size && *a.block_size > 64)
       return fmt::format("mm-prefix attention does not support page size {} (TRTLLM-gen only)", *a.block_size);

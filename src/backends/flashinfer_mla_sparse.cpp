@@ -11,7 +11,8 @@ class FlashInferMLASparseTRTLLMBackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::FlashInferMLASparseTRTLLMBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = sparse_mla_capabilities();
-    c.kv_cache_dtypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
+                         CacheDType::fp8_e4m3};
     c.kernel_block_sizes = {32, 64};
     c.head_sizes = {576};
     c.dcp = true;

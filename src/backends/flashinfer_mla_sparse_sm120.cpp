@@ -13,7 +13,7 @@ class FlashInferMLASparseSM120Backend : public AttentionBackend {
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c = sparse_mla_capabilities();
     c.dtypes = {DType::bfloat16};
-    c.kv_cache_dtypes = {"auto", "fp8", "fp8_e4m3", "fp8_ds_mla"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::fp8, CacheDType::fp8_e4m3, CacheDType::fp8_ds_mla};
     c.kernel_block_sizes = {64, 256};
     c.head_sizes = {512, 576};
     c.compute_capability_rule = majors({12});

@@ -12,7 +12,7 @@ class FlashInferMLASparseSM90Backend : public AttentionBackend {
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = sparse_mla_capabilities();
     c.dtypes = {DType::bfloat16};
-    c.kv_cache_dtypes = {"auto", "bfloat16"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16};
     c.kernel_block_sizes = {64};
     c.head_sizes = {512, 576};
     c.compute_capability_rule = majors({9});

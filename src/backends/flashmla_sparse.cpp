@@ -13,7 +13,7 @@ class FlashMLASparseBackend : public AttentionBackend {
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c = sparse_mla_capabilities();
     c.dtypes = {DType::bfloat16};
-    c.kv_cache_dtypes = {"auto", "bfloat16", "fp8_ds_mla", "fp8"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16, CacheDType::fp8_ds_mla, CacheDType::fp8};
     c.kernel_block_sizes = {64};
     c.head_sizes = {576};
     c.dcp = true;

@@ -13,7 +13,7 @@ class HpcAttentionBackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::HpcAttentionBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c;
-    c.kv_cache_dtypes = {"auto", "bfloat16", "fp8_e4m3"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16, CacheDType::fp8_e4m3};
     // vLLM keeps True here so that the layer does not insert the cache itself: HPC's kernels do.
     c.forward_includes_kv_cache_update = true;
     c.kernel_block_sizes = {64};

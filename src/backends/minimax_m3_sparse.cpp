@@ -10,7 +10,7 @@ namespace attnsel::models::minimax_m3 {
 namespace {
 BackendCapabilities minimax_m3_sparse_capabilities() {
   BackendCapabilities c;
-  c.kv_cache_dtypes = {"bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2"};
+  c.kv_cache_dtypes = {CacheDType::bfloat16, CacheDType::fp8, CacheDType::fp8_e4m3, CacheDType::fp8_e5m2};
   c.forward_includes_kv_cache_update = false;
   c.kernel_block_sizes = {128};
   c.head_sizes = {128};

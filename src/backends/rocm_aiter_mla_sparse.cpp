@@ -11,7 +11,8 @@ class ROCMAiterMLASparseBackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::ROCMAiterMLASparseBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = sparse_mla_capabilities();
-    c.kv_cache_dtypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
+                         CacheDType::fp8_e4m3};
     c.kernel_block_sizes = {1, 16, 64};
     c.head_sizes = {};
     return c;

@@ -18,7 +18,7 @@ class RocmSegmentedAttentionBackend : public AttentionBackend {
     c.compute_capability_rule =
         always(env.device.kind == PlatformKind::rocm && (arch.starts_with("gfx11") || arch.starts_with("gfx12")));
     c.combination_rule = [gfx12 = arch.starts_with("gfx12")](const CombinationArgs& a) -> std::optional<std::string> {
-      if (a.kv_cache_dtype && a.kv_cache_dtype->starts_with("fp8") && !gfx12) return "FP8 KV cache requires gfx12";
+      if (a.kv_cache_dtype && cache_dtype_name(*a.kv_cache_dtype).starts_with("fp8") && !gfx12) return "FP8 KV cache requires gfx12";
       return std::nullopt;
     };
     return c;

@@ -39,7 +39,7 @@ std::optional<std::string> fa4_hd256_fallback_reason(const RuntimeEnv& env, cons
   if (q.has_sinks) return "attention sinks";
   if (q.requires_softcap || f.get_bool("model.attn_logit_softcapping")) return "logits soft capping";
   if (q.kv_cache_dtype && is_quantized_kv_cache(*q.kv_cache_dtype))
-    return fmt::format("quantized KV cache dtype {}", *q.kv_cache_dtype);
+    return fmt::format("quantized KV cache dtype {}", cache_dtype_name(*q.kv_cache_dtype));
   if (q.kv_cache_block_size && *q.kv_cache_block_size % 128 != 0)  // FA4_HD256_PAGE_SIZE
     return fmt::format("a KV cache block size of {}", *q.kv_cache_block_size);
   if (q.mm_prefix || f.get_bool("model.is_mm_prefix_lm")) return "mm_prefix bidirectional attention";
@@ -111,8 +111,8 @@ std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersion
   return v;
 }
 
-bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, std::string_view kv_cache_dtype, FaVersionQuery q) {
-  if (kv_cache_dtype == "fp8_e5m2") return false;
+bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, CacheDType kv_cache_dtype, FaVersionQuery q) {
+  if (kv_cache_dtype == CacheDType::fp8_e5m2) return false;
   if (env.device.kind == PlatformKind::xpu) return true;
   if (!q.kv_cache_dtype) q.kv_cache_dtype = kv_cache_dtype;
   const std::optional<int> v = get_flash_attn_version(env, q);

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "attnsel/cache_dtype.hpp"
 #include "attnsel/facts.hpp"
 
 namespace attnsel::backends {
@@ -23,7 +24,7 @@ struct FaVersionQuery {
   /// head-256 kernel cannot.
   bool mm_prefix = false;
   /// The run's KV-cache dtype (vLLM reads cache_config.cache_dtype); FP8 rules out the FA4 head-256 kernel.
-  std::optional<std::string_view> kv_cache_dtype;
+  std::optional<CacheDType> kv_cache_dtype;
 };
 
 bool is_cuda(const RuntimeEnv& env);
@@ -38,7 +39,7 @@ bool uses_fa4_hd256_kernel(const RuntimeEnv& env, std::optional<int> head_size, 
 /// when none does (ROCm, or an unsupported forced version).
 std::optional<int> get_flash_attn_version(const RuntimeEnv& env, const FaVersionQuery& query = {});
 /// vLLM's flash_attn_supports_kv_cache_dtype(kv_cache_dtype, ...).
-bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, std::string_view kv_cache_dtype,
+bool flash_attn_supports_kv_cache_dtype(const RuntimeEnv& env, CacheDType kv_cache_dtype,
                                         FaVersionQuery query = {});
 /// vLLM's flash_attn_supports_sinks(): XPU, or FA3/FA4.
 bool flash_attn_supports_sinks(const RuntimeEnv& env);

@@ -11,7 +11,7 @@ class TokenspeedMLABackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::TokenspeedMLABackend"; }
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c = dense_mla_capabilities();
-    c.kv_cache_dtypes = {"fp8", "fp8_e4m3"};
+    c.kv_cache_dtypes = {CacheDType::fp8, CacheDType::fp8_e4m3};
     c.kernel_block_sizes = {32, 64};
     c.compute_capability_rule = majors({10});
     // The kernel is specialised for DeepSeek-R1's dimensions with an FP8 latent cache.
@@ -19,7 +19,7 @@ class TokenspeedMLABackend : public AttentionBackend {
     c.combination_rule = [qk_nope](const CombinationArgs& a) -> std::optional<std::string> {
       if (a.head_size != 576 || qk_nope != 128)
         return "TokenSpeed MLA requires DeepSeek-R1 dimensions (head_size 576, qk_nope_head_dim 128)";
-      if (!a.kv_cache_dtype || !a.kv_cache_dtype->starts_with("fp8")) return "TokenSpeed MLA requires an FP8 KV cache";
+      if (!a.kv_cache_dtype || !cache_dtype_name(*a.kv_cache_dtype).starts_with("fp8")) return "TokenSpeed MLA requires an FP8 KV cache";
       return std::nullopt;
     };
     return c;

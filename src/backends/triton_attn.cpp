@@ -9,8 +9,9 @@ namespace attnsel::backends {
 BackendCapabilities TritonAttentionBackend::capabilities(const RuntimeEnv&) const {
   BackendCapabilities c;
   c.dtypes = kHalfAndFloatDTypes;
-  c.kv_cache_dtypes = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2",
-                       "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head"};
+  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
+                       CacheDType::fp8_e4m3, CacheDType::fp8_e5m2, CacheDType::int4_per_token_head,
+                       CacheDType::int8_per_token_head, CacheDType::fp8_per_token_head};
   c.forward_includes_kv_cache_update = false;
   c.kernel_block_sizes = {MultipleOf{16}};
   c.head_size_rule = [](int head_size) { return head_size >= 32; };

@@ -15,7 +15,7 @@ class TritonAttentionDiffKVBackend : public DiffKVBackend<TritonAttentionBackend
   std::string qualname() const override { return "attnsel::backends::TritonAttentionDiffKVBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c = TritonAttentionBackend::capabilities(env);
-    c.kv_cache_dtypes = {"auto", "bfloat16"};
+    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::bfloat16};
     c.attn_types = {AttentionType::decoder};
     c.sink = false;
     c.non_causal = false;

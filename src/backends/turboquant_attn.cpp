@@ -6,11 +6,11 @@
 
 namespace attnsel::backends {
 
-BackendCapabilities turboquant_capabilities(std::vector<std::string> kv_cache_dtypes) {
+BackendCapabilities turboquant_capabilities(std::vector<CacheDType> kv_cache_dtypes) {
   BackendCapabilities c;
   c.kv_cache_dtypes = std::move(kv_cache_dtypes);
   // Only its presets: neither "auto" nor an unspecified dtype (None).
-  c.kv_cache_dtype_rule = [presets = c.kv_cache_dtypes](const std::optional<std::string>& d) {
+  c.kv_cache_dtype_rule = [presets = c.kv_cache_dtypes](std::optional<CacheDType> d) {
     return d && contains(presets, *d);
   };
   c.forward_includes_kv_cache_update = false;
@@ -29,7 +29,8 @@ class TurboQuantAttentionBackend : public AttentionBackend {
   std::string get_name() const override { return "TURBOQUANT"; }
   std::string qualname() const override { return "attnsel::backends::TurboQuantAttentionBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
-    return turboquant_capabilities({"turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc"});
+    return turboquant_capabilities({CacheDType::turboquant_k8v4, CacheDType::turboquant_4bit_nc,
+                                    CacheDType::turboquant_k3v4_nc, CacheDType::turboquant_3bit_nc});
   }
 };
 }  // namespace

@@ -1,7 +1,6 @@
 // Internal: TURBOQUANT's capability record, which its ULTRAQUANT subclass extends.
 #pragma once
 
-#include <string>
 #include <vector>
 
 #include "attnsel/capabilities.hpp"
@@ -9,6 +8,6 @@
 namespace attnsel::backends {
 
 /// vllm/v1/attention/backends/turboquant_attn.py, serving the given packed cache presets.
-BackendCapabilities turboquant_capabilities(std::vector<std::string> kv_cache_dtypes);
+BackendCapabilities turboquant_capabilities(std::vector<CacheDType> kv_cache_dtypes);
 
 }  // namespace attnsel::backends

@@ -11,7 +11,7 @@ class UltraQuantAttentionBackend : public AttentionBackend {
   std::string get_name() const override { return "ULTRAQUANT"; }
   std::string qualname() const override { return "attnsel::backends::UltraQuantAttentionBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
-    BackendCapabilities c = turboquant_capabilities({"ultraquant_4bit"});
+    BackendCapabilities c = turboquant_capabilities({CacheDType::ultraquant_4bit});
     c.preferred_block_size_rule = [](int) -> std::optional<int> { return 64; };
     c.sink = true;
     return c;

@@ -64,7 +64,7 @@ LayerParams layer_params(const attnsel_layer_params& c) {
     p.attn_type = *t;
   }
   p.causal = c.causal != 0;
-  if (c.kv_cache_dtype != nullptr) p.kv_cache_dtype = c.kv_cache_dtype;
+  if (c.kv_cache_dtype != nullptr) p.kv_cache_dtype = cache_dtype_from(c.kv_cache_dtype);
   p.k_scale = c.k_scale;
   p.v_scale = c.v_scale;
   p.k_scales = copy_floats(c.k_scales, c.num_k_scales, "k_scales");
@@ -257,7 +257,8 @@ attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* 
       if (!d) throw ValueError(fmt::format("unknown dtype '{}'; valid values are: {}", dtype, fmt::join(dtype_names(), ", ")));
       activation = kernel::scalar_type(*d);
     }
-    const kernel::KernelInfo k = cls->kernel_info(activation, kv_cache_dtype != nullptr ? kv_cache_dtype : "auto");
+    const CacheDType cache = kv_cache_dtype != nullptr ? cache_dtype_from(kv_cache_dtype) : CacheDType::auto_;
+    const kernel::KernelInfo k = cls->kernel_info(activation, cache);
     fill_info(k, interned(k.isa),
               k.preferred_layout ? interned(std::string(layout_name(*k.preferred_layout))) : nullptr, out);
   });

@@ -53,12 +53,7 @@ SelectInputs read_select_request(const attnsel_select_request& r) {
       throw ValueError(fmt::format("unknown dtype '{}'; valid values are: {}", r.dtype, fmt::join(dtype_names(), ", ")));
     layer.dtype = *d;
   }
-  if (r.kv_cache_dtype != nullptr) {
-    if (!is_known_cache_dtype(r.kv_cache_dtype))
-      throw ValueError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", r.kv_cache_dtype,
-                                   fmt::join(cache_dtype_names(), ", ")));
-    layer.kv_cache_dtype = r.kv_cache_dtype;
-  }
+  if (r.kv_cache_dtype != nullptr) layer.kv_cache_dtype = cache_dtype_from(r.kv_cache_dtype);
   layer.use_mla = r.use_mla;
   layer.has_sink = r.has_sink;
   layer.use_sparse = r.use_sparse;
@@ -94,13 +89,9 @@ EngineConfig read_engine_config(const attnsel_select_request& r) {
     const std::size_t eq = a.find('=');
     engine.attention.set_backend_per_kind(std::string_view(a).substr(0, eq), std::string_view(a).substr(eq + 1));
   }
-  const std::string run_dtype = r.run_cache_dtype  ? std::string(r.run_cache_dtype)
-                                : r.kv_cache_dtype ? std::string(r.kv_cache_dtype)
-                                                   : std::string("auto");
-  if (!is_known_cache_dtype(run_dtype))
-    throw ValueError(fmt::format("Invalid run_cache_dtype: {}. Valid values are: {}", run_dtype,
-                                 fmt::join(cache_dtype_names(), ", ")));
-  engine.cache.cache_dtype = run_dtype;
+  engine.cache.cache_dtype = r.run_cache_dtype != nullptr ? cache_dtype_from(r.run_cache_dtype, "run_cache_dtype")
+                            : r.kv_cache_dtype != nullptr  ? cache_dtype_from(r.kv_cache_dtype)
+                                                           : CacheDType::auto_;
   if (r.block_size > 0) {
     engine.cache.block_size = r.block_size;
     engine.cache.user_specified_block_size = true;

@@ -4,7 +4,7 @@
 
 namespace attnsel {
 
-kernel::KernelInfo AttentionBackend::kernel_info(kernel::ScalarType, const std::string&) const {
+kernel::KernelInfo AttentionBackend::kernel_info(kernel::ScalarType, CacheDType) const {
   kernel::KernelInfo k;
   k.available = has_kernel();
   return k;

@@ -15,7 +15,7 @@ bool contains(const std::vector<T>& list, const U& value) {
 
 bool BackendCapabilities::supports_dtype(DType d) const { return contains(dtypes, d); }
 
-bool BackendCapabilities::supports_kv_cache_dtype(const std::optional<std::string>& d) const {
+bool BackendCapabilities::supports_kv_cache_dtype(std::optional<CacheDType> d) const {
   if (kv_cache_dtype_rule) return kv_cache_dtype_rule(d);
   if (!d) return true;
   return kv_cache_dtypes.empty() || contains(kv_cache_dtypes, *d);

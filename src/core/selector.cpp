@@ -40,12 +40,6 @@ void AttentionConfig::set_backend_per_kind(std::string_view kind, std::string_vi
 // --- get_attn_backend's argument building ---------------------------------------------
 
 AttentionSelectorConfig make_selector_config(const EngineConfig& engine, const LayerRequest& layer) {
-  if (layer.kv_cache_dtype && !is_known_cache_dtype(*layer.kv_cache_dtype)) {
-    std::vector<std::string> quoted;
-    for (std::string_view d : cache_dtype_names()) quoted.push_back(fmt::format("'{}'", d));
-    throw ValueError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: ({})", *layer.kv_cache_dtype,
-                                 fmt::join(quoted, ", ")));
-  }
   AttentionSelectorConfig c;
   c.head_size = layer.head_size;
   c.dtype = layer.dtype;
@@ -78,7 +72,7 @@ std::size_t Selector::KeyHash::operator()(const Key& k) const noexcept {
   const std::size_t b = k.backend ? (static_cast<std::size_t>(k.backend->index()) << 1 | 1) : 0;
   h ^= b * 0x9e3779b97f4a7c15ULL;
   h ^= static_cast<std::size_t>(k.num_heads.value_or(-1)) * 0xff51afd7ed558ccdULL;
-  h ^= std::hash<std::string>{}(k.run_cache_dtype) + (h << 6);
+  h ^= static_cast<std::size_t>(k.run_cache_dtype) + (h << 6);
   if (k.engine) h ^= (k.engine->hash() + 1) * 0xc4ceb9fe1a85ec53ULL;
   return h;
 }
@@ -105,7 +99,7 @@ struct Selector::MemoEntry {
 const std::shared_ptr<const Selection>& Selector::lookup(const std::optional<BackendMember>& backend,
                                                          const AttentionSelectorConfig& config,
                                                          std::optional<int> num_heads,
-                                                         std::string_view run_cache_dtype,
+                                                         CacheDType run_cache_dtype,
                                                          const std::optional<EngineFacts>& engine) {
   // The shared cache costs a reader lock and reference-count traffic on shared cache lines
   // (~40-80 ns); a model asks for the same few selections over and over, so each thread
@@ -125,7 +119,7 @@ const std::shared_ptr<const Selection>& Selector::lookup(const std::optional<Bac
       slot.key.num_heads == num_heads && slot.key.run_cache_dtype == run_cache_dtype && slot.key.engine == engine &&
       slot.key.config == config)
     return slot.selection;
-  Key key{backend, config, num_heads, std::string(run_cache_dtype), engine};
+  Key key{backend, config, num_heads, run_cache_dtype, engine};
   std::shared_ptr<const Selection> selection = lookup_shared(key, generation);  // throws on failure: not memoised
   slot = MemoEntry{id_, epoch, generation, std::move(key), std::move(selection)};
   return slot.selection;
@@ -166,7 +160,7 @@ std::shared_ptr<const Platform> Selector::platform_for(const EngineConfig& engin
 std::shared_ptr<const Selection> Selector::cached_select(const std::optional<BackendMember>& backend,
                                                          const AttentionSelectorConfig& config,
                                                          std::optional<int> num_heads,
-                                                         std::string_view run_cache_dtype) {
+                                                         CacheDType run_cache_dtype) {
   return lookup(backend, config, num_heads, run_cache_dtype, std::nullopt);
 }
 

@@ -12,7 +12,7 @@ inline void mix(std::size_t& h, std::size_t v) { h ^= v + 0x9e3779b97f4a7c15ULL 
 }  // namespace
 
 std::size_t AttentionSelectorConfig::hash() const noexcept {
-  // Pack the small fields into one word, then mix in the optional strings and ints.
+  // Pack the small fields into one word, then mix in the optional values.
   // Written out rather than read from the table of checks: this is the selector's cached hot
   // path (a few nanoseconds). A test checks that every flag of the table changes the hash.
   std::size_t flags = 0;
@@ -23,13 +23,13 @@ std::size_t AttentionSelectorConfig::hash() const noexcept {
   std::size_t h = static_cast<std::size_t>(head_size);
   mix(h, flags | (static_cast<std::size_t>(dtype) << 20) | (static_cast<std::size_t>(attn_type) << 24));
   if (block_size) mix(h, static_cast<std::size_t>(*block_size));
-  if (kv_cache_dtype) mix(h, std::hash<std::string>{}(*kv_cache_dtype));
+  if (kv_cache_dtype) mix(h, static_cast<std::size_t>(*kv_cache_dtype));
   return h;
 }
 
 // vLLM's dataclass field order, which is not its validation order (the table's).
 std::string AttentionSelectorConfig::repr() const {
-  std::string kv = kv_cache_dtype ? *kv_cache_dtype : "None";
+  const std::string_view kv = kv_cache_dtype ? cache_dtype_name(*kv_cache_dtype) : "None";
   std::string bs = block_size ? std::to_string(*block_size) : "None";
   std::string out = fmt::format(
       "AttentionSelectorConfig(head_size={}, dtype={}, kv_cache_dtype={}, block_size={}, use_mla={}, has_sink={}, "

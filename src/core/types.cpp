@@ -10,13 +10,6 @@ namespace attnsel {
 namespace {
 constexpr std::array<std::string_view, 3> kDTypeNames = {"float16", "bfloat16", "float32"};
 
-// vLLM's CacheDType literal, in its declaration order (the newest main's superset).
-constexpr std::array<std::string_view, 18> kCacheDTypes = {
-    "auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_inc", "fp8_ds_mla",
-    "turboquant_k8v4", "turboquant_4bit_nc", "turboquant_k3v4_nc", "turboquant_3bit_nc",
-    "int4_per_token_head", "int8_per_token_head", "fp8_per_token_head", "nvfp4", "nvfp4_4over6",
-    "ultraquant_4bit"};
-
 constexpr std::array<std::string_view, 4> kAttnTypes = {"decoder", "encoder", "encoder_only", "encoder_decoder"};
 
 constexpr std::array<std::string_view, 10> kKindValues = {
@@ -40,18 +33,6 @@ std::optional<DType> parse_dtype(std::string_view s) {
   if (t == "bfloat16" || t == "bf16") return DType::bfloat16;
   if (t == "float32" || t == "fp32" || t == "float" || t == "f32") return DType::float32;
   return std::nullopt;
-}
-
-std::span<const std::string_view> cache_dtype_names() { return kCacheDTypes; }
-
-bool is_known_cache_dtype(std::string_view s) {
-  auto names = cache_dtype_names();
-  return std::find(names.begin(), names.end(), s) != names.end();
-}
-
-bool is_quantized_kv_cache(std::string_view s) {
-  return s.starts_with("fp8") || s.starts_with("nvfp4") || s.starts_with("turboquant_") ||
-         s.starts_with("ultraquant_") || s.ends_with("_per_token_head");
 }
 
 std::string_view attn_type_name(AttentionType t) { return kAttnTypes[static_cast<std::size_t>(t)]; }

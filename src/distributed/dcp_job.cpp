@@ -57,7 +57,7 @@ std::string DcpJobSpec::describe() const {
                      "context {} steps {}; check {} x {}; seed {}",
                      backend, world_size, interleave, num_heads, num_kv_heads, head_size, num_layers,
                      kernel::to_string(dtype),
-                     kv_cache_dtype, block_size, layout == runtime::CacheLayout::nhd ? "NHD" : "HND", batch, context,
+                     cache_dtype_name(kv_cache_dtype), block_size, layout == runtime::CacheLayout::nhd ? "NHD" : "HND", batch, context,
                      decode_steps, check, check_tokens, seed);
 }
 
@@ -83,13 +83,7 @@ DcpReport run_dcp_job(const DcpJobSpec& spec, const runtime::ImplFactory& make_i
   if (spec.batch < 1 || spec.context < 0 || spec.decode_steps < 0 || spec.num_layers < 1 || spec.head_size < 1)
     throw ValueError("the DCP job needs batch >= 1, context >= 0, decode steps >= 0, layers >= 1, head size >= 1");
   runtime::WorkloadSpec ws;
-  ws.num_heads = spec.num_heads;
-  ws.num_kv_heads = spec.num_kv_heads;
-  ws.head_size = spec.head_size;
-  ws.dtype = spec.dtype;
-  ws.kv_cache_dtype = spec.kv_cache_dtype;
-  ws.block_size = spec.block_size;
-  ws.layout = spec.layout;
+  ws.shape() = spec.shape();
   ws.seed = spec.seed;
   ws.sequences.assign(static_cast<std::size_t>(spec.batch), {spec.context + 1, 1});
   kernel::LayerParams params = runtime::layer_params_for(ws);

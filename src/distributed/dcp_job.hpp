@@ -25,21 +25,16 @@
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
 #include "runtime/run_job.hpp"
+#include "runtime/workload_shape.hpp"
 
 namespace attnsel::distributed {
 
-struct DcpJobSpec {
+/// The job: every layer's shape, the group and the workload's steps.
+struct DcpJobSpec : runtime::WorkloadShape {
   std::string backend;  ///< the backend whose kernel runs the partial attention (for reports)
   int world_size = 2;   ///< --dcp R
   int interleave = 1;   ///< --cp-kv-cache-interleave-size
-  int num_heads = 32;
-  int num_kv_heads = 8;
-  int head_size = 128;
   int num_layers = 1;   ///< layers per step (they share one sharded cache)
-  kernel::ScalarType dtype = kernel::ScalarType::bf16;
-  std::string kv_cache_dtype = "auto";
-  int block_size = 16;
-  runtime::CacheLayout layout = runtime::CacheLayout::nhd;
   int batch = 4;
   int context = 1024;   ///< tokens already in each sequence's cache before the step's token
   int decode_steps = 8;

@@ -215,13 +215,7 @@ EngineOptions parse_engine_args(const EngineArgs& args) {
   auto given = [](const std::string& text) { return text.empty() ? std::nullopt : std::optional<std::string_view>(text); };
   e.attention = make_attention_config(given(args.attention_backend), given(args.attention_config));
 
-  if (!is_known_cache_dtype(args.kv_cache_dtype)) {
-    std::vector<std::string> q;
-    for (std::string_view d : cache_dtype_names()) q.push_back(fmt::format("'{}'", d));
-    throw ValueError(fmt::format("--kv-cache-dtype: invalid choice '{}' (choose from {})", args.kv_cache_dtype,
-                                 fmt::join(q, ", ")));
-  }
-  e.cache.cache_dtype = args.kv_cache_dtype;
+  e.cache.cache_dtype = cache_dtype_from(args.kv_cache_dtype, "--kv-cache-dtype");
   if (args.block_size) {
     require_positive(*args.block_size, "--block-size");
     e.cache.block_size = *args.block_size;

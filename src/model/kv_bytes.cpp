@@ -11,28 +11,32 @@ int indexer_bytes_per_token(int index_head_dim) { return index_head_dim + index_
 
 }  // namespace
 
-std::optional<int> kv_cache_element_bytes(std::string_view cache_dtype, DType model_dtype) {
-  if (cache_dtype == "auto") return static_cast<int>(kernel::element_size(kernel::scalar_type(model_dtype)));
-  if (cache_dtype == "float16" || cache_dtype == "bfloat16") return 2;
-  if (cache_dtype == "fp8" || cache_dtype == "fp8_e4m3" || cache_dtype == "fp8_e5m2" || cache_dtype == "fp8_inc" ||
-      cache_dtype == "fp8_ds_mla")
-    return 1;
-  return std::nullopt;
+std::optional<int> kv_cache_element_bytes(CacheDType cache_dtype, DType model_dtype) {
+  switch (cache_dtype) {
+    case CacheDType::auto_: return static_cast<int>(kernel::element_size(kernel::scalar_type(model_dtype)));
+    case CacheDType::float16:
+    case CacheDType::bfloat16: return 2;
+    case CacheDType::fp8:
+    case CacheDType::fp8_e4m3:
+    case CacheDType::fp8_e5m2:
+    case CacheDType::fp8_inc:
+    case CacheDType::fp8_ds_mla: return 1;
+    default: return std::nullopt;
+  }
 }
 
-std::optional<std::int64_t> kv_bytes_per_token(const LayerSpec& layer, std::string_view cache_dtype,
-                                               DType model_dtype) {
+std::optional<std::int64_t> kv_bytes_per_token(const LayerSpec& layer, CacheDType cache_dtype, DType model_dtype) {
   if (!layer.attention) return std::nullopt;
   const AttentionLayerSpec& a = *layer.attention;
   if (layer.mixer == MixerKind::indexer) return indexer_bytes_per_token(a.head_size);
   if (a.use_mla) {
     // fp8_ds_mla: 512 fp8 latent values, 4 float32 scales and 64 bf16 RoPE values.
-    if (cache_dtype == "fp8_ds_mla") return 656;
+    if (cache_dtype == CacheDType::fp8_ds_mla) return 656;
     const auto e = kv_cache_element_bytes(cache_dtype, model_dtype);
     if (!e) return std::nullopt;
     return std::int64_t{*e} * a.head_size;
   }
-  if (cache_dtype == "fp8_ds_mla") return std::nullopt;  // an MLA-only format
+  if (cache_dtype == CacheDType::fp8_ds_mla) return std::nullopt;  // an MLA-only format
   const auto e = kv_cache_element_bytes(cache_dtype, model_dtype);
   if (!e) return std::nullopt;
   return std::int64_t{*e} * a.num_kv_heads * (a.head_size + a.head_size_v);

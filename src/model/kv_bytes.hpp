@@ -4,21 +4,20 @@
 
 #include <cstdint>
 #include <optional>
-#include <string_view>
 
+#include "attnsel/cache_dtype.hpp"
 #include "attnsel/model.hpp"
 
 namespace attnsel::model {
 
-/// Bytes of one cached element: the model dtype for "auto", 2 for float16/bfloat16, 1 for
+/// Bytes of one cached element: the model dtype for auto, 2 for float16/bfloat16, 1 for
 /// the fp8 formats; nullopt for the packed formats (per-token-head, nvfp4, turboquant, ...)
 /// whose scale layout is not modelled.
-std::optional<int> kv_cache_element_bytes(std::string_view cache_dtype, DType model_dtype);
+std::optional<int> kv_cache_element_bytes(CacheDType cache_dtype, DType model_dtype);
 
 /// One attention layer's cache per token: K and V of every KV head, or MLA's latent
 /// (656 bytes with fp8_ds_mla), or the indexer's fp8 keys with their scales.
-std::optional<std::int64_t> kv_bytes_per_token(const LayerSpec& layer, std::string_view cache_dtype,
-                                               DType model_dtype);
+std::optional<std::int64_t> kv_bytes_per_token(const LayerSpec& layer, CacheDType cache_dtype, DType model_dtype);
 
 /// Elements of a Mamba-like layer's state per sequence.
 struct MambaStateElements {

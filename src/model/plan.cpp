@@ -23,8 +23,8 @@ namespace {
 
 constexpr int kDefaultBlockSize = 16;  // vLLM's DEFAULT_BLOCK_SIZE
 
-std::string dtype_bytes_note(std::string_view cache_dtype) {
-  return fmt::format("KV-cache bytes for --kv-cache-dtype {} are not modelled", cache_dtype);
+std::string dtype_bytes_note(CacheDType cache_dtype) {
+  return fmt::format("KV-cache bytes for --kv-cache-dtype {} are not modelled", cache_dtype_name(cache_dtype));
 }
 
 // The text that groups layers: everything that makes two layers take different backends or
@@ -99,7 +99,7 @@ bool has_kv_cache(const LayerSpec& l) {
 std::vector<PlanGroup> build_groups(const ModelSpec& sharded, DType dtype, const EngineOptions& options) {
   std::vector<PlanGroup> groups;
   std::map<std::string, std::size_t> by_key;
-  const std::string& cache_dtype = options.engine.cache.cache_dtype;
+  const CacheDType cache_dtype = options.engine.cache.cache_dtype;
   for (const LayerSpec& l : sharded.layers) {
     std::optional<LayerRequest> request;
     std::optional<AttentionSelectorConfig> config;
@@ -259,7 +259,7 @@ void align_hybrid(ModelPlan& plan, const RuntimeEnv& env) {
                          fmt::format("vLLM raises the block size of hybrid models until an attention page holds a Mamba "
                                      "state page; with --kv-cache-dtype {} the attention page is not modelled, so the "
                                      "block size is not raised here.",
-                                     plan.kv_cache_dtype)});
+                                     cache_dtype_name(plan.kv_cache_dtype))});
     return;
   }
   const model::HybridAlignment a = model::align_hybrid_block_size(

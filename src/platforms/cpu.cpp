@@ -8,7 +8,7 @@ namespace attnsel::platforms {
 
 Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                             const AttentionSelectorConfig& config, std::optional<int>,
-                                            std::string_view) const {
+                                            CacheDType) const {
   Selection s;
   // vLLM has no sparse attention on the CPU. Runnable mode routes sparse layers to attnsel's
   // own CPU_MLA_SPARSE kernel and says so (see docs/DECISIONS.md).

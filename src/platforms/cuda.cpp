@@ -54,7 +54,7 @@ std::vector<BackendMember> CudaPlatform::backend_priorities(const AttentionSelec
 
 Selection CudaPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                              const AttentionSelectorConfig& config, std::optional<int> num_heads,
-                                             std::string_view) const {
+                                             CacheDType) const {
   Selection s;
   if (selected) {
     Checked checked = check_backend(*selected, config);

@@ -6,7 +6,7 @@
 namespace attnsel::platforms {
 
 Selection OtherPlatform::get_attn_backend_cls(const std::optional<BackendMember>&, const AttentionSelectorConfig&,
-                                              std::optional<int>, std::string_view) const {
+                                              std::optional<int>, CacheDType) const {
   throw SelectionError(ErrorKind::value, fmt::format("Invalid attention backend for {}", device_name()), {});
 }
 

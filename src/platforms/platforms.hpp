@@ -24,7 +24,7 @@ class CudaPlatform final : public Platform {
     return copy_with_facts(*this, std::move(facts));
   }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
                                                 std::optional<int> num_heads) const override;
 
@@ -40,7 +40,7 @@ class RocmPlatform final : public Platform {
     return copy_with_facts(*this, std::move(facts));
   }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
                                                 std::optional<int> num_heads) const override;
 };
@@ -53,7 +53,7 @@ class CpuPlatform final : public Platform {
     return copy_with_facts(*this, std::move(facts));
   }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::optional<int> default_block_size() const override { return 128; }
 };
 
@@ -65,7 +65,7 @@ class XpuPlatform final : public Platform {
     return copy_with_facts(*this, std::move(facts));
   }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
 };
 
 /// An out-of-tree platform that does not override get_attn_backend_cls (vLLM's base
@@ -77,7 +77,7 @@ class OtherPlatform final : public Platform {
     return copy_with_facts(*this, std::move(facts));
   }
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
-                                 std::optional<int> num_heads, std::string_view run_cache_dtype) const override;
+                                 std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
 };
 
 }  // namespace attnsel::platforms

@@ -14,7 +14,7 @@ namespace attnsel::platforms {
 namespace {
 BackendMember m(std::string_view name) { return AttentionBackendEnum[name]; }
 
-bool is_turboquant(std::string_view cache_dtype) { return cache_dtype.starts_with("turboquant_"); }
+bool is_turboquant(CacheDType d) { return cache_dtype_name(d).starts_with("turboquant_"); }
 
 bool shares_layout(const std::optional<std::vector<KVCacheLayout>>& a, const std::optional<std::vector<KVCacheLayout>>& b) {
   if (!a || !b) return true;  // "any layout" shares with everything
@@ -39,7 +39,7 @@ std::vector<BackendMember> RocmPlatform::backend_priorities(const AttentionSelec
 
 Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                              const AttentionSelectorConfig& config, std::optional<int> num_heads,
-                                             std::string_view run_cache_dtype) const {
+                                             CacheDType run_cache_dtype) const {
   Selection s;
   // A layer with a TurboQuant cache: an explicit choice that cannot serve it gives way to
   // the automatic walk, whose last entry is TURBOQUANT (vLLM's

@@ -22,7 +22,7 @@ void add_xpu_flash_attn_limits(const AttentionSelectorConfig& c, std::vector<std
 
 Selection XpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& selected,
                                             const AttentionSelectorConfig& config, std::optional<int>,
-                                            std::string_view) const {
+                                            CacheDType) const {
   Selection s;
   const auto is_selected = [&](std::string_view name) { return selected && selected->name() == name; };
 
@@ -44,7 +44,7 @@ Selection XpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
     return s;
   };
 
-  if (config.kv_cache_dtype && config.kv_cache_dtype->starts_with("turboquant_"))
+  if (config.kv_cache_dtype && cache_dtype_name(*config.kv_cache_dtype).starts_with("turboquant_"))
     return route("TURBOQUANT", "Using TurboQuant attention backend.", true);
   if (config.use_sparse) return route("XPU_MLA_SPARSE", "Using XPU MLA Sparse backend.", true);
   if (config.use_mla) return route("TRITON_MLA", "Using Triton MLA backend on V1 engine.", true);

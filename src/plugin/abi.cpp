@@ -143,7 +143,7 @@ attnsel_layer_params to_c_layer_params(const kernel::LayerParams& p) {
   c.num_sinks = static_cast<std::uint32_t>(p.sinks.size());
   c.attn_type = to_c_attn_type(p.attn_type);
   c.causal = p.causal ? 1 : 0;
-  c.kv_cache_dtype = p.kv_cache_dtype.c_str();
+  c.kv_cache_dtype = cache_dtype_name(p.kv_cache_dtype).data();  // a string literal: NUL-terminated
   c.k_scale = p.k_scale;
   c.v_scale = p.v_scale;
   return c;

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <set>
 
+#include "attnsel/errors.hpp"
+
 namespace attnsel::plugin {
 
 namespace {
@@ -93,16 +95,19 @@ void read_dtypes(Reader& r, const attnsel_backend& b, BackendDeclaration& d) {
   }
   if (has_duplicates(d.dtypes)) r.problem("dtypes lists a dtype twice");
 
-  if (b.num_kv_cache_dtypes == 0)
-    r.problem("kv_cache_dtypes is empty: a backend must support at least one of {}",
-              fmt::join(cache_dtype_names(), ", "));
+  if (b.num_kv_cache_dtypes == 0) {
+    std::vector<std::string_view> names;
+    for (CacheDType c : all_cache_dtypes()) names.push_back(cache_dtype_name(c));
+    r.problem("kv_cache_dtypes is empty: a backend must support at least one of {}", fmt::join(names, ", "));
+  }
   for (const char* const& s : r.list(b.kv_cache_dtypes, b.num_kv_cache_dtypes, "kv_cache_dtypes")) {
     auto name = r.string(s, "kv_cache_dtypes entry");
     if (!name) continue;
-    if (!is_known_cache_dtype(*name))
-      r.problem("kv_cache_dtypes contains '{}', which is not a cache dtype (valid: {})", *name,
-                fmt::join(cache_dtype_names(), ", "));
-    d.kv_cache_dtypes.push_back(*name);
+    try {
+      d.kv_cache_dtypes.push_back(cache_dtype_from(*name, "kv_cache_dtypes entry"));
+    } catch (const ValueError& e) {
+      r.problem("{}", e.what());
+    }
   }
   if (has_duplicates(d.kv_cache_dtypes)) r.problem("kv_cache_dtypes lists a cache dtype twice");
 }

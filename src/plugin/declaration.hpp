@@ -21,7 +21,7 @@ struct BackendDeclaration {
   std::string name;
   std::vector<std::string> register_as;
   std::vector<DType> dtypes;
-  std::vector<std::string> kv_cache_dtypes;
+  std::vector<CacheDType> kv_cache_dtypes;
   std::vector<KernelBlockSize> block_sizes;
   std::vector<int> head_sizes;
   std::optional<std::vector<KVCacheLayout>> kv_cache_layouts;

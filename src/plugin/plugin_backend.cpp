@@ -47,7 +47,8 @@ std::optional<std::string> PluginBackend::check_combination(const CombinationArg
   c.struct_size = sizeof(attnsel_combination);
   c.head_size = args.head_size;
   c.dtype = to_c_dtype(args.dtype);
-  c.kv_cache_dtype = args.kv_cache_dtype ? args.kv_cache_dtype->c_str() : nullptr;
+  // The names are string literals: NUL-terminated, alive for the program.
+  c.kv_cache_dtype = args.kv_cache_dtype ? cache_dtype_name(*args.kv_cache_dtype).data() : nullptr;
   c.has_block_size = args.block_size.has_value() ? 1 : 0;
   c.block_size = args.block_size.value_or(0);
   c.use_mla = args.use_mla ? 1 : 0;

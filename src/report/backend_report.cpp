@@ -48,7 +48,7 @@ AttentionCapabilities capabilities_of(const AttentionBackend& b, const Platform&
   const BackendCapabilities record = b.capabilities(platform.env());
   AttentionCapabilities c;
   for (DType d : record.dtypes) c.dtypes.emplace_back(dtype_name(d));
-  c.kv_cache_dtypes = record.kv_cache_dtypes;
+  for (CacheDType d : record.kv_cache_dtypes) c.kv_cache_dtypes.emplace_back(cache_dtype_name(d));
   for (const KernelBlockSize& s : record.kernel_block_sizes) c.kernel_block_sizes.push_back(to_string(s));
   c.head_sizes = head_sizes_of(record);
   for (std::size_t i = 0; i < attn_type_names().size(); ++i)

@@ -92,7 +92,7 @@ nlohmann::json plan_json(const ModelSpec& model, const ModelPlan& plan) {
           {"platform", plan.platform},
           {"mode", std::string(mode_name(plan.mode))},
           {"dtype", std::string(dtype_name(plan.dtype))},
-          {"kv_cache_dtype", plan.kv_cache_dtype},
+          {"kv_cache_dtype", std::string(cache_dtype_name(plan.kv_cache_dtype))},
           {"tensor_parallel_size", plan.tensor_parallel_size},
           {"groups", groups},
           {"block_size", plan.block_size.source.empty()

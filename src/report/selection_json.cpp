@@ -8,7 +8,8 @@ nlohmann::ordered_json to_json(const AttentionSelectorConfig& c) {
   nlohmann::ordered_json j = nlohmann::ordered_json::object();
   j["head_size"] = c.head_size;
   j["dtype"] = std::string(dtype_name(c.dtype));
-  j["kv_cache_dtype"] = c.kv_cache_dtype ? nlohmann::ordered_json(*c.kv_cache_dtype) : nlohmann::ordered_json(nullptr);
+  j["kv_cache_dtype"] = c.kv_cache_dtype ? nlohmann::ordered_json(std::string(cache_dtype_name(*c.kv_cache_dtype)))
+                                         : nlohmann::ordered_json(nullptr);
   j["block_size"] = c.block_size ? nlohmann::ordered_json(*c.block_size) : nlohmann::ordered_json(nullptr);
   j["attn_type"] = std::string(attn_type_name(c.attn_type));
   for (const CapabilityCheck& check : capability_checks())

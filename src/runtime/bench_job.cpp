@@ -12,9 +12,8 @@
 
 namespace attnsel::runtime {
 
-std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
-                                            CacheLayout layout, double scale) {
-  auto base = [&] { return bench_workload(dtype, kv_cache_dtype, layout, 32, 8); };
+std::vector<BenchCase> standard_bench_cases(const WorkloadShape& shape, double scale) {
+  auto base = [&] { return bench_workload(shape, 32, 8); };
   auto scaled = [&](int n) { return std::max(16, static_cast<int>(std::lround(n * scale))); };
   std::vector<BenchCase> cases;
   {
@@ -36,23 +35,18 @@ std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std:
   return cases;
 }
 
-BenchCase shape_decode_case(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout, int batch,
-                            int context) {
-  BenchCase c{"decode-shape", bench_workload(dtype, kv_cache_dtype, layout, 32, 8), true, 0.0, 0.0};
+BenchCase shape_decode_case(const WorkloadShape& shape, int batch, int context) {
+  BenchCase c{"decode-shape", bench_workload(shape, 32, 8), true, 0.0, 0.0};
   for (int i = 0; i < batch; ++i) c.workload.sequences.push_back({context, 1});
   return c;
 }
 
-WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout,
-                            int heads, int kv_heads) {
+WorkloadSpec bench_workload(const WorkloadShape& shape, int heads, int kv_heads) {
   WorkloadSpec w;
+  w.shape() = shape;
   w.num_heads = heads;
   w.num_kv_heads = kv_heads;
   w.head_size = 128;
-  w.dtype = dtype;
-  w.kv_cache_dtype = kv_cache_dtype;
-  w.block_size = 16;
-  w.layout = layout;
   w.spare_blocks = 0;
   return w;
 }

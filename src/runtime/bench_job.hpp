@@ -11,6 +11,7 @@
 #include "runtime/ceilings.hpp"
 #include "runtime/paged_workload.hpp"
 #include "runtime/run_job.hpp"
+#include "runtime/workload_shape.hpp"
 
 namespace attnsel::runtime {
 
@@ -47,21 +48,19 @@ struct BenchResult {
   bool check_passed = true;  ///< a sample of the outputs against the reference
 };
 
-/// The CPU cases: decode batch 8 × 8192 (bf16 KV, 32/8 heads, d=128, block 16), one
-/// 32k-token sequence, and a causal 4096-token prefill; `scale` < 1 shrinks the contexts
-/// (for a quick look; the targets are defined at scale 1).
-std::vector<BenchCase> standard_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
-                                            CacheLayout layout, double scale = 1.0);
+/// The CPU cases: decode batch 8 × 8192 (32/8 heads, d=128), one 32k-token sequence, and a
+/// causal 4096-token prefill, in `shape`'s dtypes, block size and layout (the targets are
+/// defined for bf16 at block 16); `scale` < 1 shrinks the contexts (for a quick look; the
+/// targets are defined at scale 1).
+std::vector<BenchCase> standard_bench_cases(const WorkloadShape& shape, double scale = 1.0);
 
 /// One decode case of a given shape (batch × context, 32/8 heads, d=128): the kernel-only
 /// anchor for `attnsel run` on the same shape. No target.
-BenchCase shape_decode_case(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout, int batch,
-                            int context);
+BenchCase shape_decode_case(const WorkloadShape& shape, int batch, int context);
 
-/// The workload every bench case starts from: d=128, block 16, no spare blocks, the given
-/// heads, dtypes and layout (sequences are the case's).
-WorkloadSpec bench_workload(kernel::ScalarType dtype, const std::string& kv_cache_dtype, CacheLayout layout,
-                            int heads, int kv_heads);
+/// The workload every bench case starts from: `shape`'s dtypes, block size and layout with
+/// the given heads, d=128 and no spare blocks (sequences are the case's).
+WorkloadSpec bench_workload(const WorkloadShape& shape, int heads, int kv_heads);
 /// The query tokens whose outputs a bench case checks: the last one of each of the first
 /// four sequences (the longest contexts).
 std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md);
@@ -76,9 +75,9 @@ BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, con
 
 /// The GPU cases, with absolute targets on an H200: paged decode batch 64 × 4096
 /// (bf16, 32/8 heads, d=128, block 16; 3.6 TB/s), one 32k-token sequence (2.7 TB/s), and a
-/// causal prefill of 2 × 16k tokens (16 heads, d=128; 360 TFLOP/s). `scale` shrinks them.
-std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
-                                                CacheLayout layout, double scale = 1.0);
+/// causal prefill of 2 × 16k tokens (16 heads, d=128; 360 TFLOP/s), in `shape`'s dtypes,
+/// block size and layout. `scale` shrinks them.
+std::vector<BenchCase> standard_gpu_bench_cases(const WorkloadShape& shape, double scale = 1.0);
 
 /// run_bench_case on the GPU: the workload is built on the host and copied to device
 /// memory; passes are timed with CUDA events (median of `repeats` after a warm-up): the

@@ -15,9 +15,8 @@
 
 namespace attnsel::runtime {
 
-std::vector<BenchCase> standard_gpu_bench_cases(kernel::ScalarType dtype, const std::string& kv_cache_dtype,
-                                                CacheLayout layout, double scale) {
-  auto base = [&](int heads, int kv_heads) { return bench_workload(dtype, kv_cache_dtype, layout, heads, kv_heads); };
+std::vector<BenchCase> standard_gpu_bench_cases(const WorkloadShape& shape, double scale) {
+  auto base = [&](int heads, int kv_heads) { return bench_workload(shape, heads, kv_heads); };
   auto scaled = [&](int n) { return std::max(16, static_cast<int>(std::lround(n * scale))); };
   std::vector<BenchCase> cases;
   {

@@ -11,29 +11,21 @@
 
 #include "attnsel/kernel.hpp"
 #include "runtime/huge_buffer.hpp"
+#include "runtime/workload_shape.hpp"
 
 namespace attnsel::runtime {
-
-/// Physical order of one block of the cache (vLLM's KVCacheLayout: NHD = LBNHC, HND = LBHNC).
-enum class CacheLayout : std::uint8_t { nhd, hnd };
 
 struct SequenceShape {
   int seq_len = 0;    ///< context including the new tokens
   int query_len = 0;  ///< new tokens (queries) of this step
 };
 
-struct WorkloadSpec {
-  int num_heads = 32;
-  int num_kv_heads = 8;
-  int head_size = 128;
-  kernel::ScalarType dtype = kernel::ScalarType::bf16;  ///< queries, outputs, new keys/values
-  std::string kv_cache_dtype = "auto";
+/// One batch: its layers' shape, the fp8 scales, the sequences and how the cache is filled.
+struct WorkloadSpec : WorkloadShape {
   float k_scale = 1.0f;
   float v_scale = 1.0f;
   std::vector<float> k_scales;     ///< fp8: per-KV-head scales (empty = k_scale for every head)
   std::vector<float> v_scales;
-  int block_size = 16;
-  CacheLayout layout = CacheLayout::nhd;
   std::vector<SequenceShape> sequences;
   int spare_blocks = 3;            ///< unused blocks in the cache, so block ids are not dense
   std::uint64_t seed = 1;

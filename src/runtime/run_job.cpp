@@ -44,17 +44,17 @@ JobGeometry job_geometry(const RunSpec& s) {
   g.blocks_per_seq = static_cast<int>(blocks);
   g.num_blocks = s.batch * g.blocks_per_seq;
   g.per_cache = static_cast<std::size_t>(g.num_blocks) * static_cast<std::size_t>(s.block_size) *
-                static_cast<std::size_t>(s.model.num_kv_heads) * static_cast<std::size_t>(s.model.head_size) *
+                static_cast<std::size_t>(s.num_kv_heads) * static_cast<std::size_t>(s.head_size) *
                 kernel::element_size(g.cache_type);
   g.distinct = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, 2 * g.per_cache), 1,
-                                                        static_cast<std::size_t>(s.model.num_layers)));
+                                                        static_cast<std::size_t>(s.num_layers)));
   g.cache_bytes = 2 * g.per_cache * static_cast<std::size_t>(g.distinct);
   g.chunk = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
   g.max_tokens = s.batch * std::max(g.chunk, s.new_tokens);
   const std::size_t act = kernel::element_size(s.dtype);
-  const auto D = static_cast<std::size_t>(s.model.head_size);
-  g.query_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.model.num_heads) * D * act;
-  g.kv_input_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.model.num_kv_heads) * D * act;
+  const auto D = static_cast<std::size_t>(s.head_size);
+  g.query_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.num_heads) * D * act;
+  g.kv_input_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.num_kv_heads) * D * act;
   return g;
 }
 
@@ -127,11 +127,11 @@ class Job {
     else
       issue_layers(stream);
     const auto t2 = Clock::now();
-    last_layer_cache_ = (s_.model.num_layers - 1) % distinct_;
+    last_layer_cache_ = (s_.num_layers - 1) % distinct_;
     const double seconds = timed ? mem_->end_step() : 0.0;
     stats.plan_seconds += std::chrono::duration<double>(t1 - t0).count();
     stats.issue_seconds += std::chrono::duration<double>(t2 - t1).count();
-    stats.layers += s_.model.num_layers;
+    stats.layers += s_.num_layers;
     return seconds;
   }
 
@@ -162,7 +162,7 @@ class Job {
     // within a budget of ~2e8 reference multiply-adds.
     std::vector<std::int32_t> tokens;
     double cost = 0.0;
-    const double per_key = static_cast<double>(s_.model.num_heads) * s_.model.head_size;
+    const double per_key = static_cast<double>(s_.num_heads) * s_.head_size;
     for (int pass = 0; pass < 2 && static_cast<int>(tokens.size()) < s_.check_tokens; ++pass)
       for (int seq = 0; seq < s_.batch && static_cast<int>(tokens.size()) < s_.check_tokens; ++seq) {
         const int q = qsl_[static_cast<std::size_t>(seq) + 1] - qsl_[static_cast<std::size_t>(seq)];
@@ -175,10 +175,10 @@ class Job {
       }
     // Host copies (on a GPU: the output and the last layer's cache are copied back now).
     const auto [host_k, host_v] = mem_->cache_on_host(last_layer_cache_);
-    const TensorView host_query = view(const_cast<std::uint8_t*>(mem_->query_on_host()), s_.model.num_heads,
+    const TensorView host_query = view(const_cast<std::uint8_t*>(mem_->query_on_host()), s_.num_heads,
                                        kernel::DeviceKind::cpu, qsl_.back());
     const TensorView host_out =
-        view(mem_->output_on_host(output_bytes_), s_.model.num_heads, kernel::DeviceKind::cpu, qsl_.back());
+        view(mem_->output_on_host(output_bytes_), s_.num_heads, kernel::DeviceKind::cpu, qsl_.back());
     const std::vector<double> want =
         kernel::reference::attend(lp_, host_query, cache_view(host_k, host_v, kernel::DeviceKind::cpu), md, tokens);
     r.tokens = static_cast<int>(tokens.size());
@@ -192,7 +192,7 @@ class Job {
   double step_kv_bytes() const {
     double tokens = 0.0;
     for (int l : seq_lens_) tokens += l;
-    return 2.0 * tokens * s_.model.num_kv_heads * s_.model.head_size * static_cast<double>(kernel::element_size(cache_type_));
+    return 2.0 * tokens * s_.num_kv_heads * s_.head_size * static_cast<double>(kernel::element_size(cache_type_));
   }
   double step_flops() const {
     double keys = 0.0;
@@ -200,17 +200,17 @@ class Job {
       const double L = seq_lens_[i], q = qsl_[i + 1] - qsl_[i];
       keys += q * (L - q) + q * (q + 1) / 2.0;  // causal: query i sees L - q + i + 1 keys
     }
-    return 4.0 * keys * s_.model.head_size * s_.model.num_heads;
+    return 4.0 * keys * s_.head_size * s_.num_heads;
   }
 
  private:
   void issue_layers(kernel::Stream stream) {
     const int tokens = qsl_.back();
-    const TensorView query = view(mem_->query(), s_.model.num_heads, tokens);
-    const TensorView out = view(mem_->output(), s_.model.num_heads, tokens);
-    const TensorView k = view(mem_->new_keys(), s_.model.num_kv_heads, tokens);
-    const TensorView v = view(mem_->new_values(), s_.model.num_kv_heads, tokens);
-    for (int layer = 0; layer < s_.model.num_layers; ++layer) {
+    const TensorView query = view(mem_->query(), s_.num_heads, tokens);
+    const TensorView out = view(mem_->output(), s_.num_heads, tokens);
+    const TensorView k = view(mem_->new_keys(), s_.num_kv_heads, tokens);
+    const TensorView v = view(mem_->new_values(), s_.num_kv_heads, tokens);
+    for (int layer = 0; layer < s_.num_layers; ++layer) {
       const kernel::KVCacheView cache = cache_view(layer % distinct_);
       impl_->execute(*plan_, query, kernel::NewKeysValues{k, v}, cache, out, stream);  // write + attend
     }
@@ -245,12 +245,12 @@ class Job {
   }
   TensorView view(void* data, int heads, int tokens) { return view(data, heads, mem_->device(), tokens); }
   TensorView view(void* data, int heads, kernel::DeviceKind device, int tokens) {
-    return TensorView::contiguous(data, s_.dtype, {static_cast<std::int64_t>(tokens), heads, s_.model.head_size}, device);
+    return TensorView::contiguous(data, s_.dtype, {static_cast<std::int64_t>(tokens), heads, s_.head_size}, device);
   }
   kernel::KVCacheView cache_view(int i) { return cache_view(mem_->key_cache(i), mem_->value_cache(i), mem_->device()); }
   kernel::KVCacheView cache_view(void* keys, void* values, kernel::DeviceKind device) {
-    const auto strides = cache_strides(s_.layout, s_.block_size, s_.model.num_kv_heads, s_.model.head_size);
-    const std::int64_t shape[4] = {num_blocks_, s_.block_size, s_.model.num_kv_heads, s_.model.head_size};
+    const auto strides = cache_strides(s_.layout, s_.block_size, s_.num_kv_heads, s_.head_size);
+    const std::int64_t shape[4] = {num_blocks_, s_.block_size, s_.num_kv_heads, s_.head_size};
     return {TensorView::strided(keys, cache_type_, shape, strides, device),
             TensorView::strided(values, cache_type_, shape, strides, device)};
   }
@@ -271,10 +271,10 @@ class Job {
 
 kernel::LayerParams layer_params(const RunSpec& spec) {
   kernel::LayerParams p;
-  p.num_heads = spec.model.num_heads;
-  p.num_kv_heads = spec.model.num_kv_heads;
-  p.head_size = spec.model.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(spec.model.head_size));
+  p.num_heads = spec.num_heads;
+  p.num_kv_heads = spec.num_kv_heads;
+  p.head_size = spec.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(spec.head_size));
   copy_kv_cache_encoding(spec, p);
   return p;
 }
@@ -282,10 +282,9 @@ kernel::LayerParams layer_params(const RunSpec& spec) {
 namespace {
 
 void check_spec(const RunSpec& spec) {
-  const ModelShape& m = spec.model;
-  require(m.num_heads > 0 && m.num_kv_heads > 0 && m.head_size > 0 && m.num_layers > 0,
+  require(spec.num_heads > 0 && spec.num_kv_heads > 0 && spec.head_size > 0 && spec.num_layers > 0,
           fmt::format("model shape needs positive sizes: num_heads={}, num_kv_heads={}, head_size={}, num_layers={}",
-                      m.num_heads, m.num_kv_heads, m.head_size, m.num_layers));
+                      spec.num_heads, spec.num_kv_heads, spec.head_size, spec.num_layers));
   require(spec.batch > 0, fmt::format("batch = {}; it must be at least 1", spec.batch));
   require(spec.context >= 0 && spec.decode_steps >= 0 && spec.new_tokens > 0,
           fmt::format("context = {}, decode_steps = {}, new_tokens = {}: context and decode steps must be >= 0 and "
@@ -311,7 +310,7 @@ MemoryNeed memory_need(const RunSpec& spec) {
   // Device: caches and step buffers, and the plan's workspace (split-KV partials: a few
   // slices of every query row in fp32, bounded here generously).
   const std::size_t workspace =
-      static_cast<std::size_t>(g.max_tokens) * spec.model.num_heads * (spec.model.head_size + 1) * sizeof(float) * 16;
+      static_cast<std::size_t>(g.max_tokens) * spec.num_heads * (spec.head_size + 1) * sizeof(float) * 16;
   need.device_bytes = gpu ? g.cache_bytes + step_buffers + table * 2 + workspace : 0;
   need.host_available = host_memory_available();
   need.device_available = gpu ? device_memory_available() : 0;
@@ -330,7 +329,6 @@ MemoryNeed memory_need(const RunSpec& spec) {
 }
 
 RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progress& progress) {
-  const ModelShape& m = spec.model;
   check_spec(spec);
   if (const MemoryNeed need = memory_need(spec); !need.shortfall.empty()) throw ValueError(need.shortfall);
 
@@ -343,16 +341,16 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
   const int chunk = job.chunk();
   const int prefill_steps = spec.context > 0 ? (spec.context + chunk - 1) / chunk : 0;
   std::int64_t done = 0;
-  const std::int64_t total = static_cast<std::int64_t>(prefill_steps + spec.decode_steps) * m.num_layers;
+  const std::int64_t total = static_cast<std::int64_t>(prefill_steps + spec.decode_steps) * spec.num_layers;
   for (int i = 0; i < prefill_steps; ++i) {
     const int cached = i * chunk;
     const int q = std::min(chunk, spec.context - cached);
     report.prefill.seconds += job.step(cached, q, false, report.prefill);
     report.prefill.steps += 1;
     report.prefill.tokens += static_cast<double>(q) * spec.batch;
-    report.prefill.kv_bytes += job.step_kv_bytes() * m.num_layers;
-    report.prefill.flops += job.step_flops() * m.num_layers;
-    if (progress) progress("prefill", done += m.num_layers, total);
+    report.prefill.kv_bytes += job.step_kv_bytes() * spec.num_layers;
+    report.prefill.flops += job.step_flops() * spec.num_layers;
+    if (progress) progress("prefill", done += spec.num_layers, total);
     if (spec.check && i + 1 == prefill_steps) report.check_prefill = job.check("prefill");
   }
   // The first decode step is the decode phase's warm-up, timed apart (when more steps
@@ -365,9 +363,9 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
     stats.seconds += job.step(cached, spec.new_tokens, true, stats, timed);
     stats.steps += 1;
     stats.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
-    stats.kv_bytes += job.step_kv_bytes() * m.num_layers;
-    stats.flops += job.step_flops() * m.num_layers;
-    if (progress) progress("decode", done += m.num_layers, total);
+    stats.kv_bytes += job.step_kv_bytes() * spec.num_layers;
+    stats.flops += job.step_flops() * spec.num_layers;
+    if (progress) progress("decode", done += spec.num_layers, total);
   };
   int first_timed = 0;
   if (spec.decode_steps > 1) {  // timed from the step's start to the end of the capture

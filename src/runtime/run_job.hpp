@@ -16,26 +16,17 @@
 #include "attnsel/kernel.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
+#include "runtime/workload_shape.hpp"
 
 namespace attnsel::runtime {
 
-struct ModelShape {
-  int num_heads = 32;
-  int num_kv_heads = 8;
-  int head_size = 128;
+/// A run: every layer's shape, how many layers, the fp8 scales and the workload's steps.
+struct RunSpec : WorkloadShape {
   int num_layers = 32;
-};
-
-struct RunSpec {
-  ModelShape model;
-  kernel::ScalarType dtype = kernel::ScalarType::bf16;
-  std::string kv_cache_dtype = "auto";
   float k_scale = 1.0f;      ///< fp8 caches: dequantisation scales (the layer's k_scale/v_scale)
   float v_scale = 1.0f;
   std::vector<float> k_scales;  ///< fp8 caches: per-KV-head scales (empty = k_scale/v_scale)
   std::vector<float> v_scales;
-  int block_size = 16;
-  CacheLayout layout = CacheLayout::nhd;
   int batch = 4;
   int context = 1024;        ///< prompt tokens per sequence (prefilled)
   int new_tokens = 1;        ///< query tokens per sequence in each decode step

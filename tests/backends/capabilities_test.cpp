@@ -42,13 +42,13 @@ TEST(PcpOptIn, MlaImplsOnly) {
 TEST(TurboQuant, OnlyItsPresetsNeverAuto) {
   const RuntimeEnv env = cuda_env(9, 0);
   AttentionSelectorConfig c = decoder_config(59);  // the packed slot size of a 128-dim head with k3v4_nc
-  c.kv_cache_dtype = "turboquant_k3v4_nc";
+  c.kv_cache_dtype = CacheDType::turboquant_k3v4_nc;
   EXPECT_TRUE(validate("TURBOQUANT", c, env).empty());
-  c.kv_cache_dtype = "auto";
+  c.kv_cache_dtype = CacheDType::auto_;
   EXPECT_EQ(validate("TURBOQUANT", c, env), std::vector<std::string>{"kv_cache_dtype not supported"});
   c.kv_cache_dtype = std::nullopt;  // vLLM's override rejects None too
   EXPECT_EQ(validate("TURBOQUANT", c, env), std::vector<std::string>{"kv_cache_dtype not supported"});
-  c.kv_cache_dtype = "turboquant_4bit_nc";
+  c.kv_cache_dtype = CacheDType::turboquant_4bit_nc;
   c.block_size = 8;
   EXPECT_EQ(validate("TURBOQUANT", c, env), std::vector<std::string>{"block_size not supported"});
   c.block_size = 48;  // a multiple of an advertised kernel page (16)
@@ -58,10 +58,10 @@ TEST(TurboQuant, OnlyItsPresetsNeverAuto) {
 TEST(UltraQuant, InheritsTurboQuantWithItsOwnDtypeAndSinks) {
   const RuntimeEnv env = cuda_env(10, 0);
   AttentionSelectorConfig c = decoder_config();
-  c.kv_cache_dtype = "ultraquant_4bit";
+  c.kv_cache_dtype = CacheDType::ultraquant_4bit;
   c.has_sink = true;
   EXPECT_TRUE(validate("ULTRAQUANT", c, env).empty());
-  c.kv_cache_dtype = "turboquant_k8v4";
+  c.kv_cache_dtype = CacheDType::turboquant_k8v4;
   EXPECT_EQ(validate("ULTRAQUANT", c, env), std::vector<std::string>{"kv_cache_dtype not supported"});
   EXPECT_EQ(backend("ULTRAQUANT")->get_preferred_block_size(16, env), 64);
 }
@@ -98,7 +98,7 @@ TEST(TritonAttn, BlockMultipleOf16AndEveryAttentionType) {
   EXPECT_FALSE(triton->supports_block_size(8, env));
   AttentionSelectorConfig c = decoder_config(60);  // FA rejects 60; Triton does not (the XPU fallback case)
   c.dtype = DType::float32;
-  c.kv_cache_dtype = "int8_per_token_head";
+  c.kv_cache_dtype = CacheDType::int8_per_token_head;
   c.has_sink = true;
   c.use_mm_prefix = true;
   c.has_sliding_window = true;
@@ -159,21 +159,21 @@ TEST(FlashInfer, MmPrefixCombinationLimits) {
     DeviceCapability cap;
     int head;
     int block;
-    std::optional<std::string> kv;
+    std::optional<CacheDType> kv;
     bool sink;
     bool jit;
     std::optional<std::string> reason;
   };
   const Case cases[] = {
-      {{8, 0}, 128, 16, "nvfp4", false, true, std::nullopt},
-      {{10, 0}, 128, 16, "nvfp4", false, true, "SM100"},
-      {{8, 0}, 128, 16, "nvfp4_4over6", false, true, "nvfp4_4over6"},
-      {{8, 0}, 128, 16, "fp8", false, true, "fp8"},
+      {{8, 0}, 128, 16, CacheDType::nvfp4, false, true, std::nullopt},
+      {{10, 0}, 128, 16, CacheDType::nvfp4, false, true, "SM100"},
+      {{8, 0}, 128, 16, CacheDType::nvfp4_4over6, false, true, "nvfp4_4over6"},
+      {{8, 0}, 128, 16, CacheDType::fp8, false, true, "fp8"},
       {{8, 0}, 128, 16, std::nullopt, true, true, "sink"},
       {{8, 0}, 128, 128, std::nullopt, false, true, "page size 128"},
       {{8, 0}, 128, 64, std::nullopt, false, true, std::nullopt},
-      {{8, 0}, 256, 16, "float16", false, true, std::nullopt},
-      {{8, 0}, 512, 16, "float16", false, true, std::nullopt},
+      {{8, 0}, 256, 16, CacheDType::float16, false, true, std::nullopt},
+      {{8, 0}, 512, 16, CacheDType::float16, false, true, std::nullopt},
       {{8, 0}, 128, 16, std::nullopt, false, false, "mm-prefix attention"},
   };
   const auto fi = backend("FLASHINFER");
@@ -183,7 +183,7 @@ TEST(FlashInfer, MmPrefixCombinationLimits) {
     const auto result =
         fi->capabilities(env).check_combination({k.head, DType::bfloat16, k.kv, k.block, false, k.sink, false, true, k.cap});
     if (!k.reason) {
-      EXPECT_EQ(result, std::nullopt) << k.head << " " << k.kv.value_or("None");
+      EXPECT_EQ(result, std::nullopt) << k.head << " " << (k.kv ? cache_dtype_name(*k.kv) : "None");
     } else {
       ASSERT_TRUE(result.has_value()) << *k.reason;
       EXPECT_NE(result->find(*k.reason), std::string::npos) << *result;
@@ -273,7 +273,7 @@ TEST(MlaBackends, FlashAttnMlaOnHopper) {
             (std::vector<std::string>{"compute capability not supported",
                                       "FlashAttention MLA not supported on this device"}));
   AttentionSelectorConfig fp8 = mla_config();
-  fp8.kv_cache_dtype = "fp8";
+  fp8.kv_cache_dtype = CacheDType::fp8;
   EXPECT_EQ(validate("FLASH_ATTN_MLA", fp8, cuda_env(9, 0)), std::vector<std::string>{"kv_cache_dtype not supported"});
 }
 
@@ -292,13 +292,13 @@ TEST(CpuAttn, CapabilitiesOfTheCpuBackend) {
   const RuntimeEnv env = testing::cpu_env();
   AttentionSelectorConfig c = decoder_config(80);
   c.dtype = DType::float32;
-  c.kv_cache_dtype = "fp8_e5m2";
+  c.kv_cache_dtype = CacheDType::fp8_e5m2;
   c.block_size = 128;
   c.has_sliding_window = true;
   c.use_non_causal = true;
   c.attn_type = AttentionType::encoder_only;
   EXPECT_TRUE(validate("CPU_ATTN", c, env).empty());
-  c.kv_cache_dtype = "bfloat16";  // vLLM lists "auto" and fp8 only
+  c.kv_cache_dtype = CacheDType::bfloat16;  // vLLM lists "auto" and fp8 only
   c.head_size = 72;
   EXPECT_EQ(validate("CPU_ATTN", c, env),
             (std::vector<std::string>{"head_size not supported", "kv_cache_dtype not supported"}));
@@ -339,7 +339,7 @@ using testing::decoder_config;
 
 TEST(DiffKV, FlashAttnDiffKVHasFlashAttentionsCapabilities) {
   AttentionSelectorConfig c = decoder_config(192);  // MiMo's K head (V is 128)
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   c.has_sliding_window = true;
   c.use_dcp = true;
   EXPECT_TRUE(backend("FLASH_ATTN_DIFFKV")->validate_configuration(c, cuda_env(9, 0)).empty());
@@ -358,7 +358,7 @@ TEST(DiffKV, TritonDiffKVIsDecoderOnlyWithoutQuantizedCaches) {
   AttentionSelectorConfig c = decoder_config(192);
   c.dtype = DType::float32;
   EXPECT_TRUE(backend("TRITON_ATTN_DIFFKV")->validate_configuration(c, cuda_env(8, 0)).empty());
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   c.attn_type = AttentionType::encoder;
   EXPECT_EQ(backend("TRITON_ATTN_DIFFKV")->validate_configuration(c, cuda_env(8, 0)),
             (std::vector<std::string>{"kv_cache_dtype not supported", "attention type encoder not supported"}));

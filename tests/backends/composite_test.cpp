@@ -31,7 +31,7 @@ TEST(CompositeInstances, TritonFlashInferOnBlackwellOnly) {
   AttentionSelectorConfig c = decoder_config(256);
   c.use_mm_prefix = true;
   EXPECT_TRUE(composite->validate_configuration(c, cuda_env(10, 0)).empty());
-  c.kv_cache_dtype = "fp8_e4m3";
+  c.kv_cache_dtype = CacheDType::fp8_e4m3;
   EXPECT_TRUE(composite->validate_configuration(c, cuda_env(10, 0)).empty());
   EXPECT_EQ(composite->validate_configuration(c, cuda_env(9, 0)),
             std::vector<std::string>{"compute capability not supported"});
@@ -51,7 +51,7 @@ TEST(CompositeInstances, TritonFlashInferRejectsWhatThePlainBackendsServe) {
   EXPECT_TRUE(has_reason(with([](auto& x) { x.head_size = 128; }), "head_size not supported"));
   EXPECT_TRUE(has_reason(with([](auto& x) { x.block_size = 16; }), "block_size not supported"));
   EXPECT_TRUE(with([](auto& x) { x.block_size = 64; }).empty());
-  EXPECT_TRUE(has_reason(with([](auto& x) { x.kv_cache_dtype = "int8_per_token_head"; }),
+  EXPECT_TRUE(has_reason(with([](auto& x) { x.kv_cache_dtype = CacheDType::int8_per_token_head; }),
                          "kv_cache_dtype not supported"));
   EXPECT_TRUE(has_reason(with([](auto& x) { x.use_dcp = true; }), "DCP not supported"));
   EXPECT_TRUE(has_reason(with([](auto& x) { x.use_pcp = true; }), "PCP not supported"));
@@ -85,7 +85,7 @@ TEST(CompositeInstances, ChildReasonIsPrefixedWithItsName) {
   // FlashAttention's sink rule reaches the composite through the causal child.
   const auto composite = backend("TRITON_FLASH_ATTN");
   AttentionSelectorConfig c = decoder_config(256);
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   RuntimeEnv h100 = cuda_env(9, 0);
   testing::set_fact(h100, "flash_attn_version", "4");
   testing::set_fact(h100, "flash_attn.hopper_fa4_fp8", "false");

@@ -21,7 +21,7 @@ TEST(CpuAttnBackend, IsRunnableOnTheCpuAndItsKernelMatchesTheReference) {
   LayerRequest layer;
   layer.head_size = 128;
   layer.dtype = DType::bfloat16;
-  layer.kv_cache_dtype = "fp8_e5m2";
+  layer.kv_cache_dtype = CacheDType::fp8_e5m2;
   const auto s = selector.select(EngineConfig{}, layer);
   ASSERT_EQ(s->backend, "CPU_ATTN");
   EXPECT_TRUE(s->backend_class->has_kernel());
@@ -31,7 +31,7 @@ TEST(CpuAttnBackend, IsRunnableOnTheCpuAndItsKernelMatchesTheReference) {
   spec.num_heads = 8;
   spec.num_kv_heads = 2;
   spec.head_size = 128;
-  spec.kv_cache_dtype = "fp8_e5m2";
+  spec.kv_cache_dtype = CacheDType::fp8_e5m2;
   spec.sequences = {{70, 1}, {33, 33}};
   runtime::PagedWorkload w(spec);
   kernel::LayerParams p;
@@ -39,7 +39,7 @@ TEST(CpuAttnBackend, IsRunnableOnTheCpuAndItsKernelMatchesTheReference) {
   p.num_kv_heads = 2;
   p.head_size = 128;
   p.scale = 0.088f;
-  p.kv_cache_dtype = "fp8_e5m2";
+  p.kv_cache_dtype = CacheDType::fp8_e5m2;
   const auto impl = s->backend_class->make_impl(p);
   impl->forward(w.query(), w.cache(), w.metadata(), w.output());
   const std::vector<std::int32_t> tokens = {0, 1, 20, 33};

@@ -27,7 +27,7 @@ TEST(CpuMlaBackend, IsRunnableOnTheCpuAndItsKernelMatchesTheReference) {
   ASSERT_EQ(s->backend, "CPU_MLA");
   EXPECT_TRUE(s->backend_class->has_kernel());
   EXPECT_TRUE(s->backend_class->kernel_gaps(make_selector_config(EngineConfig{}, layer), make_platform("cpu")->env()).empty());
-  const kernel::KernelInfo info = s->backend_class->kernel_info(kernel::ScalarType::bf16, "auto");
+  const kernel::KernelInfo info = s->backend_class->kernel_info(kernel::ScalarType::bf16, CacheDType::auto_);
   EXPECT_TRUE(info.available);
   EXPECT_EQ(info.device, kernel::DeviceKind::cpu);
   EXPECT_EQ(info.graph_support, kernel::GraphSupport::never);

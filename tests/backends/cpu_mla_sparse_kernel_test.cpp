@@ -39,7 +39,7 @@ TEST(CpuMlaSparseBackend, RunnableModeRoutesSparseLayersToAttnselsOwnKernel) {
                 l.text.find("its own CPU_MLA_SPARSE kernel") != std::string::npos;
   EXPECT_TRUE(says_why);
   EXPECT_TRUE(s->backend_class->has_kernel());
-  const kernel::KernelInfo info = s->backend_class->kernel_info(kernel::ScalarType::bf16, "fp8_ds_mla");
+  const kernel::KernelInfo info = s->backend_class->kernel_info(kernel::ScalarType::bf16, CacheDType::fp8_ds_mla);
   EXPECT_TRUE(info.available);
   EXPECT_EQ(info.device, kernel::DeviceKind::cpu);
   EXPECT_TRUE(info.lse_output);
@@ -86,7 +86,7 @@ TEST(CpuMlaSparseBackend, RunnableModeRefusesWhatTheKernelCannotCompute) {
   reset_registry_for_testing();
   Selector selector(make_platform("cpu", {}, SelectionMode::runnable));
   LayerRequest layer = sparse_layer();
-  layer.kv_cache_dtype = "fp8";  // a per-tensor fp8 cache: not a sparse format
+  layer.kv_cache_dtype = CacheDType::fp8;  // a per-tensor fp8 cache: not a sparse format
   try {
     selector.select(EngineConfig{}, layer);
     FAIL() << "an fp8 per-tensor cache was accepted";
@@ -100,7 +100,7 @@ TEST(CpuMlaSparseBackend, RunnableModeRefusesWhatTheKernelCannotCompute) {
 TEST(DeepseekV32IndexerBackend, MakesTheCpuIndexerThroughTheRegistry) {
   const auto backend = backends::deepseek_v32_indexer_backend();
   EXPECT_TRUE(backend->has_kernel());
-  const kernel::KernelInfo info = backend->kernel_info(kernel::ScalarType::bf16, "auto");
+  const kernel::KernelInfo info = backend->kernel_info(kernel::ScalarType::bf16, CacheDType::auto_);
   EXPECT_TRUE(info.available);
   EXPECT_EQ(info.device, kernel::DeviceKind::cpu);
   // The model fixes this backend everywhere; its kernel runs on the CPU.

@@ -57,16 +57,17 @@ TEST(FlashAttnVersion, HeadSizeRules) {
 TEST(FlashAttnCapabilities, RejectsKvCacheDtypesVllmRejects) {
   const auto fa = backend("FLASH_ATTN");
   const RuntimeEnv h100 = cuda_env(9, 0);
-  for (const char* d : {"fp8_e5m2", "fp8_ds_mla", "fp8_inc", "nvfp4", "nvfp4_4over6", "int8_per_token_head",
-                        "int4_per_token_head", "fp8_per_token_head", "turboquant_k8v4"})
-    EXPECT_FALSE(fa->capabilities(h100).supports_kv_cache_dtype(std::string(d))) << d;
-  for (const char* d : {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3"})
-    EXPECT_TRUE(fa->capabilities(h100).supports_kv_cache_dtype(std::string(d))) << d;
+  for (CacheDType d : {CacheDType::fp8_e5m2, CacheDType::fp8_ds_mla, CacheDType::fp8_inc, CacheDType::nvfp4,
+                       CacheDType::nvfp4_4over6, CacheDType::int8_per_token_head, CacheDType::int4_per_token_head,
+                       CacheDType::fp8_per_token_head, CacheDType::turboquant_k8v4})
+    EXPECT_FALSE(fa->capabilities(h100).supports_kv_cache_dtype(d)) << cache_dtype_name(d);
+  for (CacheDType d : {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8, CacheDType::fp8_e4m3})
+    EXPECT_TRUE(fa->capabilities(h100).supports_kv_cache_dtype(d)) << cache_dtype_name(d);
   EXPECT_TRUE(fa->capabilities(h100).supports_kv_cache_dtype(std::nullopt));
   // FP8 needs FA3 on SM90 or FA4 on SM100: FA2 devices refuse it.
-  EXPECT_FALSE(fa->capabilities(cuda_env(8, 0)).supports_kv_cache_dtype(std::string("fp8")));
-  EXPECT_TRUE(fa->capabilities(cuda_env(10, 0)).supports_kv_cache_dtype(std::string("fp8_e4m3")));
-  EXPECT_FALSE(fa->capabilities(cuda_env(12, 0)).supports_kv_cache_dtype(std::string("fp8")));
+  EXPECT_FALSE(fa->capabilities(cuda_env(8, 0)).supports_kv_cache_dtype(CacheDType::fp8));
+  EXPECT_TRUE(fa->capabilities(cuda_env(10, 0)).supports_kv_cache_dtype(CacheDType::fp8_e4m3));
+  EXPECT_FALSE(fa->capabilities(cuda_env(12, 0)).supports_kv_cache_dtype(CacheDType::fp8));
 }
 
 TEST(FlashAttnCapabilities, HeadSizeRule) {
@@ -129,7 +130,7 @@ TEST(FlashAttnValidation, SinkOnAmpereGivesBothReasons) {
 
 TEST(FlashAttnValidation, Fp8NeedsFa3OnSm90OrFa4OnSm100) {
   AttentionSelectorConfig c = decoder_config(256);
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   EXPECT_TRUE(backend("FLASH_ATTN")->validate_configuration(c, cuda_env(9, 0)).empty());
   // On SM100 a head-256 layer lands on FA4's dedicated kernel, which has no FP8: FA2 cannot either.
   EXPECT_EQ(backend("FLASH_ATTN")->validate_configuration(c, cuda_env(10, 0)),
@@ -156,7 +157,7 @@ TEST(FlashAttnValidation, EveryFailingCheckInVllmOrder) {
   AttentionSelectorConfig c;
   c.head_size = 60;
   c.dtype = DType::float32;
-  c.kv_cache_dtype = "fp8_e5m2";
+  c.kv_cache_dtype = CacheDType::fp8_e5m2;
   c.block_size = 8;
   c.use_mm_prefix = true;
   c.use_mla = true;

@@ -164,13 +164,13 @@ TEST_F(BadInputCli, ConflictingFactsAreRejected) {
 TEST_F(BadInputCli, UnknownKvCacheDtypeListsTheValidDtypes) {
   auto r = select_usage_error({"--kv-cache-dtype", "fp9"});
   std::string valid;
-  for (std::string_view d : cache_dtype_names()) valid += (valid.empty() ? "" : ", ") + std::string(d);
-  EXPECT_THAT(r.err, HasSubstr("Invalid kv_cache_dtype: fp9. Valid values are: " + valid));
+  for (CacheDType d : all_cache_dtypes()) valid += (valid.empty() ? "" : ", ") + std::string(cache_dtype_name(d));
+  EXPECT_THAT(r.err, HasSubstr("--kv-cache-dtype 'fp9' is not a cache dtype; valid values are: " + valid));
 }
 
 TEST_F(BadInputCli, EmptyKvCacheDtypeIsNotTheSameAsNone) {
   auto r = select_usage_error({"--kv-cache-dtype", ""});
-  EXPECT_THAT(r.err, HasSubstr("Invalid kv_cache_dtype: . Valid values are: auto, "));
+  EXPECT_THAT(r.err, HasSubstr("--kv-cache-dtype '' is not a cache dtype; valid values are: auto, "));
 }
 
 TEST_F(BadInputCli, TwoPlatformsConflict) {

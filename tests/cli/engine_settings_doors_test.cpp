@@ -63,14 +63,14 @@ std::string cxx_select(const Settings& s) {
   engine.batch_invariant = s.batch_invariant;
   engine.decode_context_parallel_size = s.use_dcp ? 2 : 1;
   engine.kv_transfer_instance = s.kv_connector;
-  engine.cache.cache_dtype = s.kv_cache_dtype.value_or("auto");
+  engine.cache.cache_dtype = cache_dtype_from(s.kv_cache_dtype.value_or("auto"));
   if (s.block_size) {
     engine.cache.block_size = *s.block_size;
     engine.cache.user_specified_block_size = true;
   }
   LayerRequest layer;
   layer.head_size = s.head_size;
-  layer.kv_cache_dtype = s.kv_cache_dtype;
+  if (s.kv_cache_dtype) layer.kv_cache_dtype = cache_dtype_from(*s.kv_cache_dtype);
   layer.has_sink = s.has_sink;
   layer.has_sliding_window = s.has_sliding_window;
   Selector selector(make_platform(s.platform, s.facts));
@@ -322,12 +322,12 @@ TEST(EngineSettingsFacts, WithEngineKeepsThePlatformWhenNothingChanges) {
 TEST(EngineSettingsFacts, SelectorRunsEachEngineOnItsOwnPlatform) {
   Selector selector(make_platform("cuda:10.0"));
   EngineConfig plain;
-  plain.cache.cache_dtype = "fp8";
+  plain.cache.cache_dtype = CacheDType::fp8;
   EngineConfig invariant = plain;
   invariant.batch_invariant = true;
   LayerRequest layer;
   layer.head_size = 128;
-  layer.kv_cache_dtype = "fp8";
+  layer.kv_cache_dtype = CacheDType::fp8;
   layer.attn_type = AttentionType::decoder;
   // One selector, two engines: neither answer is served from the other's cache entry.
   EXPECT_EQ(selector.select(plain, layer)->backend, "FLASHINFER");

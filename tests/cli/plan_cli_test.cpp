@@ -222,7 +222,7 @@ TEST_F(PlanCli, BadInputExits2NamingTheProblem) {
       {{"--attention-config", R"({"backend_per_kind": {"sliding": "TRITON_ATTN"}})"},
        "Unknown KV cache group kind 'sliding' in backend_per_kind."},
       {{"--attention-config", "{not json"}, "--attention-config: malformed JSON"},
-      {{"--kv-cache-dtype", "fp4"}, "--kv-cache-dtype: invalid choice 'fp4'"},
+      {{"--kv-cache-dtype", "fp4"}, "--kv-cache-dtype 'fp4' is not a cache dtype; valid values are: auto, "},
       {{"--kv-cache-layout", "NHC"}, "Unknown KV cache layout 'NHC'."},
       {{"--kv-transfer-config", R"({"kv_connector": "NixlConnector"})"}, "Please specify kv_disagg_role"},
       {{"--dtype", "int8"}, "--dtype: invalid choice 'int8'"},

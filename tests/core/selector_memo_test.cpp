@@ -114,7 +114,7 @@ TEST_F(SelectorMemoTest, EveryKeyFieldSeparatesEntries) {
   explicit_fa.attention.set_backend("FLASH_ATTN");
   EXPECT_EQ(selector.select(explicit_fa, layer())->backend, "FLASH_ATTN");
   EngineConfig run_dtype = engine;
-  run_dtype.cache.cache_dtype = "fp8";
+  run_dtype.cache.cache_dtype = CacheDType::fp8;
   EXPECT_NE(selector.select(run_dtype, layer()), base);
   LayerRequest other_head = layer(64);
   EXPECT_EQ(selector.select(engine, other_head)->backend, "FLASHINFER");

@@ -86,18 +86,10 @@ TEST_F(SelectorTest, EngineFlagsMapToSelectorFields) {
   EXPECT_EQ(c.attn_type, AttentionType::decoder);
 }
 
-TEST_F(SelectorTest, UnknownKvCacheDtypeIsRejectedWithTheValidValues) {
-  LayerRequest l = layer128();
-  l.kv_cache_dtype = "fp7";
-  EXPECT_THAT([&] { (void)make_selector_config(EngineConfig{}, l); },
-              ::testing::ThrowsMessage<ValueError>(
-                  ::testing::StartsWith("Invalid kv_cache_dtype: fp7. Valid values are: ('auto', 'float16', ")));
-}
-
 TEST_F(SelectorTest, ReprMatchesVllmFieldOrder) {
   AttentionSelectorConfig c;
   c.head_size = 128;
-  c.kv_cache_dtype = "auto";
+  c.kv_cache_dtype = CacheDType::auto_;
   EXPECT_EQ(c.repr(),
             "AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16, kv_cache_dtype=auto, block_size=None, "
             "use_mla=False, has_sink=False, use_sparse=False, use_mm_prefix=False, use_per_head_quant_scales=False, "
@@ -117,7 +109,7 @@ TEST_F(SelectorTest, ConfigHashAndEqualityCoverEveryField) {
   EXPECT_NE(a, b);
   EXPECT_NE(a.hash(), b.hash());
   b = a;
-  b.kv_cache_dtype = "auto";  // None and "auto" are different keys, as in vLLM
+  b.kv_cache_dtype = CacheDType::auto_;  // None and "auto" are different keys, as in vLLM
   EXPECT_NE(a, b);
 }
 

@@ -27,8 +27,8 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 TEST(DcpCudaPartialGpu, TwoShardsThroughTheCudaKernelMergeToTheWholeCache) {
   REQUIRE_GPU();
-  for (const char* cache_dtype : {"auto", "fp8_e4m3"}) {
-    SCOPED_TRACE(cache_dtype);
+  for (CacheDType cache_dtype : {CacheDType::auto_, CacheDType::fp8_e4m3}) {
+    SCOPED_TRACE(std::string(cache_dtype_name(cache_dtype)));
     runtime::WorkloadSpec ws;
     ws.num_heads = 32;
     ws.num_kv_heads = 8;

@@ -26,7 +26,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 struct Case {
   int world, interleave, block_size;
   runtime::CacheLayout layout;
-  std::string kv_cache_dtype;
+  CacheDType kv_cache_dtype;
 };
 
 runtime::WorkloadSpec decode_batch(const Case& c) {
@@ -98,17 +98,17 @@ void expect_merged_equals_reference(const Case& c) {
 TEST(DcpMerge, ShardedAttentionEqualsTheWholeCache) {
   for (int world : {1, 2, 3, 4})
     for (int interleave : {1, 4})
-      expect_merged_equals_reference({world, interleave, 16, runtime::CacheLayout::nhd, "auto"});
+      expect_merged_equals_reference({world, interleave, 16, runtime::CacheLayout::nhd, CacheDType::auto_});
 }
 
 TEST(DcpMerge, HndLayoutAndFp8Caches) {
-  expect_merged_equals_reference({2, 2, 32, runtime::CacheLayout::hnd, "auto"});
-  expect_merged_equals_reference({3, 1, 16, runtime::CacheLayout::nhd, "fp8_e4m3"});
-  expect_merged_equals_reference({4, 16, 16, runtime::CacheLayout::hnd, "fp8_e5m2"});
+  expect_merged_equals_reference({2, 2, 32, runtime::CacheLayout::hnd, CacheDType::auto_});
+  expect_merged_equals_reference({3, 1, 16, runtime::CacheLayout::nhd, CacheDType::fp8_e4m3});
+  expect_merged_equals_reference({4, 16, 16, runtime::CacheLayout::hnd, CacheDType::fp8_e5m2});
 }
 
 TEST(DcpMerge, ShardsShareOneBlockTableAndWriteOnlyTheirOwnNewTokens) {
-  const Case c{3, 2, 8, runtime::CacheLayout::nhd, "auto"};
+  const Case c{3, 2, 8, runtime::CacheLayout::nhd, CacheDType::auto_};
   runtime::PagedWorkload full(decode_batch(c));
   const DcpLayout layout = make_dcp_layout(c.world, c.interleave, c.block_size);
   KVShard r0(full.cache(), full.metadata(), layout, 0);
@@ -194,7 +194,7 @@ TEST(DcpMerge, ReduceScatterOverHeadsGivesEachRankItsHeads) {
 
 TEST(DcpMerge, ARankWithNoTokenOfAnySequenceGivesZeroAndMinusInfinity) {
   // Four ranks, interleave 16: a 3-token sequence lives on rank 0 only.
-  runtime::WorkloadSpec w = decode_batch({4, 16, 16, runtime::CacheLayout::nhd, "auto"});
+  runtime::WorkloadSpec w = decode_batch({4, 16, 16, runtime::CacheLayout::nhd, CacheDType::auto_});
   w.sequences = {{3, 1}, {1, 1}};
   runtime::PagedWorkload full(w);
   const kernel::LayerParams p = runtime::layer_params_for(w);
@@ -207,7 +207,7 @@ TEST(DcpMerge, ARankWithNoTokenOfAnySequenceGivesZeroAndMinusInfinity) {
 }
 
 TEST(DcpMerge, RefusesPrefillAndPositionDependentLayers) {
-  runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, "auto"});
+  runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, CacheDType::auto_});
   w.sequences = {{40, 4}};
   runtime::PagedWorkload full(w);
   kernel::LayerParams p = runtime::layer_params_for(w);
@@ -223,7 +223,7 @@ TEST(DcpMerge, RefusesPrefillAndPositionDependentLayers) {
 }
 
 TEST(DcpMerge, RefusesAQueryOtherThanThePlannedOne) {
-  const runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, "auto"});
+  const runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, CacheDType::auto_});
   runtime::PagedWorkload full(w);
   PartialAttention attention(kernel::cpu::make_cpu_attention_impl(runtime::layer_params_for(w)));
   KVShard s(full.cache(), full.metadata(), make_dcp_layout(2, 1, 16), 1);
@@ -270,7 +270,7 @@ TEST(DcpMerge, RefusesKernelsWithoutLseOutputFromTheirKernelInfo) {
   k.available = false;
   EXPECT_THROW(require_dcp_kernel(k, "CPU_ATTN"), NotImplementedError);
   // CPU_ATTN's kernel itself declares its LSE output.
-  const runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, "auto"});
+  const runtime::WorkloadSpec w = decode_batch({2, 1, 16, runtime::CacheLayout::nhd, CacheDType::auto_});
   EXPECT_NO_THROW(require_dcp_kernel(kernel::cpu::make_cpu_attention_impl(runtime::layer_params_for(w))->kernel_info(),
                                      "CPU_ATTN"));
 }

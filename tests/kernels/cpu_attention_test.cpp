@@ -111,7 +111,7 @@ TEST(CpuAttention, ManyQueryHeadsPerKvHeadSplitAcrossItems) {
 }
 
 TEST(CpuAttention, KvCacheDtypesWithScales) {
-  for (const char* kv : {"auto", "fp8", "fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::auto_, CacheDType::fp8, CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (ScalarType dtype : {ScalarType::bf16, ScalarType::f16, ScalarType::f32}) {
       Case c = make_case(dtype, 8, 2, 80, kMixed);
       c.spec.kv_cache_dtype = kv;
@@ -122,7 +122,7 @@ TEST(CpuAttention, KvCacheDtypesWithScales) {
 }
 
 TEST(CpuAttention, PerHeadKvScalesOnEveryTarget) {
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (ScalarType dtype : {ScalarType::bf16, ScalarType::f32}) {
       Case c = make_case(dtype, 8, 4, 80, kMixed);
       c.spec.kv_cache_dtype = kv;
@@ -264,7 +264,8 @@ TEST(CpuAttention, LeavesPaddingTokensUntouched) {
 }
 
 TEST(CpuAttention, CacheWriterMatchesReferenceBitForBit) {
-  for (const char* kv : {"auto", "fp8_e4m3", "fp8_e5m2", "bfloat16", "float16"})
+  for (CacheDType kv :
+       {CacheDType::auto_, CacheDType::fp8_e4m3, CacheDType::fp8_e5m2, CacheDType::bfloat16, CacheDType::float16})
     for (ScalarType dtype : {ScalarType::f32, ScalarType::bf16, ScalarType::f16})
       for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
         WorkloadSpec spec;
@@ -288,7 +289,7 @@ TEST(CpuAttention, CacheWriterMatchesReferenceBitForBit) {
         reference::write_kv_cache(p, b.new_keys(), b.new_values(), b.cache(), md);
         const KVCacheView ca = a.cache(), cb = b.cache();
         const std::size_t bytes = static_cast<std::size_t>(ca.key.numel()) * element_size(ca.key.dtype);
-        SCOPED_TRACE(std::string(kv) + " " + std::string(to_string(dtype)));
+        SCOPED_TRACE(std::string(cache_dtype_name(kv)) + " " + std::string(to_string(dtype)));
         // NaN-initialised slots compare as bytes, so untouched slots must match too.
         EXPECT_EQ(std::memcmp(ca.key.data, cb.key.data, bytes), 0);
         EXPECT_EQ(std::memcmp(ca.value.data, cb.value.data, bytes), 0);
@@ -302,7 +303,7 @@ TEST(CpuAttention, WriteThenAttendEqualsReference) {
   spec.num_kv_heads = 2;
   spec.head_size = 128;
   spec.dtype = ScalarType::bf16;
-  spec.kv_cache_dtype = "fp8";
+  spec.kv_cache_dtype = CacheDType::fp8;
   spec.k_scale = 0.25f;
   spec.sequences = {{40, 40}, {77, 1}};
   PagedWorkload w(spec);

@@ -53,7 +53,7 @@ struct GpuCase {
   bool sinks = false;
   bool alibi = false;
   AttentionType attn_type = AttentionType::decoder;
-  std::string kv_cache_dtype = "auto";
+  CacheDType kv_cache_dtype = CacheDType::auto_;
   float k_scale = 1.0f, v_scale = 1.0f;
   std::vector<float> k_scales, v_scales;  // per KV head (empty = the scalars)
   bool batch_invariant = false;
@@ -212,20 +212,20 @@ TEST(FlashAttnCudaHost, GapsNameWhatIsNotComputed) {
   c.head_size = 128;
   RuntimeEnv env;
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
-  c.kv_cache_dtype = "fp8_e4m3";
+  c.kv_cache_dtype = CacheDType::fp8_e4m3;
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.use_per_head_quant_scales = true;  // computed: LayerParams::k_scales / v_scales
   c.use_batch_invariant = true;        // computed: LayerParams::batch_invariant (no splits)
   EXPECT_TRUE(flash_attn_cuda_gaps(c, env).empty());
   c.use_per_head_quant_scales = false;
   c.use_batch_invariant = false;
-  c.kv_cache_dtype = "fp8_e5m2";
+  c.kv_cache_dtype = CacheDType::fp8_e5m2;
   auto gaps = flash_attn_cuda_gaps(c, env);
   ASSERT_EQ(gaps.size(), 1u);
   EXPECT_NE(gaps[0].find("'fp8_e5m2' is not implemented"), std::string::npos) << gaps[0];
-  c.kv_cache_dtype = "auto";
+  c.kv_cache_dtype = CacheDType::auto_;
   c.head_size = 512;
   EXPECT_EQ(flash_attn_cuda_gaps(c, env).size(), 1u);
 }
@@ -238,7 +238,7 @@ TEST(FlashAttnCudaHost, DcpIsNoGapTheDecodeKernelWritesTheLse) {
   c.head_size = 128;
   c.use_dcp = true;
   EXPECT_EQ(flash_attn_cuda_gaps(c, RuntimeEnv{}), std::vector<std::string>{});
-  c.kv_cache_dtype = "fp8_e4m3";
+  c.kv_cache_dtype = CacheDType::fp8_e4m3;
   EXPECT_EQ(flash_attn_cuda_gaps(c, RuntimeEnv{}), std::vector<std::string>{});
 }
 
@@ -637,7 +637,7 @@ std::string fp8_prefill_kernel(int head_size) {
 
 GpuCase fp8_case() {
   GpuCase c;
-  c.kv_cache_dtype = "fp8_e4m3";
+  c.kv_cache_dtype = CacheDType::fp8_e4m3;
   c.k_scale = 0.05f;  // values in [-1, 1] are stored as up to ±20, well inside e4m3's ±448
   c.v_scale = 0.7f;
   return c;
@@ -710,7 +710,7 @@ TEST(FlashAttnCudaGpu, Fp8CacheWidensEveryByteValueExactly) {
       spec.num_kv_heads = 1;
       spec.head_size = 128;
       spec.dtype = dt;
-      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.kv_cache_dtype = CacheDType::fp8_e4m3;
       spec.v_scale = 0.75f;
       const int len = prefill ? 64 : 1;  // 64 tokens × 2 heads: the prefill kernel's batch
       spec.sequences = {{len, len}, {len, len}};
@@ -773,7 +773,7 @@ void expect_fp8_writer_matches(const std::vector<float>& k_scales, const std::ve
       spec.dtype = dt;
       spec.block_size = 32;
       spec.layout = layout;
-      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.kv_cache_dtype = CacheDType::fp8_e4m3;
       spec.value_range = 3.0f;  // with a key scale of 0.004 some values saturate at ±448
       spec.sequences = {{70, 70}, {33, 5}, {9, 1}};
       spec.fill_cache = false;
@@ -783,7 +783,7 @@ void expect_fp8_writer_matches(const std::vector<float>& k_scales, const std::ve
       lp.num_kv_heads = 4;
       lp.head_size = 72;
       lp.scale = 0.1f;
-      lp.kv_cache_dtype = "fp8_e4m3";
+      lp.kv_cache_dtype = CacheDType::fp8_e4m3;
       lp.k_scale = 0.004f;
       lp.v_scale = 0.3f;
       lp.k_scales = k_scales;
@@ -955,7 +955,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryForm) {
             c.scale_mult = 16.0f;
             break;
           default:
-            c.kv_cache_dtype = "fp8";
+            c.kv_cache_dtype = CacheDType::fp8;
             c.k_scale = 0.25f;
             c.v_scale = 0.5f;
             c.causal = kind == 5;
@@ -966,7 +966,7 @@ TEST(FlashAttnCudaGpu, HopperPrefillEveryForm) {
         EXPECT_EQ(o.summary.prefill_kernel, "sm90-wgmma");
         // Wide tiles only where no tile is masked: unmasked layers up to d=128, 16-bit cache;
         // page-boxed V at head sizes 128 and 256 of a 16-bit cache (16-key pages here).
-        const bool b16 = c.kv_cache_dtype == "auto";
+        const bool b16 = c.kv_cache_dtype == CacheDType::auto_;
         int expected = 0;
         if (!c.causal && !c.window && hs <= 128 && b16) expected |= HopperVariant::wide_keys;
         if (b16 && (hs == 128 || hs == 256)) expected |= HopperVariant::v_page_boxes;
@@ -1083,17 +1083,17 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillDefaultsToE4m3ProductsUpToHeadSize128) {
     GTEST_SKIP() << "ATTNSEL_CUDA_FP8_PREFILL chooses for the planner";
   struct Want {
     int head_size;
-    const char* cache;
+    CacheDType cache;
     std::vector<SequenceShape> seqs;
     bool fp8_queries;
   };
-  const Want cases[] = {{128, "fp8_e4m3", {{300, 300}, {77, 1}}, true},
-                        {64, "fp8_e4m3", {{131, 131}}, true},
-                        {256, "fp8_e4m3", {{300, 300}}, false},
-                        {128, "fp8_e4m3", {{300, 1}, {77, 1}}, false},
-                        {128, "auto", {{300, 300}}, false}};
+  const Want cases[] = {{128, CacheDType::fp8_e4m3, {{300, 300}, {77, 1}}, true},
+                        {64, CacheDType::fp8_e4m3, {{131, 131}}, true},
+                        {256, CacheDType::fp8_e4m3, {{300, 300}}, false},
+                        {128, CacheDType::fp8_e4m3, {{300, 1}, {77, 1}}, false},
+                        {128, CacheDType::auto_, {{300, 300}}, false}};
   for (const Want& w : cases) {
-    SCOPED_TRACE(fmt::format("d={} {} cache, {} sequences", w.head_size, w.cache, w.seqs.size()));
+    SCOPED_TRACE(fmt::format("d={} {} cache, {} sequences", w.head_size, cache_dtype_name(w.cache), w.seqs.size()));
     GpuCase c = fp8_case();
     c.kv_cache_dtype = w.cache;
     c.head_size = w.head_size;
@@ -1134,7 +1134,7 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillQueriesBeyondTheHalfRangeAndTiny) {
       spec.num_kv_heads = 2;
       spec.head_size = 128;
       spec.dtype = ScalarType::bf16;
-      spec.kv_cache_dtype = "fp8_e4m3";
+      spec.kv_cache_dtype = CacheDType::fp8_e4m3;
       spec.k_scale = 0.05f;
       spec.v_scale = 0.7f;
       spec.query_range = range;
@@ -1145,7 +1145,7 @@ TEST(FlashAttnCudaGpu, Fp8HopperPrefillQueriesBeyondTheHalfRangeAndTiny) {
       lp.num_kv_heads = 2;
       lp.head_size = 128;
       lp.scale = 1.0f / (range * 20.0f);  // logits of order 1
-      lp.kv_cache_dtype = "fp8_e4m3";
+      lp.kv_cache_dtype = CacheDType::fp8_e4m3;
       lp.k_scale = spec.k_scale;
       lp.v_scale = spec.v_scale;
       const AttentionMetadata md = wl.metadata();
@@ -1211,11 +1211,11 @@ TEST(FlashAttnCudaGpu, RejectsHostTensorsAndMisalignedStrides) {
   skewed.stride[0] = 4 * 64 + 4;  // rows no longer 16-byte aligned
   EXPECT_THROW(impl.forward(skewed, {k.view, v.view}, wl.metadata(), o.view), ValueError);
   LayerParams e5m2 = lp;
-  e5m2.kv_cache_dtype = "fp8_e5m2";
+  e5m2.kv_cache_dtype = CacheDType::fp8_e5m2;
   EXPECT_THROW(FlashAttnCuda{e5m2}, NotImplementedError);
   // An fp8 layer needs an fp8 (or u8) cache, and a 16-bit layer a cache of its own dtype.
   LayerParams fp8 = lp;
-  fp8.kv_cache_dtype = "fp8_e4m3";
+  fp8.kv_cache_dtype = CacheDType::fp8_e4m3;
   FlashAttnCuda fp8_impl(fp8);
   EXPECT_THROW(fp8_impl.forward(q.view, {k.view, v.view}, wl.metadata(), o.view), ValueError);
 }

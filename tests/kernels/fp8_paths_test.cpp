@@ -64,7 +64,7 @@ void fill_with_every_code(PagedWorkload& w, ScalarType f, int stride, bool codes
   fill_with_codes(cache.value, codes_in_v ? all : codes_up_to(f, f == ScalarType::fp8_e4m3 ? 2.0f : 1.0f), stride + 2);
 }
 
-WorkloadSpec fp8_spec(const char* kv, ScalarType dtype, int head_size, std::vector<SequenceShape> seqs) {
+WorkloadSpec fp8_spec(CacheDType kv, ScalarType dtype, int head_size, std::vector<SequenceShape> seqs) {
   WorkloadSpec s;
   s.num_heads = 8;
   s.num_kv_heads = 2;
@@ -79,7 +79,7 @@ WorkloadSpec fp8_spec(const char* kv, ScalarType dtype, int head_size, std::vect
 
 /// Decode steps of 700, 1021 and 333 keys (one, one and four query tokens) whose row maxima
 /// rise from tile to tile (fill_rising_maxima).
-WorkloadSpec rising_maxima_spec(const char* kv, int head_size) {
+WorkloadSpec rising_maxima_spec(CacheDType kv, int head_size) {
   WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, head_size, {{700, 1}, {1021, 1}, {333, 4}});
   spec.k_scale = 1.0f / 64;
   spec.v_scale = 0.02f;
@@ -123,10 +123,10 @@ void fill_rising_maxima(PagedWorkload& wl, float scale, float step, ScalarType f
 TEST(Fp8PathsCpu, EveryFiniteByteValueOnDecodeAndPrefillItems) {
   // Decode items (4 query heads per KV head: the few-row form) and prefill items; head
   // sizes that are multiples of 64 and ones with a 16/32/48-dim tail.
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (int hs : {64, 80, 96, 112, 128, 256})
       for (bool bf16_dot : {true, false}) {
-        const ScalarType f = std::string(kv) == "fp8_e5m2" ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
+        const ScalarType f = kv == CacheDType::fp8_e5m2 ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
         for (bool codes_in_v : {false, true}) {
           WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, hs, {{61, 1}, {40, 40}, {97, 1}, {33, 5}});
           // Keep the largest codes (448, 57344) from saturating the softmax into one key.
@@ -140,7 +140,8 @@ TEST(Fp8PathsCpu, EveryFiniteByteValueOnDecodeAndPrefillItems) {
           o.num_threads = 2;
           const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec), o);
           const double worst = testing::expect_matches_reference(
-              *impl, w, fmt::format("{} d={} bf16_dot={} codes in {}", kv, hs, bf16_dot, codes_in_v ? "V" : "K"));
+              *impl, w,
+              fmt::format("{} d={} bf16_dot={} codes in {}", cache_dtype_name(kv), hs, bf16_dot, codes_in_v ? "V" : "K"));
           EXPECT_LE(worst, 1.0);
         }
       }
@@ -150,10 +151,10 @@ TEST(Fp8PathsCpu, EveryDecodeRowCountOnEveryByteValue) {
   // Decode items of 1, 2, 4 and 8 rows per KV head (GQA 1-8, and 2 tokens × GQA 2-4):
   // each row count has its own register plan for the widened keys; a head size with a
   // 16-dim tail and one without.
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (int group : {1, 2, 4, 8})
       for (int hs : {80, 128}) {
-        const ScalarType f = std::string(kv) == "fp8_e5m2" ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
+        const ScalarType f = kv == CacheDType::fp8_e5m2 ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
         WorkloadSpec spec = fp8_spec(kv, ScalarType::bf16, hs, {{61, 1}, {97, 2}, {33, 1}, {150, 1}});
         spec.num_kv_heads = 2;
         spec.num_heads = 2 * group;
@@ -163,7 +164,7 @@ TEST(Fp8PathsCpu, EveryDecodeRowCountOnEveryByteValue) {
         fill_with_every_code(w, f, 29, false);
         const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec));
         const double worst =
-            testing::expect_matches_reference(*impl, w, fmt::format("{} GQA {} d={}", kv, group, hs));
+            testing::expect_matches_reference(*impl, w, fmt::format("{} GQA {} d={}", cache_dtype_name(kv), group, hs));
         EXPECT_LE(worst, 1.0);
       }
 }
@@ -172,7 +173,7 @@ TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
   // The benchmark's shape (GQA 4, d=128, HND, block 16) on random caches written by the
   // cache writer's rounding: the fp8 paths stay within bf16's tolerance (the test's bound),
   // and well inside it (the error the quantised cache itself carries is in the reference).
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f32}) {
       WorkloadSpec spec = fp8_spec(kv, dt, 128, {{1031, 1}, {517, 1}, {2053, 1}, {7, 1}});
       spec.num_heads = 16;
@@ -181,7 +182,8 @@ TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
       spec.v_scale = 0.03f;
       PagedWorkload w(spec);
       const auto impl = cpu::make_cpu_attention_impl(runtime::layer_params_for(spec));
-      const double worst = testing::expect_matches_reference(*impl, w, fmt::format("{} {}", kv, to_string(dt)));
+      const double worst =
+          testing::expect_matches_reference(*impl, w, fmt::format("{} {}", cache_dtype_name(kv), to_string(dt)));
       // Measured 0.35 (bf16 model: probabilities rounded to bf16) and 0.03 (fp32 model).
       EXPECT_LE(worst, dt == ScalarType::f32 ? 0.1 : 0.5) << "worst error / tolerance";
     }
@@ -190,10 +192,10 @@ TEST(Fp8PathsCpu, DecodeErrorWithinTheBf16Bound) {
 TEST(Fp8PathsCpu, RowMaximaRisingFromTileToTile) {
   // The CPU decode's online softmax on row maxima that rise from one key step to the next
   // (by 5, 9 and 13 log2 units), both formats, both arithmetic paths.
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (float step : {5.0f, 9.0f, 13.0f})
       for (bool bf16_dot : {true, false}) {
-        const ScalarType f = std::string(kv) == "fp8_e5m2" ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
+        const ScalarType f = kv == CacheDType::fp8_e5m2 ? ScalarType::fp8_e5m2 : ScalarType::fp8_e4m3;
         const WorkloadSpec spec = rising_maxima_spec(kv, 128);
         PagedWorkload w(spec);
         const LayerParams lp = runtime::layer_params_for(spec);
@@ -203,7 +205,8 @@ TEST(Fp8PathsCpu, RowMaximaRisingFromTileToTile) {
         o.num_threads = 2;
         const auto impl = cpu::make_cpu_attention_impl(lp, o);
         const double worst =
-            testing::expect_matches_reference(*impl, w, fmt::format("{} step {} bf16_dot={}", kv, step, bf16_dot));
+            testing::expect_matches_reference(
+                *impl, w, fmt::format("{} step {} bf16_dot={}", cache_dtype_name(kv), step, bf16_dot));
         EXPECT_LE(worst, 1.0);
       }
 }
@@ -267,7 +270,7 @@ TEST(Fp8PathsGpu, DecodeCopiesHeadSizesLayoutsAndDtypes) {
     for (int hs : {64, 96, 128, 200, 256})
       for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd})
         for (ScalarType dt : {ScalarType::bf16, ScalarType::f16}) {
-          WorkloadSpec spec = fp8_spec("fp8_e4m3", dt, hs, {{1, 1}, {131, 1}, {509, 2}, {1000, 1}, {70, 4}});
+          WorkloadSpec spec = fp8_spec(CacheDType::fp8_e4m3, dt, hs, {{1, 1}, {131, 1}, {509, 2}, {1000, 1}, {70, 4}});
           spec.layout = layout;
           spec.query_range = 2.0f;
           spec.k_scales = {0.01f, 0.004f};
@@ -294,7 +297,7 @@ TEST(Fp8PathsGpu, QueriesBeyondTheHalfRangeAndTiny) {
   // scales each row by a power of two before its f16 products.
   REQUIRE_GPU();
   for (float range : {3e5f, 1e-6f}) {
-    WorkloadSpec spec = fp8_spec("fp8_e4m3", ScalarType::bf16, 128, {{257, 1}, {64, 3}, {1500, 1}});
+    WorkloadSpec spec = fp8_spec(CacheDType::fp8_e4m3, ScalarType::bf16, 128, {{257, 1}, {64, 3}, {1500, 1}});
     spec.query_range = range;
     spec.k_scale = 0.01f;
     spec.v_scale = 0.02f;
@@ -313,7 +316,7 @@ TEST(Fp8PathsGpu, EveryFiniteByteValueInDecode) {
   for (int hs : {128, 96})
     for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
       for (bool codes_in_v : {false, true}) {
-        WorkloadSpec spec = fp8_spec("fp8_e4m3", dt, hs, {{61, 1}, {97, 1}, {300, 2}});
+        WorkloadSpec spec = fp8_spec(CacheDType::fp8_e4m3, dt, hs, {{61, 1}, {97, 1}, {300, 2}});
         spec.k_scale = 1.0f / 256;
         spec.v_scale = codes_in_v ? 1.0f / 64 : 0.5f;
         if (codes_in_v) spec.query_range = 1e-20f;
@@ -334,7 +337,7 @@ TEST(Fp8PathsGpu, RowMaximaRisingFromTileToTile) {
   REQUIRE_GPU();
   for (float step : {5.0f, 9.0f, 13.0f})
     for (int hs : {128, 64}) {
-      WorkloadSpec spec = rising_maxima_spec("fp8_e4m3", hs);
+      WorkloadSpec spec = rising_maxima_spec(CacheDType::fp8_e4m3, hs);
       PagedWorkload wl(spec);
       const LayerParams lp = gpu_params(spec);
       fill_rising_maxima(wl, lp.scale, step, ScalarType::fp8_e4m3);

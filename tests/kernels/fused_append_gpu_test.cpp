@@ -28,7 +28,7 @@ using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
 
-WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed, const char* kv_cache_dtype = "auto",
+WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed, CacheDType kv_cache_dtype = CacheDType::auto_,
                       int head_size = 128) {
   WorkloadSpec s;
   s.num_heads = 8;
@@ -36,7 +36,7 @@ WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed, const
   s.head_size = head_size;
   s.dtype = ScalarType::bf16;
   s.kv_cache_dtype = kv_cache_dtype;
-  if (std::string_view(kv_cache_dtype) != "auto") {
+  if (kv_cache_dtype != CacheDType::auto_) {
     // Per-KV-head scales that differ, so a writer using the wrong head's scale shows.
     s.k_scales = {0.05f, 0.09f};
     s.v_scales = {0.5f, 1.3f};
@@ -68,9 +68,9 @@ void expect_matches_reference(const LayerParams& lp, const TensorView& query, co
 }
 
 struct FusedCase {
-  FusedCase(std::vector<SequenceShape> s, const char* kv = "auto") : seqs(std::move(s)), kv_cache_dtype(kv) {}
+  FusedCase(std::vector<SequenceShape> s, CacheDType kv = CacheDType::auto_) : seqs(std::move(s)), kv_cache_dtype(kv) {}
   std::vector<SequenceShape> seqs;
-  const char* kv_cache_dtype = "auto";
+  CacheDType kv_cache_dtype = CacheDType::auto_;
   int head_size = 128;
   bool sm90_kernels = true;  // false: cp.async copies, as on sm_80
   std::optional<int> window;
@@ -115,7 +115,7 @@ void expect_fused_equals_write_then_execute(const FusedCase& c, std::uint64_t se
   impl.execute(*plan, q.view, NewKeysValues{nk.view, nv.view}, cache_b, ob.view, stream.get());
   stream.synchronize("fused append");
 
-  const std::string what = fmt::format("{} cache, {} ({})", c.kv_cache_dtype, plan->describe(),
+  const std::string what = fmt::format("{} cache, {} ({})", cache_dtype_name(c.kv_cache_dtype), plan->describe(),
                                        c.expect_fused ? "fused" : "write, then attention");
   EXPECT_TRUE(download(ka) == download(kb)) << "key caches differ: " << what;
   EXPECT_TRUE(download(va) == download(vb)) << "value caches differ: " << what;
@@ -137,7 +137,7 @@ TEST(FusedAppendGpu, DecodeBf16EqualsWriteThenExecute) {
 
 TEST(FusedAppendGpu, DecodeFp8E4m3EqualsWriteThenExecute) {
   REQUIRE_GPU();
-  expect_fused_equals_write_then_execute({kDecode, "fp8_e4m3"}, 62);
+  expect_fused_equals_write_then_execute({kDecode, CacheDType::fp8_e4m3}, 62);
 }
 
 TEST(FusedAppendGpu, EveryCopyPathReadsTheAppendedTokens) {
@@ -155,7 +155,7 @@ TEST(FusedAppendGpu, EveryCopyPathReadsTheAppendedTokens) {
     c.head_size = path.head_size;
     c.sm90_kernels = path.sm90_kernels;
     expect_fused_equals_write_then_execute(c, 63);
-    c.kv_cache_dtype = "fp8";
+    c.kv_cache_dtype = CacheDType::fp8;
     expect_fused_equals_write_then_execute(c, 64);
   }
 }
@@ -165,7 +165,7 @@ TEST(FusedAppendGpu, SpeculativeDecodeWithSeveralRowTiles) {
   // 5 tokens x 4 heads = 20 packed rows: two row tiles, each appending the tokens in its slices.
   const std::vector<SequenceShape> spec = {{1031, 5}, {17, 3}, {4099, 4}, {5, 5}, {2053, 2}};
   expect_fused_equals_write_then_execute({spec}, 65);
-  expect_fused_equals_write_then_execute({spec, "fp8_e4m3"}, 66);
+  expect_fused_equals_write_then_execute({spec, CacheDType::fp8_e4m3}, 66);
   FusedCase windowed{spec};
   windowed.window = 37;
   expect_fused_equals_write_then_execute(windowed, 67);
@@ -178,7 +178,7 @@ TEST(FusedAppendGpu, PaddingSlotsAreNotWritten) {
     for (std::size_t i = 0; i < s.size(); i += 2) s[i] = -1;  // every other token is padding
   };
   expect_fused_equals_write_then_execute(c, 68);
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   expect_fused_equals_write_then_execute(c, 69);
 }
 
@@ -221,7 +221,8 @@ TEST(FusedAppendGpu, BlockReadThroughAnotherEntryWritesFirst) {
 /// captured in a CUDA graph; early: the plan lets each layer read the positions before the
 /// new tokens while the layer before it is still running (PlanOptions::early_cache_reads).
 void expect_layers_see_their_own_appends(bool graph, bool fp8, bool early = false) {
-  const WorkloadSpec spec = spec_for({{1, 1}, {4099, 1}, {700, 2}, {8191, 1}, {33, 1}}, 72, fp8 ? "fp8" : "auto");
+  const WorkloadSpec spec =
+      spec_for({{1, 1}, {4099, 1}, {700, 2}, {8191, 1}, {33, 1}}, 72, fp8 ? CacheDType::fp8 : CacheDType::auto_);
   PagedWorkload sets[2] = {PagedWorkload(spec), PagedWorkload(spec)};
   {
     std::span<std::uint8_t> kb(static_cast<std::uint8_t*>(sets[1].new_keys().data), span_bytes(sets[1].new_keys()));

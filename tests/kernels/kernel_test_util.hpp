@@ -24,7 +24,7 @@ inline std::string describe(const runtime::WorkloadSpec& s, const LayerParams& p
   for (const auto& q : s.sequences) seqs += fmt::format("({},{})", q.seq_len, q.query_len);
   return fmt::format("dtype={} kv={} heads={}/{} D={} bs={} layout={} type={} causal={} window={} cap={} alibi={} "
                      "sinks={} seqs={}",
-                     to_string(s.dtype), s.kv_cache_dtype, p.num_heads, p.num_kv_heads, p.head_size, s.block_size,
+                     to_string(s.dtype), cache_dtype_name(s.kv_cache_dtype), p.num_heads, p.num_kv_heads, p.head_size, s.block_size,
                      s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND", attn_type_name(p.attn_type), p.causal,
                      p.sliding_window ? *p.sliding_window : 0, p.logits_soft_cap, !p.alibi_slopes.empty(),
                      !p.sinks.empty(), seqs);

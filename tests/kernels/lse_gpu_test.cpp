@@ -34,7 +34,7 @@ struct LseCase {
   ScalarType dtype = ScalarType::bf16;
   CacheLayout layout = CacheLayout::nhd;
   std::vector<SequenceShape> seqs;
-  std::string kv_cache_dtype = "auto";
+  CacheDType kv_cache_dtype = CacheDType::auto_;
   bool sinks = false;
   float softcap = 0.0f;
   CudaTuning tuning{};
@@ -52,7 +52,7 @@ WorkloadSpec spec_of(const LseCase& c) {
   s.seed = c.seed;
   s.query_range = 2.0f;  // a sharper softmax than uniform [-1, 1]
   s.kv_cache_dtype = c.kv_cache_dtype;
-  if (c.kv_cache_dtype != "auto") {
+  if (c.kv_cache_dtype != CacheDType::auto_) {
     s.k_scale = 0.05f;  // values in [-1, 1] are stored as up to ±20, inside e4m3's range
     s.v_scale = 0.7f;
   }
@@ -183,8 +183,9 @@ TEST(LseGpu, UnsplitDecodeEveryGqaRatioLayoutAndCacheDtype) {
   REQUIRE_GPU();
   for (int group : {1, 4, 8})
     for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd})
-      for (const char* cache : {"auto", "fp8_e4m3"}) {
-        SCOPED_TRACE(fmt::format("group {} {} cache {}", group, layout == CacheLayout::nhd ? "NHD" : "HND", cache));
+      for (CacheDType cache : {CacheDType::auto_, CacheDType::fp8_e4m3}) {
+        SCOPED_TRACE(fmt::format("group {} {} cache {}", group, layout == CacheLayout::nhd ? "NHD" : "HND",
+                                 cache_dtype_name(cache)));
         LseCase c;
         c.kv_heads = 2;
         c.heads = 2 * group;
@@ -203,8 +204,9 @@ TEST(LseGpu, SplitDecodeEveryGqaRatioLayoutAndCacheDtype) {
   REQUIRE_GPU();
   for (int group : {1, 4, 8})
     for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd})
-      for (const char* cache : {"auto", "fp8_e4m3"}) {
-        SCOPED_TRACE(fmt::format("group {} {} cache {}", group, layout == CacheLayout::nhd ? "NHD" : "HND", cache));
+      for (CacheDType cache : {CacheDType::auto_, CacheDType::fp8_e4m3}) {
+        SCOPED_TRACE(fmt::format("group {} {} cache {}", group, layout == CacheLayout::nhd ? "NHD" : "HND",
+                                 cache_dtype_name(cache)));
         LseCase c;
         c.kv_heads = 2;
         c.heads = 2 * group;
@@ -222,9 +224,9 @@ TEST(LseGpu, SplitDecodeEveryGqaRatioLayoutAndCacheDtype) {
 TEST(LseGpu, SinksAndSoftCapSplitAndUnsplitF16AndBf16) {
   REQUIRE_GPU();
   for (ScalarType dt : {ScalarType::bf16, ScalarType::f16})
-    for (const char* cache : {"auto", "fp8_e4m3"})
+    for (CacheDType cache : {CacheDType::auto_, CacheDType::fp8_e4m3})
       for (double waves : {0.0, 4.0}) {
-        SCOPED_TRACE(fmt::format("{} cache {} split_waves {}", to_string(dt), cache, waves));
+        SCOPED_TRACE(fmt::format("{} cache {} split_waves {}", to_string(dt), cache_dtype_name(cache), waves));
         LseCase c;
         c.heads = 32;
         c.kv_heads = 8;

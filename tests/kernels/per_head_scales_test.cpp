@@ -34,7 +34,7 @@ std::vector<float> distinct_scales(int kv_heads, float first, float step) {
   return s;
 }
 
-WorkloadSpec fp8_spec(const char* kv_cache_dtype, int heads, int kv_heads, int head_size) {
+WorkloadSpec fp8_spec(CacheDType kv_cache_dtype, int heads, int kv_heads, int head_size) {
   WorkloadSpec spec;
   spec.num_heads = heads;
   spec.num_kv_heads = kv_heads;
@@ -65,7 +65,7 @@ LayerParams fp8_layer(int kv_heads) {
   p.num_kv_heads = kv_heads;
   p.head_size = 64;
   p.scale = 0.125f;
-  p.kv_cache_dtype = "fp8";
+  p.kv_cache_dtype = CacheDType::fp8;
   return p;
 }
 
@@ -84,7 +84,7 @@ TEST(PerHeadScales, ValidationNamesTheExpectedLength) {
   expect_value_error([&] { validate_layer_params(p); }, "v_scales has 8 entries; it must be empty (one scale per layer) "
                                                         "or have one per KV head: num_kv_heads = 4");
   // A wrong length is a wrong layer even where the cache does not use the scales.
-  p.kv_cache_dtype = "auto";
+  p.kv_cache_dtype = CacheDType::auto_;
   expect_value_error([&] { validate_layer_params(p); }, "v_scales has 8 entries");
 }
 
@@ -108,7 +108,7 @@ TEST(PerHeadScales, ValidationRejectsNonFiniteAndNonPositiveScales) {
 // The per-head reference must equal, head by head, the per-layer reference run with that
 // head's scale: both read the same cache and only the scale of the KV head differs.
 TEST(PerHeadScales, ReferenceEqualsThePerLayerReferenceOfEachHead) {
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"}) {
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2}) {
     const WorkloadSpec spec = fp8_spec(kv, 12, 3, 32);  // GQA: 4 query heads per KV head
     PagedWorkload w(spec);
     const LayerParams per_head = layer_params_for(spec);
@@ -132,17 +132,17 @@ TEST(PerHeadScales, ReferenceEqualsThePerLayerReferenceOfEachHead) {
           for (int d = 0; d < D; ++d) {
             const auto i = (static_cast<std::size_t>(t) * static_cast<std::size_t>(spec.num_heads) +
                             static_cast<std::size_t>(h)) * static_cast<std::size_t>(D) + static_cast<std::size_t>(d);
-            ASSERT_EQ(got[i], want[i]) << kv << " token " << t << " head " << h << " dim " << d;
+            ASSERT_EQ(got[i], want[i]) << cache_dtype_name(kv) << " token " << t << " head " << h << " dim " << d;
             diff = std::max(diff, std::abs(other[i] - want[i]));
           }
-      EXPECT_GT(diff, 1e-3) << kv << ": the scale of KV head " << kvh << " made no difference";
+      EXPECT_GT(diff, 1e-3) << cache_dtype_name(kv) << ": the scale of KV head " << kvh << " made no difference";
     }
   }
 }
 
 // Writing with per-head scales equals, head by head, writing with that head's scale.
 TEST(PerHeadScales, ReferenceWriterQuantisesEachHeadWithItsScale) {
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"}) {
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2}) {
     WorkloadSpec spec = fp8_spec(kv, 4, 4, 32);
     spec.sequences = {{19, 19}, {40, 3}, {1, 1}};
     spec.fill_cache = false;
@@ -168,7 +168,7 @@ TEST(PerHeadScales, ReferenceWriterQuantisesEachHeadWithItsScale) {
                                   static_cast<const std::uint8_t*>(x->data) + off,
                                   static_cast<std::size_t>(spec.head_size)),
                       0)
-                << kv << " block " << b << " slot " << s << " KV head " << kvh;
+                << cache_dtype_name(kv) << " block " << b << " slot " << s << " KV head " << kvh;
             ++compared;
           }
       EXPECT_GT(compared, 0);
@@ -178,7 +178,7 @@ TEST(PerHeadScales, ReferenceWriterQuantisesEachHeadWithItsScale) {
 
 // A 16-bit cache ignores per-head scales as it ignores the scalar ones.
 TEST(PerHeadScales, UnquantisedCachesIgnoreThem) {
-  WorkloadSpec spec = fp8_spec("auto", 4, 2, 32);
+  WorkloadSpec spec = fp8_spec(CacheDType::auto_, 4, 2, 32);
   PagedWorkload w(spec);
   LayerParams with = layer_params_for(spec), without = with;
   without.k_scales.clear();
@@ -189,7 +189,7 @@ TEST(PerHeadScales, UnquantisedCachesIgnoreThem) {
 // CPU_ATTN does not declare per-head scales (vLLM's CPU backend does not) but computes them:
 // it scales each KV head of a work item by that head's factors.
 TEST(PerHeadScales, CpuAttentionMatchesTheReference) {
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (auto [heads, kv_heads] : {std::pair{8, 8}, {12, 3}, {8, 2}}) {
       const WorkloadSpec spec = fp8_spec(kv, heads, kv_heads, 64);
       PagedWorkload w(spec);
@@ -206,7 +206,7 @@ TEST(PerHeadScales, CpuAttentionMatchesTheReference) {
 
 TEST(PerHeadScales, CpuAttentionSplitSequenceMergesWithPerHeadScales) {
   // One long decode split across threads: partials carry each head's v scale.
-  WorkloadSpec spec = fp8_spec("fp8_e4m3", 4, 2, 128);
+  WorkloadSpec spec = fp8_spec(CacheDType::fp8_e4m3, 4, 2, 128);
   spec.sequences = {{2053, 1}};
   PagedWorkload w(spec);
   LayerParams p = layer_params_for(spec);
@@ -221,7 +221,7 @@ TEST(PerHeadScales, CpuAttentionSplitSequenceMergesWithPerHeadScales) {
 }
 
 TEST(PerHeadScales, CpuCacheWriterMatchesTheReferenceBitForBit) {
-  for (const char* kv : {"fp8_e4m3", "fp8_e5m2"})
+  for (CacheDType kv : {CacheDType::fp8_e4m3, CacheDType::fp8_e5m2})
     for (CacheLayout layout : {CacheLayout::nhd, CacheLayout::hnd}) {
       WorkloadSpec spec = fp8_spec(kv, 6, 3, 32);
       spec.layout = layout;
@@ -233,13 +233,13 @@ TEST(PerHeadScales, CpuCacheWriterMatchesTheReferenceBitForBit) {
       reference::write_kv_cache(p, b.new_keys(), b.new_values(), b.cache(), b.metadata());
       const KVCacheView ca = a.cache(), cb = b.cache();
       const std::size_t bytes = static_cast<std::size_t>(ca.key.numel()) * element_size(ca.key.dtype);
-      EXPECT_EQ(std::memcmp(ca.key.data, cb.key.data, bytes), 0) << kv;
-      EXPECT_EQ(std::memcmp(ca.value.data, cb.value.data, bytes), 0) << kv;
+      EXPECT_EQ(std::memcmp(ca.key.data, cb.key.data, bytes), 0) << cache_dtype_name(kv);
+      EXPECT_EQ(std::memcmp(ca.value.data, cb.value.data, bytes), 0) << cache_dtype_name(kv);
     }
 }
 
 TEST(PerHeadScales, WriteThenAttendOnCpu) {
-  WorkloadSpec spec = fp8_spec("fp8", 8, 2, 128);
+  WorkloadSpec spec = fp8_spec(CacheDType::fp8, 8, 2, 128);
   spec.sequences = {{40, 40}, {77, 1}};
   PagedWorkload w(spec);
   const auto impl = cpu::make_cpu_attention_impl(layer_params_for(spec));

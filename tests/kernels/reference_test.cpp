@@ -169,7 +169,7 @@ TEST(Reference, SoftCapBoundsTheLogits) {
 TEST(Reference, Fp8CacheStoresScaledValues) {
   TinyBatch b(4, 1);
   LayerParams p = b.params();
-  p.kv_cache_dtype = "fp8_e4m3";
+  p.kv_cache_dtype = CacheDType::fp8_e4m3;
   p.v_scale = 0.5f;
   std::vector<std::uint8_t> kc(b.key_cache.size()), vc(b.value_cache.size());
   KVCacheView cache{TensorView::contiguous(kc.data(), ScalarType::fp8_e4m3, {b.num_blocks, 4, 1, 2}),

@@ -291,7 +291,7 @@ TEST(StepPlan, ExecuteWithNewKeysEqualsWriteThenExecute) {
   // Two identical workloads: one written then attended in two calls, one in a single execute
   // with the new keys and values. Caches and outputs must agree byte for byte, also with
   // padding slots (-1) and an fp8 cache.
-  for (const char* kv : {"auto", "fp8_e4m3"}) {
+  for (CacheDType kv : {CacheDType::auto_, CacheDType::fp8_e4m3}) {
     for (bool padding : {false, true}) {
       WorkloadSpec spec = spec_for(kBatch, 13);
       spec.kv_cache_dtype = kv;
@@ -307,7 +307,7 @@ TEST(StepPlan, ExecuteWithNewKeysEqualsWriteThenExecute) {
       impl->write_kv_cache(*plan, a.new_keys(), a.new_values(), a.cache(), Stream{});
       impl->execute(*plan, a.query(), a.cache(), a.output(), Stream{});
       impl->execute(*plan, b.query(), NewKeysValues{b.new_keys(), b.new_values()}, b.cache(), b.output(), Stream{});
-      const std::string what = fmt::format("{} cache{}", kv, padding ? ", padding slots" : "");
+      const std::string what = fmt::format("{} cache{}", cache_dtype_name(kv), padding ? ", padding slots" : "");
       auto bytes = [](const TensorView& t) {
         const auto* d = static_cast<const std::uint8_t*>(t.data);
         return std::vector<std::uint8_t>(d, d + static_cast<std::size_t>(t.numel()) * element_size(t.dtype));

@@ -189,7 +189,7 @@ TEST(KernelValidation, WrongShapesDtypesAndStrides) {
   }
   {
     Fixture f;
-    f.p.kv_cache_dtype = "fp8";
+    f.p.kv_cache_dtype = CacheDType::fp8;
     expect_value_error([&] { f.forward(); },
                        "key_cache dtype bf16 does not match kv_cache_dtype 'fp8' (expected fp8_e4m3 or u8)");
   }
@@ -228,11 +228,11 @@ TEST(KernelValidation, UnsupportedLayers) {
   p.num_kv_heads = 3;
   expect_value_error([&] { cpu::make_cpu_attention_impl(p); }, "num_heads = 4 is not a multiple of num_kv_heads = 3");
   p.num_kv_heads = 2;
-  p.kv_cache_dtype = "nvfp4";
+  p.kv_cache_dtype = CacheDType::nvfp4;
   expect_value_error([&] { cpu::make_cpu_attention_impl(p); },
                      "kv_cache_dtype 'nvfp4' is not supported by the kernels; supported: auto, float16, bfloat16, fp8, "
                      "fp8_e4m3, fp8_e5m2");
-  p.kv_cache_dtype = "fp8";
+  p.kv_cache_dtype = CacheDType::fp8;
   p.k_scale = 0.0f;
   expect_value_error([&] { cpu::make_cpu_attention_impl(p); }, "fp8 caches need positive finite scales");
   p.k_scale = 1.0f;

@@ -36,7 +36,7 @@ TEST(EngineArgs, DefaultsAreVllmDefaults) {
   const EngineOptions o = parse({});
   EXPECT_FALSE(o.engine.attention.backend);
   EXPECT_TRUE(o.engine.attention.backend_per_kind.empty());
-  EXPECT_EQ(o.engine.cache.cache_dtype, "auto");
+  EXPECT_EQ(o.engine.cache.cache_dtype, CacheDType::auto_);
   EXPECT_FALSE(o.engine.cache.user_specified_block_size);
   EXPECT_EQ(o.tensor_parallel_size, 1);
   EXPECT_EQ(o.dtype, "auto");
@@ -164,7 +164,7 @@ TEST(EngineArgs, CacheDtypeBlockSizeDtypeParallelSizesAndLayout) {
   a.kv_cache_layout = "HND";
   a.batch_invariant = true;
   const EngineOptions o = parse(a);
-  EXPECT_EQ(o.engine.cache.cache_dtype, "fp8_e4m3");
+  EXPECT_EQ(o.engine.cache.cache_dtype, CacheDType::fp8_e4m3);
   EXPECT_EQ(o.engine.cache.block_size, 32);
   EXPECT_TRUE(o.engine.cache.user_specified_block_size);
   EXPECT_EQ(o.dtype, "half");
@@ -180,7 +180,7 @@ TEST(EngineArgs, CacheDtypeBlockSizeDtypeParallelSizesAndLayout) {
     return value_error([&] { parse_engine_args(b); });
   };
   EXPECT_THAT(err([](EngineArgs& b) { b.kv_cache_dtype = "fp4"; }),
-              StartsWith("--kv-cache-dtype: invalid choice 'fp4' (choose from 'auto', 'float16', 'bfloat16', 'fp8',"));
+              StartsWith("--kv-cache-dtype 'fp4' is not a cache dtype; valid values are: auto, float16, bfloat16, fp8,"));
   EXPECT_EQ(err([](EngineArgs& b) { b.block_size = 0; }), "--block-size: expected a positive integer, got 0");
   EXPECT_THAT(err([](EngineArgs& b) { b.dtype = "int8"; }), StartsWith("--dtype: invalid choice 'int8'"));
   EXPECT_EQ(err([](EngineArgs& b) { b.tensor_parallel_size = 0; }),

@@ -363,8 +363,8 @@ TEST(PlanSizes, TensorParallelismAndCacheDtypes) {
   EngineArgs bf16;
   bf16.kv_cache_dtype = "bfloat16";
   const ModelPlan v32 = plan_on("deepseek_v32", "cuda:9.0", bf16);
-  EXPECT_EQ(v32.kv_cache_dtype, "auto");
-  EXPECT_EQ(v32.groups[0].config->kv_cache_dtype, "auto");
+  EXPECT_EQ(v32.kv_cache_dtype, CacheDType::auto_);
+  EXPECT_EQ(v32.groups[0].config->kv_cache_dtype, CacheDType::auto_);
 }
 
 TEST(PlanSizes, EncoderDecoderAndMambaState) {

@@ -14,7 +14,7 @@ using testing_support::SelectionTest;
 TEST_F(SelectionTest, ExplicitFlashInferAndFlashAttnOnHopper) {
   for (bool dcp : {false, true}) {
     EngineConfig e = engine_with_backend("FLASHINFER");
-    e.cache = {16, true, "auto"};
+    e.cache = {16, true, CacheDType::auto_};
     e.decode_context_parallel_size = dcp ? 2 : 1;
     EXPECT_EQ(pick("cuda:9.0", e, layer(64, DType::float16)), "FLASHINFER") << "dcp=" << dcp;
     e.attention.set_backend("FLASH_ATTN");
@@ -33,7 +33,7 @@ TEST_F(SelectionTest, ExplicitMlaBackendsWhereTheirHardwareAllows) {
   for (const auto& c : cases)
     for (bool dcp : {false, true}) {
       EngineConfig e = engine_with_backend(c.backend);
-      e.cache = {c.block, true, "auto"};
+      e.cache = {c.block, true, CacheDType::auto_};
       e.decode_context_parallel_size = dcp ? 2 : 1;
       LayerRequest l = layer(576, DType::float16);
       l.use_mla = true;
@@ -63,10 +63,10 @@ TEST_F(SelectionTest, DefaultChoicesPerGeneration) {
 // vLLM: test_per_head_quant_scales_backend_selection.
 TEST_F(SelectionTest, PerHeadQuantScalesNeedFa3) {
   LayerRequest l = layer(128, DType::float16);
-  l.kv_cache_dtype = "fp8";
+  l.kv_cache_dtype = CacheDType::fp8;
   l.use_per_head_quant_scales = true;
   EngineConfig e = engine_with_backend("FLASH_ATTN");
-  e.cache = {64, true, "auto"};
+  e.cache = {64, true, CacheDType::auto_};
   EXPECT_EQ(pick("cuda:9.0", e, l, {"flash_attn_version=3"}), "FLASH_ATTN");
   EXPECT_THAT(error_of("cuda:9.0", e, l, {"flash_attn_version=2"}), HasSubstr("FLASH_ATTN"));
   for (const char* other : {"FLASHINFER", "FLEX_ATTENTION"}) {
@@ -79,7 +79,7 @@ TEST_F(SelectionTest, PerHeadQuantScalesNeedFa3) {
 TEST_F(SelectionTest, NonCausalSelection) {
   for (bool non_causal : {true, false}) {
     EngineConfig e = engine_with_backend("FLASH_ATTN");
-    e.cache = {16, true, "auto"};
+    e.cache = {16, true, CacheDType::auto_};
     e.attention.use_non_causal = non_causal;
     EXPECT_EQ(pick("cuda:9.0", e, layer(128, DType::float16)), "FLASH_ATTN");
     e.attention.set_backend("FLASHINFER");
@@ -107,9 +107,9 @@ class FakeFlashInferBackend : public AttentionBackend {
 TEST_F(SelectionTest, OverriddenFlashInferIsWhatThePriorityWalkReturns) {
   register_backend_class<FakeFlashInferBackend>(AttentionBackendEnum["FLASHINFER"]);
   LayerRequest l = layer(512);
-  l.kv_cache_dtype = "auto";
+  l.kv_cache_dtype = CacheDType::auto_;
   EngineConfig e;
-  e.cache = {16, true, "auto"};
+  e.cache = {16, true, CacheDType::auto_};
   auto s = select("cuda:8.6", e, l);
   EXPECT_EQ(s->backend, "FLASHINFER");
   EXPECT_EQ(s->class_path, "tests::FakeFlashInferBackend");
@@ -128,19 +128,19 @@ TEST_F(SelectionTest, HopperMmPrefixSelectsTheTritonFlashAttnComposite) {
 
 // vLLM: test_mm_prefix_selects_composite_without_changing_causal_default.
 TEST_F(SelectionTest, BlackwellMmPrefixSelectsTheTritonFlashInferComposite) {
-  for (std::optional<std::string> kv : {std::optional<std::string>{}, std::optional<std::string>{"fp8_e4m3"}})
+  for (std::optional<CacheDType> kv : {std::optional<CacheDType>{}, std::optional<CacheDType>{CacheDType::fp8_e4m3}})
     for (bool mm_prefix : {false, true}) {
       LayerRequest l = layer(256);
       l.kv_cache_dtype = kv;
       l.use_mm_prefix = mm_prefix;
       EXPECT_EQ(pick("cuda:10.0", EngineConfig{}, l), mm_prefix ? "TRITON_FLASHINFER" : "FLASHINFER")
-          << kv.value_or("None") << " mm_prefix=" << mm_prefix;
+          << (kv ? cache_dtype_name(*kv) : "None") << " mm_prefix=" << mm_prefix;
     }
 }
 
 TEST_F(SelectionTest, NoValidBackendListsEveryReasonInPriorityOrder) {
   LayerRequest l = layer(20);
-  l.kv_cache_dtype = "fp8_e5m2";  // FLEX_ATTENTION takes any head size but no fp8
+  l.kv_cache_dtype = CacheDType::fp8_e5m2;  // FLEX_ATTENTION takes any head size but no fp8
   const std::string msg = error_of("cuda:9.0", EngineConfig{}, l);
   EXPECT_THAT(msg, ::testing::StartsWith("No valid attention backend found for cuda with AttentionSelectorConfig("
                                          "head_size=20, dtype=torch.bfloat16, kv_cache_dtype=fp8_e5m2, "));
@@ -173,7 +173,7 @@ TEST_F(SelectionTest, UserBlockSizeThatPrecludesBetterBackendsWarns) {
   LayerRequest l = layer(576);
   l.use_mla = true;
   EngineConfig e;
-  e.cache = {16, true, "auto"};
+  e.cache = {16, true, CacheDType::auto_};
   auto s = select("cuda:10.0", e, l);
   EXPECT_EQ(s->backend, "TRITON_MLA");
   ASSERT_EQ(s->warnings().size(), 1U);
@@ -205,7 +205,7 @@ TEST_F(SelectionTest, SparseMlaOrderOnBlackwellDependsOnKvDtypeAndHeads) {
   };
   EXPECT_EQ(names(128), (std::vector<std::string>{"FLASHMLA_SPARSE", "FLASHINFER_MLA_SPARSE"}));
   EXPECT_EQ(names(16), (std::vector<std::string>{"FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"}));
-  c.kv_cache_dtype = "fp8_ds_mla";
+  c.kv_cache_dtype = CacheDType::fp8_ds_mla;
   EXPECT_EQ(names(128), (std::vector<std::string>{"FLASHINFER_MLA_SPARSE", "FLASHMLA_SPARSE"}));
 }
 

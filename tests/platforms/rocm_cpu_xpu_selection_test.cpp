@@ -12,18 +12,18 @@ namespace {
 using ::testing::HasSubstr;
 using testing_support::SelectionTest;
 
-LayerRequest rocm_layer(std::optional<std::string> kv = "auto") {
+LayerRequest rocm_layer(std::optional<CacheDType> kv = CacheDType::auto_) {
   LayerRequest l;
   l.head_size = 128;
   l.dtype = DType::float16;
-  l.kv_cache_dtype = std::move(kv);
+  l.kv_cache_dtype = kv;
   return l;
 }
 
 EngineConfig block16(std::optional<std::string_view> backend = std::nullopt, bool dcp = false) {
   EngineConfig e;
   if (backend) e.attention.set_backend(*backend);
-  e.cache = {16, true, "auto"};
+  e.cache = {16, true, CacheDType::auto_};
   e.decode_context_parallel_size = dcp ? 2 : 1;
   return e;
 }
@@ -92,7 +92,7 @@ TEST_F(SelectionTest, RocmAiterSwitchesNeedAiterFoundOnGfx9) {
 TEST_F(SelectionTest, RocmSparseMla) {
   LayerRequest l;
   l.head_size = 576;
-  l.kv_cache_dtype = "auto";
+  l.kv_cache_dtype = CacheDType::auto_;
   l.use_mla = true;
   l.use_sparse = true;
   for (std::optional<std::string_view> selected : {std::optional<std::string_view>{}, std::optional<std::string_view>{"ROCM_AITER_MLA_SPARSE"}}) {
@@ -108,10 +108,10 @@ TEST_F(SelectionTest, RocmSparseMla) {
 TEST_F(SelectionTest, RocmSpecialisedBackendsRejectDcp) {
   LayerRequest diffkv;
   diffkv.head_size = 192;
-  diffkv.kv_cache_dtype = "bfloat16";
+  diffkv.kv_cache_dtype = CacheDType::bfloat16;
   LayerRequest tq;
   tq.head_size = 59;  // a 128-dim head packed by turboquant_k3v4_nc
-  tq.kv_cache_dtype = "turboquant_k3v4_nc";
+  tq.kv_cache_dtype = CacheDType::turboquant_k3v4_nc;
   EXPECT_EQ(pick("rocm:gfx942", block16("TRITON_ATTN_DIFFKV"), diffkv), "TRITON_ATTN_DIFFKV");
   EXPECT_THAT(error_of("rocm:gfx942", block16("TRITON_ATTN_DIFFKV", true), diffkv), HasSubstr("DCP not supported"));
   EXPECT_EQ(pick("rocm:gfx942", block16("TURBOQUANT"), tq), "TURBOQUANT");
@@ -123,7 +123,7 @@ TEST_F(SelectionTest, RocmAiterFaNeedsCdna3) {
   EXPECT_THAT(error_of("rocm:gfx908", block16("ROCM_AITER_FA"), rocm_layer()),
               HasSubstr("compute capability not supported"));
   EngineConfig tq_run = block16("ROCM_AITER_FA");
-  tq_run.cache.cache_dtype = "turboquant_k8v4";
+  tq_run.cache.cache_dtype = CacheDType::turboquant_k8v4;
   EXPECT_THAT(error_of("rocm:gfx908", tq_run, rocm_layer()), HasSubstr("compute capability not supported"));
 }
 
@@ -133,11 +133,11 @@ TEST_F(SelectionTest, RocmTurboQuantBoundaryLayersShareALayout) {
        {std::optional<std::string_view>{}, std::optional<std::string_view>{"ROCM_ATTN"},
         std::optional<std::string_view>{"ROCM_AITER_FA"}, std::optional<std::string_view>{"TURBOQUANT"}}) {
     EngineConfig e = block16(selected);
-    e.cache.cache_dtype = "turboquant_k8v4";
+    e.cache.cache_dtype = CacheDType::turboquant_k8v4;
     auto platform = make_platform("rocm:gfx942");
     Selector selector(platform);
-    auto boundary = selector.get_attn_backend(e, rocm_layer("auto"));
-    auto quantized = selector.get_attn_backend(e, rocm_layer("turboquant_k8v4"));
+    auto boundary = selector.get_attn_backend(e, rocm_layer(CacheDType::auto_));
+    auto quantized = selector.get_attn_backend(e, rocm_layer(CacheDType::turboquant_k8v4));
     EXPECT_EQ(quantized->get_name(), "TURBOQUANT") << selected.value_or("auto");
     auto a = boundary->supported_kv_cache_layouts(platform->env());
     auto b = quantized->supported_kv_cache_layouts(platform->env());
@@ -153,7 +153,7 @@ TEST_F(SelectionTest, RocmTurboQuantBoundaryLayersShareALayout) {
 // log; a requested backend that cannot serve the layer gives way to the automatic walk, named
 // among the incompatible backends of vLLM's closing line.
 TEST_F(SelectionTest, RocmTurboQuantLayerLogs) {
-  LayerRequest tq = rocm_layer("turboquant_k8v4");
+  LayerRequest tq = rocm_layer(CacheDType::turboquant_k8v4);
   auto chosen = select("rocm:gfx942", block16("TURBOQUANT"), tq);
   EXPECT_EQ(chosen->backend, "TURBOQUANT");
   EXPECT_TRUE(chosen->explicit_choice);
@@ -180,10 +180,10 @@ TEST_F(SelectionTest, RocmBoundarySelectionIsNotReusedByAnOrdinaryRun) {
   Selector selector(make_platform("rocm:gfx942"));
   EngineConfig ordinary;
   EngineConfig turboquant;
-  turboquant.cache.cache_dtype = "turboquant_k8v4";
+  turboquant.cache.cache_dtype = CacheDType::turboquant_k8v4;
   EXPECT_EQ(selector.get_attn_backend(ordinary, rocm_layer())->get_name(), "ROCM_ATTN");
   EXPECT_NE(selector.get_attn_backend(turboquant, rocm_layer())->get_name(), "ROCM_ATTN");
-  EXPECT_EQ(selector.get_attn_backend(turboquant, rocm_layer("turboquant_k8v4"))->get_name(), "TURBOQUANT");
+  EXPECT_EQ(selector.get_attn_backend(turboquant, rocm_layer(CacheDType::turboquant_k8v4))->get_name(), "TURBOQUANT");
 }
 
 // vLLM: test_unified_attn_supports_kv_connector / test_rocm_attn_rejects_kv_connector /
@@ -284,7 +284,7 @@ TEST_F(SelectionTest, XpuRouting) {
   mla.use_mla = true;
   EXPECT_EQ(pick("xpu", EngineConfig{}, mla), "TRITON_MLA");
   LayerRequest tq = layer(59);
-  tq.kv_cache_dtype = "turboquant_k3v4_nc";
+  tq.kv_cache_dtype = CacheDType::turboquant_k3v4_nc;
   EXPECT_EQ(pick("xpu", EngineConfig{}, tq), "TURBOQUANT");
 }
 

@@ -12,7 +12,7 @@ BackendDeclaration declaration(std::uint64_t features) {
   BackendDeclaration d;
   d.name = "BITS";
   d.dtypes = {DType::bfloat16};
-  d.kv_cache_dtypes = {"auto"};
+  d.kv_cache_dtypes = {CacheDType::auto_};
   d.block_sizes = {MultipleOf{16}};
   d.attn_types = {AttentionType::decoder};
   d.features = features;

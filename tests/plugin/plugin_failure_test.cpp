@@ -187,7 +187,7 @@ TEST_F(PluginFailure, ComputeCapabilityRangeMinAboveMax) {
 TEST_F(PluginFailure, EveryContradictionIsListedNotOnlyTheFirst) {
   const std::string message = explicit_failure(qualified(kPluginC, "init_contradictions"));
   EXPECT_THAT(message, HasSubstr("dtypes is empty"));
-  EXPECT_THAT(message, HasSubstr("kv_cache_dtypes contains 'int3', which is not a cache dtype"));
+  EXPECT_THAT(message, HasSubstr("kv_cache_dtypes entry 'int3' is not a cache dtype; valid values are: auto, "));
   EXPECT_THAT(message, HasSubstr("min 9.0 is greater than max 8.0"));
   EXPECT_THAT(message, HasSubstr("attn_types is empty"));
 }

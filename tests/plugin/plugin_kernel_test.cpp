@@ -92,7 +92,7 @@ TEST_F(PluginKernel, LayerParametersTheKernelDoesNotComputeAreRefusedWithTheReas
   sinks.sinks.assign(4, 0.5f);
   EXPECT_THAT(error_of([&] { (void)backend->make_impl(sinks); }), HasSubstr("EXAMPLE_ATTN has no attention sinks"));
   LayerParams fp8 = base;
-  fp8.kv_cache_dtype = "fp8";
+  fp8.kv_cache_dtype = CacheDType::fp8;
   EXPECT_THAT(error_of([&] { (void)backend->make_impl(fp8); }), HasSubstr("kv_cache_dtype 'auto') only"));
 }
 
@@ -100,7 +100,7 @@ TEST_F(PluginKernel, PerHeadQuantScalesAreRefusedBeforeThePluginIsAsked) {
   // The C ABI carries one k_scale and one v_scale per layer: a plugin handed only those
   // would compute every head with the wrong scale.
   LayerParams p = runtime::layer_params_for(spec(ScalarType::f32, 4, 2, 16, 16, CacheLayout::nhd));
-  p.kv_cache_dtype = "fp8";
+  p.kv_cache_dtype = CacheDType::fp8;
   p.k_scales = {0.5f, 1.7f};
   EXPECT_THAT(error_of([&] { (void)example_backend()->make_impl(p); }),
               HasSubstr("cannot run this layer: per-KV-head quantization scales (LayerParams::k_scales / v_scales) "

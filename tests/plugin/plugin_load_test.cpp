@@ -101,13 +101,13 @@ TEST_F(PluginLoad, DeclaredCapabilitiesBecomeTheBackendsAnswers) {
   const RuntimeEnv h100 = cuda_env(9, 0);
 
   AttentionSelectorConfig good = config(128, DType::bfloat16);
-  good.kv_cache_dtype = "auto";
+  good.kv_cache_dtype = CacheDType::auto_;
   good.block_size = 32;
   good.has_sliding_window = true;
   EXPECT_THAT(basic->validate_configuration(good, h100), IsEmpty());
 
   AttentionSelectorConfig bad = config(96, DType::float32);
-  bad.kv_cache_dtype = "fp8";
+  bad.kv_cache_dtype = CacheDType::fp8;
   bad.block_size = 8;
   bad.use_mla = true;
   bad.use_non_causal = true;
@@ -152,7 +152,7 @@ TEST_F(PluginLoad, HelperBackendsMapTheirClassOntoTheInterface) {
   EXPECT_TRUE(helper->capabilities(env).supports_attn_type(AttentionType::encoder));
 
   AttentionSelectorConfig c = config(128, DType::float32);
-  c.kv_cache_dtype = "fp8";
+  c.kv_cache_dtype = CacheDType::fp8;
   c.has_sink = true;
   EXPECT_THAT(helper->validate_configuration(c, env),
               ElementsAre("fp8 KV cache with attention sinks is not implemented by HELPER_ATTN"));

@@ -59,7 +59,7 @@ TEST(Accuracy, CpuPlansOnAnFp8CacheDoNotMultiplyFp8Queries) {
   spec.num_heads = 4;
   spec.num_kv_heads = 2;
   spec.head_size = 64;
-  spec.kv_cache_dtype = "fp8_e4m3";
+  spec.kv_cache_dtype = CacheDType::fp8_e4m3;
   spec.sequences = {{37, 37}, {100, 1}};
   PagedWorkload w(spec);
   const auto impl = kernel::cpu::make_cpu_attention_impl(layer_params_for(spec));

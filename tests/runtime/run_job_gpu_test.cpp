@@ -18,7 +18,10 @@ ImplFactory cuda_impl() {
 
 RunSpec tiny_spec() {
   RunSpec s;
-  s.model = {8, 2, 64, 3};
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = 64;
+  s.num_layers = 3;
   s.batch = 3;
   s.context = 45;  // odd: the last prefill chunk is partial
   s.decode_steps = 4;
@@ -53,7 +56,7 @@ TEST(RunJobGpu, PrefillThenDecodeOnDeviceMemoryPassesTheCheck) {
 TEST(RunJobGpu, Fp8CacheWithScalesPassesTheCheck) {
   REQUIRE_GPU();
   RunSpec s = tiny_spec();
-  s.kv_cache_dtype = "fp8_e4m3";
+  s.kv_cache_dtype = CacheDType::fp8_e4m3;
   s.k_scale = 0.02f;  // values in [-1, 1] are stored as up to ±50: well inside e4m3's range
   s.v_scale = 0.5f;
   const RunReport r = run_job(s, cuda_impl());
@@ -74,7 +77,7 @@ TEST(RunJobGpu, Fp8PrefillOnHopperChecksE4m3QueriesAgainstTheirTolerance) {
   s.context = 150;
   s.prefill_chunk_tokens = 256;
   s.decode_steps = 1;
-  s.kv_cache_dtype = "fp8_e4m3";
+  s.kv_cache_dtype = CacheDType::fp8_e4m3;
   s.k_scale = 0.02f;
   s.v_scale = 0.5f;
   const kernel::cuda::DeviceInfo device = kernel::cuda::device_info(0);
@@ -98,8 +101,8 @@ TEST(RunJobGpu, DecodeStepCapturedInACudaGraphPassesTheCheck) {
   EXPECT_EQ(r.decode.steps, 5);
   // One launch per layer: the execute appends the new keys and values inside the decode
   // kernel (a separate cache write would make it two).
-  EXPECT_GE(r.graph_nodes, s.model.num_layers);
-  EXPECT_LT(r.graph_nodes, 2 * s.model.num_layers);
+  EXPECT_GE(r.graph_nodes, s.num_layers);
+  EXPECT_LT(r.graph_nodes, 2 * s.num_layers);
   ASSERT_TRUE(r.check_decode.ran);
   EXPECT_TRUE(r.check_passed()) << r.check_decode.comparison.worst_ratio;
   EXPECT_GT(r.decode.plan_us_per_step(), 0.0);
@@ -108,7 +111,7 @@ TEST(RunJobGpu, DecodeStepCapturedInACudaGraphPassesTheCheck) {
 
 TEST(RunJobGpu, BenchCaseRunsOnTheDeviceAgainstItsReadBandwidth) {
   REQUIRE_GPU();
-  for (const BenchCase& c : standard_gpu_bench_cases(kernel::ScalarType::bf16, "auto", CacheLayout::nhd, 0.01)) {
+  for (const BenchCase& c : standard_gpu_bench_cases(runtime::WorkloadShape{}, 0.01)) {
     SCOPED_TRACE(c.name);
     const BenchResult r = run_device_bench_case(c, cuda_impl(), 2);
     EXPECT_TRUE(r.check_passed);

@@ -12,7 +12,10 @@ namespace {
 
 RunSpec small_spec() {
   RunSpec s;
-  s.model = {8, 2, 64, 3};
+  s.num_heads = 8;
+  s.num_kv_heads = 2;
+  s.head_size = 64;
+  s.num_layers = 3;
   s.batch = 3;
   s.context = 45;
   s.decode_steps = 4;
@@ -118,7 +121,7 @@ TEST(RunJob, CheckCatchesAWrongKernel) {
 
 TEST(RunJob, Fp8CacheWithPerHeadScales) {
   RunSpec s = small_spec();
-  s.kv_cache_dtype = "fp8_e4m3";
+  s.kv_cache_dtype = CacheDType::fp8_e4m3;
   s.k_scales = {0.05f, 0.21f};
   s.v_scales = {0.5f, 1.7f};
   EXPECT_EQ(layer_params(s).k_scales, s.k_scales);

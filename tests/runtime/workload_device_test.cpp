@@ -18,7 +18,7 @@ namespace {
 TEST(WorkloadDevice, TheBackendsKernelSaysWhereItsTensorsLive) {
   auto kernel_of = [](std::string_view name) {
     const auto cls = AttentionBackendEnum[name].get_attention_class();
-    return cls->kernel_info(kernel::ScalarType::bf16, "auto");
+    return cls->kernel_info(kernel::ScalarType::bf16, CacheDType::auto_);
   };
   const kernel::KernelInfo flash = kernel_of("FLASH_ATTN");
   EXPECT_EQ(workload_device(flash), kernel::DeviceKind::cuda);
@@ -65,7 +65,10 @@ TEST(WorkloadDevice, HostMemoryHandsOutItsInputsAndTimesWithTheClock) {
 TEST(WorkloadDevice, GpuWorkloadWithoutAGpuSaysWhy) {
   if (kernel::cuda::cuda_kernels_unavailable_reason().empty()) GTEST_SKIP() << "a usable GPU is present";
   RunSpec s;
-  s.model = {4, 2, 64, 1};
+  s.num_heads = 4;
+  s.num_kv_heads = 2;
+  s.head_size = 64;
+  s.num_layers = 1;
   s.batch = 1;
   s.context = 16;
   s.decode_steps = 1;

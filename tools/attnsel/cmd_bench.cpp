@@ -37,21 +37,19 @@ struct BenchOptions {
 
 int run_bench(const BenchOptions& o) {
   ModelOptions m = o.model;
-  m.num_heads = 32;  // the cases fix the shape; only dtype, kv-cache dtype, layout and block size vary
-  m.num_kv_heads = 8;
-  m.head_size = 128;
+  m.shape.num_heads = 32;  // the cases fix the shape; only dtype, kv-cache dtype, layout and block size vary
+  m.shape.num_kv_heads = 8;
+  m.shape.head_size = 128;
   m.block_size = o.block_size;
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, m); });
   const bool gpu = chosen.device == kernel::DeviceKind::cuda;
-  std::vector<runtime::BenchCase> cases =
-      gpu ? runtime::standard_gpu_bench_cases(chosen.dtype, m.kv_cache_dtype, chosen.layout, o.scale)
-          : runtime::standard_bench_cases(chosen.dtype, m.kv_cache_dtype, chosen.layout, o.scale);
+  std::vector<runtime::BenchCase> cases = gpu ? runtime::standard_gpu_bench_cases(chosen.shape, o.scale)
+                                              : runtime::standard_bench_cases(chosen.shape, o.scale);
   if (o.batch > 0 || o.context > 0) {
     if (o.batch <= 0 || o.context <= 0)
       throw UsageError("--batch and --context go together: one decode case of batch × context tokens");
-    cases = {runtime::shape_decode_case(chosen.dtype, m.kv_cache_dtype, chosen.layout, o.batch, o.context)};
+    cases = {runtime::shape_decode_case(chosen.shape, o.batch, o.context)};
   }
-  for (runtime::BenchCase& c : cases) c.workload.block_size = o.block_size;
   if (!o.cases.empty())
     std::erase_if(cases, [&](const runtime::BenchCase& c) {
       return std::find(o.cases.begin(), o.cases.end(), c.name) == o.cases.end();
@@ -59,12 +57,12 @@ int run_bench(const BenchOptions& o) {
 
   // An fp8 cache is timed against the model-dtype cache ("auto") case by case in the same
   // run: the time ratio is what halving the bytes bought.
-  const bool fp8 = m.kv_cache_dtype.rfind("fp8", 0) == 0;
+  const bool fp8 = cache_dtype_name(m.shape.kv_cache_dtype).starts_with("fp8");
   // Each anchor is its case with the cache dtype swapped (standard cases and --batch/--context alike).
   std::vector<runtime::BenchCase> anchors;
   if (fp8)
     for (runtime::BenchCase a : cases) {
-      a.workload.kv_cache_dtype = "auto";
+      a.workload.kv_cache_dtype = CacheDType::auto_;
       anchors.push_back(std::move(a));
     }
 
@@ -151,7 +149,7 @@ int run_bench(const BenchOptions& o) {
     if (time_ratio > 0 && !o.output.json) {
       fmt::print("{:<13} {:>8.{}f}ms {:>8.{}f} {:<7}  fp8 takes {:.2f}x the time of the {} cache, measured just after{}\n",
                  "  16-bit", anchor.seconds * 1e3, gpu ? 3 : 1, anchor.figure, gpu ? 0 : 1, unit, time_ratio,
-                 kernel::to_string(chosen.dtype), anchor.check_passed ? "" : "  CHECK FAILED");
+                 kernel::to_string(chosen.shape.dtype), anchor.check_passed ? "" : "  CHECK FAILED");
       std::fflush(stdout);
     }
   }
@@ -181,7 +179,9 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
   sub->add_option("--dtype", o->model.dtype, "model dtype: bfloat16, float16 or float32")
       ->capture_default_str()
       ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
-  sub->add_option("--kv-cache-dtype", o->model.kv_cache_dtype, "kv-cache dtype")->capture_default_str();
+  add_cache_dtype_option(*sub, "--kv-cache-dtype", [o](CacheDType d) { o->model.shape.kv_cache_dtype = d; },
+                         "kv-cache dtype")
+      ->default_str("auto");
   sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
   sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
       ->capture_default_str()

@@ -63,7 +63,7 @@ std::string check_line(const runtime::RunReport& r) {
       failures += fmt::format("\n             {} token {} head {} dim {}: got {:.6g}, reference {:.6g}", c->step, m.token,
                               m.head, m.dim, m.got, m.want);
   }
-  const int heads = r.spec.model.num_heads, d = r.spec.model.head_size;
+  const int heads = r.spec.num_heads, d = r.spec.head_size;
   return fmt::format("{} — {} sampled tokens × {} heads × {} dims vs the double-precision reference; worst error "
                      "{:.2f} of the tolerance{}{}",
                      r.check_passed() ? "passed" : "FAILED", tokens, heads, d, worst, fp8_queries, failures);
@@ -101,11 +101,8 @@ int run_run(RunOptions o) {
   const std::string model_line = o.model.apply_model();
   const ChosenBackend chosen = as_usage([&] { return choose_backend(o.platform, o.backend, o.model); });
   runtime::RunSpec spec;
-  spec.model = {o.model.num_heads, o.model.num_kv_heads, o.model.head_size, o.model.num_layers};
-  spec.dtype = chosen.dtype;
-  spec.kv_cache_dtype = o.model.kv_cache_dtype;
-  spec.block_size = chosen.block_size;
-  spec.layout = chosen.layout;
+  spec.shape() = chosen.shape;
+  spec.num_layers = o.model.num_layers;
   spec.batch = o.batch;
   spec.context = o.context;
   spec.new_tokens = o.new_tokens;
@@ -132,8 +129,8 @@ int run_run(RunOptions o) {
                s.priority ? fmt::format(", priority {}", *s.priority) : std::string(), chosen.isa);
     if (!model_line.empty()) fmt::print("Config:    {}\n", model_line);
     fmt::print("Model:     {} query / {} KV heads, head size {}, {} layers; {}, kv-cache {}, block {}, {} layout\n",
-               spec.model.num_heads, spec.model.num_kv_heads, spec.model.head_size, spec.model.num_layers,
-               o.model.dtype, spec.kv_cache_dtype, spec.block_size, layout_label(spec.layout));
+               spec.num_heads, spec.num_kv_heads, spec.head_size, spec.num_layers, o.model.dtype,
+               cache_dtype_name(spec.kv_cache_dtype), spec.block_size, layout_label(spec.layout));
     fmt::print("Workload:  batch {} × {}-token context, then {} decode steps × {} new token{}{}\n", spec.batch,
                spec.context, spec.decode_steps, spec.new_tokens, spec.new_tokens == 1 ? "" : "s",
                spec.cuda_graphs ? ", decode step captured in a CUDA graph" : "");
@@ -174,12 +171,12 @@ int run_run(RunOptions o) {
                   {"graph_nodes", r.graph_nodes},
                   {"decode_plan", r.decode_plan}}},
                 {"model",
-                 {{"num_heads", spec.model.num_heads},
-                  {"num_kv_heads", spec.model.num_kv_heads},
-                  {"head_size", spec.model.head_size},
-                  {"num_layers", spec.model.num_layers},
+                 {{"num_heads", spec.num_heads},
+                  {"num_kv_heads", spec.num_kv_heads},
+                  {"head_size", spec.head_size},
+                  {"num_layers", spec.num_layers},
                   {"dtype", o.model.dtype},
-                  {"kv_cache_dtype", spec.kv_cache_dtype},
+                  {"kv_cache_dtype", std::string(cache_dtype_name(spec.kv_cache_dtype))},
                   {"block_size", spec.block_size},
                   {"layout", layout_label(spec.layout)}}},
                 {"workload",
@@ -201,7 +198,7 @@ int run_run(RunOptions o) {
   fmt::print("Caches:    {} distinct layer cache{} ({}) in {} memory{}\n", r.distinct_caches,
              r.distinct_caches == 1 ? "" : "s", bytes_label(static_cast<double>(r.cache_bytes)),
              gpu ? runtime::device_label(spec.device) : "host",
-             r.distinct_caches < spec.model.num_layers ? ", shared round-robin by the layers" : "");
+             r.distinct_caches < spec.num_layers ? ", shared round-robin by the layers" : "");
   if (o.ceilings && gpu)
     fmt::print("Ceilings:  device read {:.0f} GB/s on {}  (measured now; no GPU compute probe, so prefill has no "
                "fraction)\n",

@@ -44,14 +44,8 @@ distributed::DcpJobSpec job_spec(const DcpOptions& dcp, const DcpRunRequest& r, 
   s.backend = chosen.selection.backend;
   s.world_size = dcp.size;
   s.interleave = dcp.interleave;
-  s.num_heads = r.model.num_heads;
-  s.num_kv_heads = r.model.num_kv_heads;
-  s.head_size = r.model.head_size;
+  s.shape() = chosen.shape;
   s.num_layers = r.model.num_layers;
-  s.dtype = chosen.dtype;
-  s.kv_cache_dtype = r.model.kv_cache_dtype;
-  s.block_size = chosen.block_size;
-  s.layout = chosen.layout;
   s.batch = r.batch;
   s.context = r.context;
   s.decode_steps = r.decode_steps;
@@ -68,7 +62,7 @@ void print_text(const distributed::DcpReport& r, const ChosenBackend& chosen, co
              r.transport, s.interleave, s.interleave, s.world_size, s.block_size);
   fmt::print("Model:     {} query / {} KV heads, head size {}, {} layer{}; {}, kv-cache {}, {} layout\n", s.num_heads,
              s.num_kv_heads, s.head_size, s.num_layers, s.num_layers == 1 ? "" : "s", kernel::to_string(s.dtype),
-             s.kv_cache_dtype, s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND");
+             cache_dtype_name(s.kv_cache_dtype), s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND");
   fmt::print("Workload:  batch {} × {}-token context, {} decode steps; each shard through the kernel's step plan "
              "with LSE output{}\n",
              s.batch, s.context + 1, s.decode_steps, r.plan.empty() ? std::string() : " (" + r.plan + ")");
@@ -134,7 +128,7 @@ nlohmann::json report_json(const distributed::DcpReport& r, const ChosenBackend&
             {"head_size", s.head_size},
             {"num_layers", s.num_layers},
             {"dtype", kernel::to_string(s.dtype)},
-            {"kv_cache_dtype", s.kv_cache_dtype},
+            {"kv_cache_dtype", std::string(cache_dtype_name(s.kv_cache_dtype))},
             {"block_size", s.block_size},
             {"layout", s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND"}}},
           {"workload", {{"batch", s.batch}, {"seq_len", s.context + 1}, {"decode_steps", s.decode_steps}}},

@@ -43,6 +43,20 @@ void reject_conflicts(const std::vector<std::pair<std::string, std::string>>& as
 
 }  // namespace
 
+CLI::Option* add_cache_dtype_option(CLI::App& app, const std::string& flag, std::function<void(CacheDType)> store,
+                                    const std::string& help) {
+  return app.add_option_function<std::string>(
+      flag,
+      [flag, store = std::move(store)](const std::string& text) {
+        try {
+          store(cache_dtype_from(text, flag));
+        } catch (const ValueError& e) {
+          throw CLI::ValidationError(e.what());  // CLI11 reports it as a usage error (exit 2)
+        }
+      },
+      help);
+}
+
 std::pair<std::string, std::string> split_assignment(const std::string& text, std::string_view flag,
                                                      std::string_view form) {
   const std::size_t eq = text.find('=');
@@ -126,8 +140,10 @@ void LayerOptions::add_to(CLI::App& app) {
   app.add_option("--dtype", dtype, "model (activation) dtype")
       ->check(one_of("dtype", strings(dtype_names()), [](const std::string& s) { return parse_dtype(s).has_value(); }))
       ->capture_default_str();
-  kv_cache_dtype_opt_ = app.add_option("--kv-cache-dtype", kv_cache_dtype,
-                 fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtype_names(), ", ")));
+  std::vector<std::string_view> cache_dtypes;
+  for (CacheDType d : all_cache_dtypes()) cache_dtypes.push_back(cache_dtype_name(d));
+  add_cache_dtype_option(app, "--kv-cache-dtype", [this](CacheDType d) { kv_cache_dtype = d; },
+                         fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtypes, ", ")));
   block_size_opt_ = app.add_option("--block-size", block_size,
                                    "KV-cache block size; giving it makes it user-specified, so the selector sees it")
                         ->check(PositiveInteger);
@@ -137,9 +153,9 @@ void LayerOptions::add_to(CLI::App& app) {
       ->capture_default_str();
   num_heads_opt_ = app.add_option("--num-heads", num_heads, "number of query heads (orders CUDA's sparse MLA list)")
                        ->check(PositiveInteger);
-  app.add_option("--run-cache-dtype", run_cache_dtype,
-                 "CacheConfig.cache_dtype of the whole run, when it differs from this layer's (ROCm's TurboQuant "
-                 "boundary rule); default: --kv-cache-dtype, else auto");
+  add_cache_dtype_option(app, "--run-cache-dtype", [this](CacheDType d) { run_cache_dtype = d; },
+                         "CacheConfig.cache_dtype of the whole run, when it differs from this layer's (ROCm's "
+                         "TurboQuant boundary rule); default: --kv-cache-dtype, else auto");
   for (const CapabilityCheck& check : capability_checks())
     if (!check.cli_flag.empty())
       app.add_flag(std::string(check.cli_flag), flags[std::string(check.flag)], std::string(check.cli_help));
@@ -149,13 +165,7 @@ LayerRequest LayerOptions::make_layer() const {
   LayerRequest layer;
   layer.head_size = head_size;
   layer.dtype = *parse_dtype(dtype);  // validated by the option's check
-  if (kv_cache_dtype_opt_ != nullptr && kv_cache_dtype_opt_->count() > 0) {
-    if (!is_known_cache_dtype(kv_cache_dtype))
-      throw UsageError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", kv_cache_dtype,
-                                   fmt::join(cache_dtype_names(), ", ")),
-                       "ValueError");
-    layer.kv_cache_dtype = kv_cache_dtype;
-  }
+  layer.kv_cache_dtype = kv_cache_dtype;
   for (const CapabilityCheck& check : capability_checks())
     if (!check.cli_flag.empty() && check.layer_argument != nullptr) layer.*check.layer_argument = flag(check.flag);
   layer.attn_type = *parse_attn_type(attn_type);
@@ -164,13 +174,7 @@ LayerRequest LayerOptions::make_layer() const {
 }
 
 void LayerOptions::apply(EngineConfig& engine) const {
-  const std::string run_dtype = !run_cache_dtype.empty() ? run_cache_dtype
-                                : !kv_cache_dtype.empty() ? kv_cache_dtype
-                                                          : std::string("auto");
-  if (!is_known_cache_dtype(run_dtype))
-    throw UsageError(fmt::format("Invalid --run-cache-dtype: {}. Valid values are: {}", run_dtype,
-                                 fmt::join(cache_dtype_names(), ", ")));
-  engine.cache.cache_dtype = run_dtype;
+  engine.cache.cache_dtype = run_cache_dtype.value_or(kv_cache_dtype.value_or(CacheDType::auto_));
   if (block_size_opt_ != nullptr && block_size_opt_->count() > 0) {
     engine.cache.block_size = block_size;
     engine.cache.user_specified_block_size = true;

@@ -59,6 +59,12 @@ decltype(auto) as_usage(F&& parse) {
 /// integer" (CLI11's PositiveNumber would print its floating-point range).
 extern const CLI::Validator PositiveInteger;
 
+/// An option whose value is one of vLLM's cache dtype names ("auto", "fp8", ...), handed to
+/// `store` as the enum when the command line is parsed; any other text (the empty one too)
+/// is a usage error with the one cache-dtype message, naming `flag`.
+CLI::Option* add_cache_dtype_option(CLI::App& app, const std::string& flag, std::function<void(CacheDType)> store,
+                                    const std::string& help);
+
 /// Splits "NAME=VALUE"; UsageError naming `flag` and the expected form otherwise.
 std::pair<std::string, std::string> split_assignment(const std::string& text, std::string_view flag,
                                                      std::string_view form);
@@ -98,11 +104,11 @@ struct BackendChoiceOptions {
 struct LayerOptions {
   int head_size = 128;
   std::string dtype = "bfloat16";
-  std::string kv_cache_dtype;  ///< meaningful only when --kv-cache-dtype was given (else None)
+  std::optional<CacheDType> kv_cache_dtype;  ///< nullopt: --kv-cache-dtype not given (vLLM's None)
   int block_size = 0;          ///< meaningful only when --block-size was given
   std::string attn_type = "decoder";
   int num_heads = 0;           ///< meaningful only when --num-heads was given
-  std::string run_cache_dtype; ///< empty = the layer's kv cache dtype, or "auto"
+  std::optional<CacheDType> run_cache_dtype;  ///< nullopt: the layer's kv cache dtype, or auto
   /// The boolean selector flags, one per row of the table of checks with a CLI flag,
   /// keyed by vLLM's field name ("use_mla"): the layer's or the engine's.
   std::map<std::string, bool, std::less<>> flags;
@@ -115,7 +121,6 @@ struct LayerOptions {
   void apply(EngineConfig& engine) const;
 
  private:
-  CLI::Option* kv_cache_dtype_opt_ = nullptr;
   CLI::Option* block_size_opt_ = nullptr;
   CLI::Option* num_heads_opt_ = nullptr;
 };

@@ -98,8 +98,8 @@ std::string engine_line(const ModelSpec& model, const ModelPlan& plan) {
   std::string dtype(dtype_name(plan.dtype));
   if (model.config_dtype_float32 && plan.dtype != DType::float32) dtype += " (config: float32)";
   else if (!model.config_dtype && plan.dtype != DType::float32) dtype += " (config: none)";
-  return fmt::format("dtype {}, kv-cache dtype {}, tensor parallel size {}", dtype, plan.kv_cache_dtype,
-                     plan.tensor_parallel_size);
+  return fmt::format("dtype {}, kv-cache dtype {}, tensor parallel size {}", dtype,
+                     cache_dtype_name(plan.kv_cache_dtype), plan.tensor_parallel_size);
 }
 
 std::string summary(const ModelPlan& plan) {
@@ -120,7 +120,7 @@ std::string summary(const ModelPlan& plan) {
   if (plan.kv_bytes_per_token)
     out += fmt::format("KV cache:   {} bytes per token per rank\n", with_thousands(*plan.kv_bytes_per_token));
   else
-    out += fmt::format("KV cache:   not modelled for --kv-cache-dtype {}\n", plan.kv_cache_dtype);
+    out += fmt::format("KV cache:   not modelled for --kv-cache-dtype {}\n", cache_dtype_name(plan.kv_cache_dtype));
   for (const PlanGroup& g : plan.groups)
     if (g.mla) out += fmt::format("MLA:        layers {}: {}\n", g.layers_text, mla_text(g));
   if (plan.cross_kv_bytes_per_encoder_token)

@@ -22,11 +22,11 @@ AttentionSelectorConfig dense(int head_size, DType dtype = DType::bfloat16) {
   return c;
 }
 
-AttentionSelectorConfig mla(bool sparse, std::optional<std::string> kv = std::nullopt) {
+AttentionSelectorConfig mla(bool sparse, std::optional<CacheDType> kv = std::nullopt) {
   AttentionSelectorConfig c = dense(576);
   c.use_mla = true;
   c.use_sparse = sparse;
-  c.kv_cache_dtype = std::move(kv);
+  c.kv_cache_dtype = kv;
   return c;
 }
 
@@ -44,12 +44,12 @@ std::vector<MainConfiguration> main_configurations() {
   out.push_back({"multimodal prefix, head 256", mm_prefix, std::nullopt});
   out.push_back({"dense decoder, head 128, float32", dense(128, DType::float32), std::nullopt});
   AttentionSelectorConfig turboquant = dense(128);
-  turboquant.kv_cache_dtype = "turboquant_k8v4";
+  turboquant.kv_cache_dtype = CacheDType::turboquant_k8v4;
   out.push_back({"dense decoder, head 128, kv turboquant_k8v4", turboquant, std::nullopt});
   out.push_back({"MLA, head 576", mla(false), std::nullopt});
   out.push_back({"sparse MLA, head 576, 128 heads", mla(true), 128});
   out.push_back({"sparse MLA, head 576, 16 heads", mla(true), 16});
-  out.push_back({"sparse MLA, head 576, 128 heads, kv fp8", mla(true, "fp8"), 128});
+  out.push_back({"sparse MLA, head 576, 128 heads, kv fp8", mla(true, CacheDType::fp8), 128});
   return out;
 }
 

@@ -32,13 +32,14 @@ const char* layout_label(runtime::CacheLayout l) { return l == runtime::CacheLay
 void ModelOptions::add_to(CLI::App& app, bool with_layers) {
   app.add_option("--model", model,
                  "a Hugging Face config.json (or a folder holding one): the shape of its decoder attention layers");
-  shape_opts_.push_back(app.add_option("--num-heads", num_heads, "query heads of the model")
+  shape_opts_.push_back(app.add_option("--num-heads", shape.num_heads, "query heads of the model")
                             ->capture_default_str()
                             ->check(PositiveInteger));
-  shape_opts_.push_back(app.add_option("--num-kv-heads", num_kv_heads, "KV heads of the model")
+  shape_opts_.push_back(app.add_option("--num-kv-heads", shape.num_kv_heads, "KV heads of the model")
                             ->capture_default_str()
                             ->check(PositiveInteger));
-  shape_opts_.push_back(app.add_option("--head-size", head_size, "head size")->capture_default_str()->check(PositiveInteger));
+  shape_opts_.push_back(
+      app.add_option("--head-size", shape.head_size, "head size")->capture_default_str()->check(PositiveInteger));
   if (with_layers)
     shape_opts_.push_back(app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
                               ->capture_default_str()
@@ -46,8 +47,9 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
   dtype_opt_ = app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
                    ->capture_default_str()
                    ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
-  app.add_option("--kv-cache-dtype", kv_cache_dtype, "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
-      ->capture_default_str();
+  add_cache_dtype_option(app, "--kv-cache-dtype", [this](CacheDType d) { shape.kv_cache_dtype = d; },
+                         "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
+      ->default_str("auto");
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
       ->check(PositiveInteger);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
@@ -70,9 +72,9 @@ std::string ModelOptions::apply_model() {
     ++layers;
   }
   if (!first) throw UsageError(fmt::format("{} has no decoder self-attention layer to run", spec.source));
-  num_heads = first->num_heads;
-  num_kv_heads = first->num_kv_heads;
-  head_size = first->head_size;
+  shape.num_heads = first->num_heads;
+  shape.num_kv_heads = first->num_kv_heads;
+  shape.head_size = first->head_size;
   num_layers = layers;
   if (dtype_opt_ == nullptr || dtype_opt_->count() == 0)
     dtype = std::string(dtype_name(as_usage([&] { return resolve_model_dtype(spec, "auto"); })));
@@ -86,23 +88,20 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   out.platform = platform_opts.make_platform();
   EngineConfig engine;
   backend_opts.apply(engine.attention);
-  if (!is_known_cache_dtype(m.kv_cache_dtype))
-    throw UsageError(fmt::format("Invalid kv_cache_dtype: {}. Valid values are: {}", m.kv_cache_dtype,
-                                 fmt::join(cache_dtype_names(), ", ")),
-                     "ValueError");
-  engine.cache.cache_dtype = m.kv_cache_dtype;
-  out.block_size = m.block_size > 0 ? m.block_size : out.platform->default_block_size().value_or(16);
+  engine.cache.cache_dtype = m.shape.kv_cache_dtype;
+  out.shape = m.shape;
+  out.shape.block_size = m.block_size > 0 ? m.block_size : out.platform->default_block_size().value_or(16);
   if (m.block_size > 0) {
     engine.cache.block_size = m.block_size;
     engine.cache.user_specified_block_size = true;
   }
   LayerRequest layer;
-  layer.head_size = m.head_size;
+  layer.head_size = m.shape.head_size;
   layer.dtype = *parse_dtype(m.dtype);  // checked by the option
-  layer.kv_cache_dtype = m.kv_cache_dtype;
-  layer.num_heads = m.num_heads;
+  layer.kv_cache_dtype = m.shape.kv_cache_dtype;
+  layer.num_heads = m.shape.num_heads;
   layer.attn_type = AttentionType::decoder;
-  out.dtype = kernel::scalar_type(layer.dtype);
+  out.shape.dtype = kernel::scalar_type(layer.dtype);
 
   Selector selector(out.platform);
   out.selection = *selector.select(engine, layer);
@@ -111,7 +110,7 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   out.make_impl = [cls](const kernel::LayerParams& p) { return cls->make_impl(p); };
   // The backend's kernel says where it runs and what it prefers (a plugin overriding a
   // built-in backend declares its own, by default host memory and nothing more).
-  out.kernel = cls->kernel_info(out.dtype, m.kv_cache_dtype);
+  out.kernel = cls->kernel_info(out.shape.dtype, m.shape.kv_cache_dtype);
   out.isa = out.kernel.isa;
   out.device = runtime::workload_device(out.kernel);
   if (out.device == kernel::DeviceKind::cuda && out.kernel.available) {
@@ -122,13 +121,13 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
   if (!m.layout.empty()) {
     const auto l = parse_layout(m.layout);
     if (!l) throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...", m.layout));
-    out.layout = cache_layout_of(*l);
+    out.shape.layout = cache_layout_of(*l);
   } else {
     // The backend's declared layouts first, then its kernel's preference, then vLLM's default.
     const auto declared = cls->supported_kv_cache_layouts(out.platform->env());
-    out.layout = cache_layout_of(declared && !declared->empty() ? declared->front()
-                                 : out.kernel.preferred_layout ? *out.kernel.preferred_layout
-                                                               : default_layout_preference().front());
+    out.shape.layout = cache_layout_of(declared && !declared->empty() ? declared->front()
+                                       : out.kernel.preferred_layout ? *out.kernel.preferred_layout
+                                                                     : default_layout_preference().front());
   }
   return out;
 }

@@ -14,17 +14,17 @@
 #include "common_options.hpp"
 #include "runtime/paged_workload.hpp"
 #include "runtime/run_job.hpp"
+#include "runtime/workload_shape.hpp"
 
 namespace attnsel::cli {
 
 /// --num-heads --num-kv-heads --head-size --num-layers --dtype --kv-cache-dtype --block-size --layout.
 struct ModelOptions {
-  int num_heads = 32;
-  int num_kv_heads = 8;
-  int head_size = 128;
+  /// The heads, head size and kv-cache dtype as given; choose_backend resolves the rest of
+  /// the shape (dtype, block size, layout) from the flags below and the backend.
+  runtime::WorkloadShape shape;
   int num_layers = 32;
   std::string dtype = "bfloat16";
-  std::string kv_cache_dtype = "auto";
   int block_size = 0;      ///< 0: the platform's default block size (16 where it has none)
   std::string layout;      ///< empty: the backend's first declared layout, else vLLM's default (NHD)
   std::string model;       ///< a config.json (or its folder): the shape comes from there
@@ -49,9 +49,7 @@ struct ChosenBackend {
   kernel::KernelInfo kernel;         ///< what the backend's kernel declares (device, ISA, graph support, layout)
   std::string isa;                   ///< the kernel's instruction set ("AVX3+BF16", "CUDA sm_90a on ...", ...) or "-"
   kernel::DeviceKind device = kernel::DeviceKind::cpu;  ///< where the workload lives (runtime::workload_device)
-  kernel::ScalarType dtype = kernel::ScalarType::bf16;
-  int block_size = 16;
-  runtime::CacheLayout layout = runtime::CacheLayout::nhd;
+  runtime::WorkloadShape shape;      ///< the model options' shape with its dtype, block size and layout resolved
 };
 
 /// Selects the backend for the model's layer on the platform (SelectionError when none).

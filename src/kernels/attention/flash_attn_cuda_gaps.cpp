@@ -9,18 +9,20 @@ namespace attnsel::kernel::cuda {
 
 std::vector<std::string> flash_attn_cuda_gaps(const AttentionSelectorConfig& c, const RuntimeEnv& env) {
   std::vector<std::string> gaps;
-  const std::string kv = c.kv_cache_dtype.value_or("auto");
+  const CacheDType kv = c.kv_cache_dtype.value_or(CacheDType::auto_);
+  const std::string_view name = cache_dtype_name(kv);
   // fp8 / fp8_e4m3 caches are computed (decode and both prefill kernels widen e4m3 exactly,
   // scaled by k_scale/v_scale, per layer or per KV head: use_per_head_quant_scales
   // is covered); other fp8 formats are not.
-  if (kv.starts_with("fp8") && kv != "fp8" && kv != "fp8_e4m3")
+  if (name.starts_with("fp8") && kv != CacheDType::fp8 && kv != CacheDType::fp8_e4m3)
     gaps.push_back(fmt::format("kv_cache_dtype '{}' is not implemented in attnsel's CUDA kernels (fp8 caches: fp8, "
                                "fp8_e4m3)",
-                               kv));
-  if ((kv == "float16" && c.dtype != DType::float16) || (kv == "bfloat16" && c.dtype != DType::bfloat16))
+                               name));
+  if ((kv == CacheDType::float16 && c.dtype != DType::float16) ||
+      (kv == CacheDType::bfloat16 && c.dtype != DType::bfloat16))
     gaps.push_back(fmt::format("a {} KV cache with {} activations is not implemented in attnsel's CUDA kernels (the "
                                "cache dtype must equal the model dtype)",
-                               kv, dtype_name(c.dtype)));
+                               name, dtype_name(c.dtype)));
   if (c.head_size > 256)
     gaps.push_back(fmt::format("head size {} is not implemented in attnsel's CUDA kernels (multiples of 8 up to 256)",
                                c.head_size));

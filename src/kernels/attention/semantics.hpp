@@ -57,7 +57,7 @@ inline std::int64_t query_position(std::int64_t seq_len, std::int64_t query_len,
   return seq_len - query_len + i;
 }
 
-/// How the cache stores elements for a kv_cache_dtype (given the model's dtype for "auto").
+/// How the cache stores elements for a kv_cache_dtype (given the model's dtype for auto).
 struct CacheEncoding {
   ScalarType stored = ScalarType::f32;  ///< f32, f16, bf16, fp8_e4m3 or fp8_e5m2
   bool quantized = false;               ///< fp8: stored * scale = value
@@ -73,7 +73,7 @@ inline float value_scale(const LayerParams& p, int kv_head) {
 }
 
 /// Throws ValueError for a kv_cache_dtype the kernels do not know.
-CacheEncoding cache_encoding(std::string_view kv_cache_dtype, ScalarType model_dtype);
+CacheEncoding cache_encoding(CacheDType kv_cache_dtype, ScalarType model_dtype);
 
 /// True for f32, f16, bf16.
 inline bool is_float_activation(ScalarType t) {

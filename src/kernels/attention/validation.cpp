@@ -59,7 +59,7 @@ void check_cache(const LayerParams& p, const KVCacheView& cache, ScalarType mode
     check_rank_and_last_stride(*t, name, 4);
     if (!cache_dtype_matches(t->dtype, enc))
       fail(fmt::format("{} dtype {} does not match kv_cache_dtype '{}' (expected {}{}): {}", name, to_string(t->dtype),
-                       p.kv_cache_dtype, to_string(enc.stored), enc.quantized ? " or u8" : "", t->describe()));
+                       cache_dtype_name(p.kv_cache_dtype), to_string(enc.stored), enc.quantized ? " or u8" : "", t->describe()));
     if (t->shape[2] != p.num_kv_heads)
       fail(fmt::format("{} has {} KV heads (dimension 2, layout [num_blocks, block_size, num_kv_heads, head_size]) "
                        "but the layer has num_kv_heads = {}: {}",
@@ -158,15 +158,19 @@ void check_slots(const KVCacheView& cache, const AttentionMetadata& md) {
 
 }  // namespace
 
-CacheEncoding cache_encoding(std::string_view kv_cache_dtype, ScalarType model_dtype) {
-  if (kv_cache_dtype == "auto") return {model_dtype, false};
-  if (kv_cache_dtype == "float16") return {ScalarType::f16, false};
-  if (kv_cache_dtype == "bfloat16") return {ScalarType::bf16, false};
-  if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3") return {ScalarType::fp8_e4m3, true};
-  if (kv_cache_dtype == "fp8_e5m2") return {ScalarType::fp8_e5m2, true};
+CacheEncoding cache_encoding(CacheDType kv_cache_dtype, ScalarType model_dtype) {
+  switch (kv_cache_dtype) {
+    case CacheDType::auto_: return {model_dtype, false};
+    case CacheDType::float16: return {ScalarType::f16, false};
+    case CacheDType::bfloat16: return {ScalarType::bf16, false};
+    case CacheDType::fp8:
+    case CacheDType::fp8_e4m3: return {ScalarType::fp8_e4m3, true};
+    case CacheDType::fp8_e5m2: return {ScalarType::fp8_e5m2, true};
+    default: break;
+  }
   fail(fmt::format("kv_cache_dtype '{}' is not supported by the kernels; supported: auto, float16, bfloat16, fp8, "
                    "fp8_e4m3, fp8_e5m2",
-                   kv_cache_dtype));
+                   cache_dtype_name(kv_cache_dtype)));
 }
 
 void validate_layer_params(const LayerParams& p) {

@@ -23,7 +23,7 @@ KernelInfo cpu_attention_info(ScalarType dtype, CacheDType kv_cache_dtype) {
   KernelInfo k;
   k.available = true;
   k.device = DeviceKind::cpu;
-  k.isa = cpu::cpu_attention_isa(dtype, std::string(cache_dtype_name(kv_cache_dtype)));
+  k.isa = cpu::cpu_attention_isa(dtype, kv_cache_dtype);
   k.graph_support = GraphSupport::never;  // host code: nothing to capture
   k.lse_output = true;
   k.lse_prefill = true;

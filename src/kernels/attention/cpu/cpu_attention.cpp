@@ -445,7 +445,7 @@ std::unique_ptr<AttentionImpl> make_cpu_attention_impl(const LayerParams& params
   return std::make_unique<CpuAttentionImpl>(params, options);
 }
 
-std::string cpu_attention_isa(ScalarType dtype, const std::string& kv_cache_dtype, CpuAttentionOptions options) {
+std::string cpu_attention_isa(ScalarType dtype, CacheDType kv_cache_dtype, CpuAttentionOptions options) {
   LayerCtx c;
   const ScalarType kv = cache_encoding(kv_cache_dtype, dtype).stored;
   c.bf16_dot = options.allow_bf16_dot && dtype == ScalarType::bf16 && kv != ScalarType::f32 && kv != ScalarType::f16 &&

@@ -24,6 +24,6 @@ std::unique_ptr<AttentionImpl> make_cpu_attention_impl(const LayerParams& params
 
 /// Which instruction set forward() uses for queries of `dtype` with this kv-cache dtype on
 /// this machine, e.g. "AVX3+BF16" or "AVX2".
-std::string cpu_attention_isa(ScalarType dtype, const std::string& kv_cache_dtype, CpuAttentionOptions options = {});
+std::string cpu_attention_isa(ScalarType dtype, CacheDType kv_cache_dtype, CpuAttentionOptions options = {});
 
 }  // namespace attnsel::kernel::cpu

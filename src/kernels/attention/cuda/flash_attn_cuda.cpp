@@ -86,8 +86,8 @@ class StreamBuffer {
 bool uses_fp8_cache(const LayerParams& lp, const TensorView& cache, ScalarType activations) {
   if (cache_encoding(lp.kv_cache_dtype, activations).quantized) {
     if (cache.dtype != ScalarType::fp8_e4m3 && cache.dtype != ScalarType::u8)
-      throw ValueError(fmt::format("kv_cache_dtype '{}' needs an fp8_e4m3 (or u8) cache, got {}", lp.kv_cache_dtype,
-                                   cache.describe()));
+      throw ValueError(fmt::format("kv_cache_dtype '{}' needs an fp8_e4m3 (or u8) cache, got {}",
+                                   cache_dtype_name(lp.kv_cache_dtype), cache.describe()));
     return true;
   }
   if (cache.dtype != activations)
@@ -384,7 +384,7 @@ FlashAttnCuda::FlashAttnCuda(const LayerParams& params, CudaTuning tuning)
   if (enc.quantized && enc.stored != ScalarType::fp8_e4m3)
     throw NotImplementedError(fmt::format("kv_cache_dtype '{}' is not supported by FLASH_ATTN's CUDA kernels; "
                                           "supported: auto, float16, bfloat16, fp8, fp8_e4m3",
-                                          params_.kv_cache_dtype));
+                                          cache_dtype_name(params_.kv_cache_dtype)));
   auto c = std::make_shared<DeviceConstants>();
   auto upload = [](DeviceBuffer& dst, const std::vector<float>& v) {
     if (v.empty()) return;
