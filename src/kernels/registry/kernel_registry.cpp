@@ -11,6 +11,7 @@
 #include "kernels/mla/cpu/cpu_mla.hpp"
 #include "kernels/sparse_mla/cpu/cpu_indexer.hpp"
 #include "kernels/sparse_mla/cpu/cpu_sparse_mla.hpp"
+#include "kernels/sparse_mla/cuda/sparse_mla_cuda.hpp"
 
 namespace attnsel::kernel {
 
@@ -77,6 +78,16 @@ std::vector<std::string> cpu_only_gaps(const AttentionSelectorConfig&, const Run
   return {"the lightning indexer's kernel in this build runs on the CPU"};
 }
 
+KernelInfo cuda_sparse_mla_info(ScalarType, CacheDType) { return cuda::sparse_mla::cuda_sparse_mla_info(); }
+std::unique_ptr<SparseMlaImpl> make_cuda_sparse_mla(const SparseMlaLayerParams& p) {
+  return cuda::sparse_mla::make_cuda_sparse_mla_impl(p);
+}
+
+KernelInfo cuda_indexer_info(ScalarType, CacheDType) { return cuda::sparse_mla::cuda_indexer_info(); }
+std::unique_ptr<IndexerImpl> make_cuda_indexer(const IndexerLayerParams& p) {
+  return cuda::sparse_mla::make_cuda_indexer_impl(p);
+}
+
 const std::array kEntries = {
     KernelEntry{.name = "cpu_attention",
                 .family = KernelFamily::attention,
@@ -113,6 +124,20 @@ const std::array kEntries = {
                 .info = cpu_indexer_info,
                 .gaps = cpu_only_gaps,
                 .make_indexer = make_cpu_indexer},
+    KernelEntry{.name = "cuda_sparse_mla",
+                .family = KernelFamily::sparse_mla,
+                .device = DeviceKind::cuda,
+                .unavailable_reason = cuda::cuda_kernels_unavailable_reason,
+                .info = cuda_sparse_mla_info,
+                .gaps = cuda::sparse_mla::cuda_sparse_mla_gaps,
+                .make_sparse_mla = make_cuda_sparse_mla},
+    KernelEntry{.name = "cuda_indexer",
+                .family = KernelFamily::sparse_mla,
+                .device = DeviceKind::cuda,
+                .unavailable_reason = cuda::cuda_kernels_unavailable_reason,
+                .info = cuda_indexer_info,
+                .gaps = cuda::sparse_mla::cuda_indexer_gaps,
+                .make_indexer = make_cuda_indexer},
 };
 
 }  // namespace
