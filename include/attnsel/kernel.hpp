@@ -270,6 +270,8 @@ class ATTNSEL_API StepPlan {
   const void* maker_ = nullptr;  ///< which implementation made it (execute refuses others' plans)
   friend class AttentionImpl;
   friend class MlaImpl;
+  friend class IndexerImpl;
+  friend class SparseMlaImpl;
 };
 
 /// What a backend's kernel implementation provides. Thread-safety: const methods may be
