@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The backend capability interface (vLLM's AttentionBackend classmethods).
 //
 // A backend "class" is one immutable object registered in the class table under its

@@ -1,3 +1,4 @@
+// Layer: model (src/layers.txt)
 // Engine options as vLLM's command line spells them (--attention-backend,
 // --attention-config JSON, --kv-cache-dtype, --block-size, --dtype, the parallel sizes,
 // --kv-transfer-config JSON, --kv-cache-layout), parsed and validated into the EngineConfig

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // Runtime facts: everything a backend's capabilities depend on beyond the selector
 // configuration — which FlashAttention version resolves, whether FlashInfer's TRTLLM path
 // is usable, ROCm's AITER switches, AMX on the CPU, ... In vLLM these are read from

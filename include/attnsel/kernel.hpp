@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The kernel interface: what every backend with a real kernel implements.
 //
 // Modelled on vLLM's AttentionImpl: a batch of sequences (mixed prefill and

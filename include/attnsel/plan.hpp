@@ -1,3 +1,4 @@
+// Layer: model (src/layers.txt)
 // Whole-model plans: every layer of a model grouped by KV-cache kind and selector
 // configuration, each group's backend (vLLM's cached selection with per-kind overrides, or
 // the Mamba selector), the block size by vLLM's rule, the KV-cache layout resolved across

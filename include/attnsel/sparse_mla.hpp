@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The sparse MLA kernel interface: DeepSeek-V3.2's sparse attention (DSA), as vLLM runs it
 // (vllm/model_executor/layers/sparse_attn_indexer.py, vllm/v1/attention/backends/mla/
 // {indexer,flashmla_sparse,sparse_utils}.py) and FlashMLA's sparse kernels compute it.
