@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <mutex>
 #include <set>
-#include <vector>
 
 #include "attnsel/errors.hpp"
 #include "capi/status.hpp"
@@ -54,20 +53,10 @@ kernel::AttentionMetadata metadata(const attnsel_batch* batch) {
 }
 
 void require_distinct_elements(const kernel::TensorView& t, std::string_view what) {
-  // Walk the dimensions from the smallest stride: each must step past everything the
-  // dimensions inside it span.
-  std::vector<int> dims;
-  for (int d = 0; d < t.ndim; ++d)
-    if (t.shape[d] > 1) dims.push_back(d);
-  std::sort(dims.begin(), dims.end(), [&](int a, int b) { return t.stride[a] < t.stride[b]; });
-  std::int64_t span = 1;  // elements covered by the dimensions walked so far
-  for (int d : dims) {
-    if (t.stride[d] < span)
-      throw ValueError(fmt::format("{} {}: its stride {} in dimension {} makes elements share memory, and the kernel "
-                                   "writes it (strides must step past the dimensions inside them)",
-                                   what, t.describe(), t.stride[d], d));
-    span = (t.shape[d] - 1) * t.stride[d] + span;
-  }
+  if (!t.has_distinct_elements())
+    throw ValueError(fmt::format("{} is written, but its strides make elements share memory (stride 0 or interleaved "
+                                 "rows or heads): give every element its own memory, e.g. a contiguous tensor: {}",
+                                 what, t.describe()));
 }
 
 kernel::Stream stream_of(attnsel_stream stream) { return kernel::Stream::from_native(stream); }

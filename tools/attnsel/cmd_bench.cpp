@@ -39,7 +39,7 @@ struct BenchOptions {
 };
 
 int run_bench(const BenchOptions& o) {
-  if (!o.model.model.empty()) {
+  if (o.model.model) {
     MlaBenchRequest r{o.platform, o.backend, o.model, o.output, {}, o.cases, o.repeats, o.scale,
                       o.block_size_opt->count() > 0 ? o.block_size : 0, o.batch, o.context};
     r.model_line = r.model.apply_model();
@@ -47,7 +47,7 @@ int run_bench(const BenchOptions& o) {
       throw UsageError(fmt::format("--model: {} has standard attention; bench's standard cases have a fixed shape "
                                    "(32/8 heads, head size 128), so --model names an MLA model (DeepSeek-V2/V3, "
                                    "Kimi-K2) whose layer the MLA cases run",
-                                   o.model.model));
+                                   *o.model.model));
     return run_mla_bench(r);
   }
   if (o.model.tensor_parallel_size != 1) throw UsageError("--tensor-parallel-size needs --model (an MLA model)");
@@ -201,17 +201,17 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
   o->block_size_opt =
       sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
           ->capture_default_str()
-          ->check(PositiveInteger);
+          ->transform(PositiveInteger);
   sub->add_option("--case", o->cases, "run only these cases")
       ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill", "mla-decode", "mla-prefill"}));
   sub->add_option("--batch", o->batch, "with --context: one decode case of this many sequences instead of the "
                                        "standard cases (the kernel-only anchor for `attnsel run` on that shape)")
-      ->check(CLI::PositiveNumber);
+      ->transform(PositiveInteger);
   sub->add_option("--context", o->context, "with --batch: tokens per sequence of that decode case")
-      ->check(CLI::PositiveNumber);
+      ->transform(PositiveInteger);
   sub->add_option("--repeats", o->repeats, "timed passes per case (the median is reported)")
       ->capture_default_str()
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
   sub->add_option("--scale", o->scale, "shrink the contexts by this factor (targets are defined at 1)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1.0));

@@ -8,6 +8,7 @@
 #include "attnsel/plan.hpp"
 #include "attnsel/selector.hpp"
 #include "kernels/device/cuda/device_memory.hpp"
+#include "model/config_reader.hpp"
 #include "runtime/workload_device.hpp"
 
 namespace attnsel::cli {
@@ -36,7 +37,7 @@ void ModelOptions::add_model_options(CLI::App& app, const std::string& model_hel
                  "with --model: run one rank of this many (vLLM's --tensor-parallel-size: heads divided; MLA's latent "
                  "stays whole)")
       ->capture_default_str()
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
 }
 
 void ModelOptions::add_dtype_option(CLI::App& app) {
@@ -51,22 +52,22 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
                          "layers; an MLA model (DeepSeek-V2/V3, Kimi-K2) runs its MLA layers");
   shape_opts_.push_back(app.add_option("--num-heads", shape.num_heads, "query heads of the model")
                             ->capture_default_str()
-                            ->check(PositiveInteger));
+                            ->transform(PositiveInteger));
   shape_opts_.push_back(app.add_option("--num-kv-heads", shape.num_kv_heads, "KV heads of the model")
                             ->capture_default_str()
-                            ->check(PositiveInteger));
+                            ->transform(PositiveInteger));
   shape_opts_.push_back(
-      app.add_option("--head-size", shape.head_size, "head size")->capture_default_str()->check(PositiveInteger));
+      app.add_option("--head-size", shape.head_size, "head size")->capture_default_str()->transform(PositiveInteger));
   if (with_layers)
     shape_opts_.push_back(app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
                               ->capture_default_str()
-                              ->check(PositiveInteger));
+                              ->transform(PositiveInteger));
   add_dtype_option(app);
   add_cache_dtype_option(app, "--kv-cache-dtype", [this](CacheDType d) { shape.kv_cache_dtype = d; },
                          "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
       ->default_str("auto");
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
 }
 
@@ -75,7 +76,7 @@ std::string ModelOptions::dtype_request() const {
 }
 
 std::string ModelOptions::apply_model() {
-  if (model.empty()) {
+  if (!model) {
     if (tensor_parallel_size != 1)
       throw UsageError("--tensor-parallel-size needs --model: it divides a model's heads over the ranks");
     return {};
@@ -83,7 +84,7 @@ std::string ModelOptions::apply_model() {
   for (const CLI::Option* o : shape_opts_)
     if (o->count() > 0)
       throw UsageError(fmt::format("{} and --model are exclusive: the model gives the shape", o->get_name()));
-  const ModelSpec read = as_usage([&] { return load_model_config(model); });
+  const ModelSpec read = as_usage([&] { return load_model_config(*model); });
   // Heads that do not divide by the TP size are bad input, named by their field.
   const ModelSpec spec = as_usage([&] { return shard_model(read, tensor_parallel_size); });
   const AttentionLayerSpec* first = nullptr;
@@ -150,9 +151,11 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
     out.isa = fmt::format("{} on {}", out.kernel.isa, d.name);
   }
 
-  if (!m.layout.empty()) {
-    const auto l = parse_layout(m.layout);
-    if (!l) throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...", m.layout));
+  if (m.layout) {
+    const auto l = parse_layout(*m.layout);
+    if (!l)
+      throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...",
+                                   model::printable(*m.layout)));
     out.shape.layout = cache_layout_of(*l);
   } else {
     // The backend's declared layouts first, then its kernel's preference, then vLLM's default.

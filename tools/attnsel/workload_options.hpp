@@ -29,8 +29,8 @@ struct ModelOptions {
   int num_layers = 32;
   std::string dtype = "bfloat16";
   int block_size = 0;      ///< 0: the platform's default block size (16 where it has none)
-  std::string layout;      ///< empty: the backend's first declared layout, else vLLM's default (NHD)
-  std::string model;       ///< a config.json (or its folder): the shape comes from there
+  std::optional<std::string> layout;  ///< nullopt: the backend's first declared layout, else vLLM's default (NHD)
+  std::optional<std::string> model;   ///< a config.json (or its folder): the shape comes from there
   int tensor_parallel_size = 1;  ///< --tensor-parallel-size: the run is one rank's (heads divided)
   /// Set by apply_model when the model's decoder self-attention layers are MLA (DeepSeek-V2/V3,
   /// Kimi-K2): the model as read, unsharded; the jobs run its MLA layers (mla_options.hpp).
