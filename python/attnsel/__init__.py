@@ -13,6 +13,7 @@ from ._library import lib as _lib
 from .config import (AttentionConfig, CacheConfig, KVCacheSpecKind, ParallelConfig, VllmConfig,
                      get_current_platform, get_current_vllm_config, set_current_vllm_config, use_platform)
 from .kernels import KernelInfo, PagedAttention, StepPlan, kernel_info
+from .mla import MLAAttention, MLAStepPlan, MLAStepSummary
 from .plan import BackendInfo, Plan, PlanError, PlanGroup, list_backends, plan
 from .registry import (AttentionBackendEnum, BackendClass, BackendMember, MambaAttentionBackendEnum, load_plugin,
                        loaded_plugins, register_backend)
@@ -24,9 +25,10 @@ c_api_version = (_lib.attnsel_c_api_version() >> 16, _lib.attnsel_c_api_version(
 
 __all__ = [
     "AttentionBackendEnum", "AttentionConfig", "AttentionSelectorConfig", "BackendClass", "BackendInfo",
-    "BackendMember", "CacheConfig", "Candidate", "InternalError", "KVCacheSpecKind", "KernelInfo",
-    "MambaAttentionBackendEnum", "PagedAttention", "ParallelConfig", "Plan", "PlanError", "PlanGroup", "Selection",
-    "SelectionFailed", "SelectionNotImplemented", "StepPlan", "VllmConfig", "get_attn_backend", "get_current_platform",
-    "get_current_vllm_config", "get_mamba_attn_backend", "kernel_info", "library_path", "list_backends", "list_facts",
-    "load_plugin", "loaded_plugins", "plan", "register_backend", "select", "set_current_vllm_config", "use_platform",
+    "BackendMember", "CacheConfig", "Candidate", "InternalError", "KVCacheSpecKind", "KernelInfo", "MLAAttention",
+    "MLAStepPlan", "MLAStepSummary", "MambaAttentionBackendEnum", "PagedAttention", "ParallelConfig", "Plan",
+    "PlanError", "PlanGroup", "Selection", "SelectionFailed", "SelectionNotImplemented", "StepPlan", "VllmConfig",
+    "get_attn_backend", "get_current_platform", "get_current_vllm_config", "get_mamba_attn_backend", "kernel_info",
+    "library_path", "list_backends", "list_facts", "load_plugin", "loaded_plugins", "plan", "register_backend",
+    "select", "set_current_vllm_config", "use_platform",
 ]

@@ -54,6 +54,14 @@ def check_int_array(values, name, ctype, kind):
                                 f"(valid: {low} to {high})")
 
 
+def c_float(value, name):
+    """`value` as a float for a C float: ints, floats, numpy scalars and 0-d tensors; TypeError
+    for bools, strings and anything else (the C side checks the value's range)."""
+    if isinstance(value, (bool, str, bytes)) or not hasattr(value, "__float__"):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+    return float(value)
+
+
 def c_text(value, name):
     """`value` as UTF-8 bytes for a `const char*` (None stays None); ValueError when it holds
     a NUL character, which C would read as its end."""

@@ -138,6 +138,45 @@ class KernelInfo(ctypes.Structure):
     ]
 
 
+class MlaLayerParams(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_heads", c_int32),
+        ("kv_lora_rank", c_int32),
+        ("qk_rope_head_dim", c_int32),
+        ("qk_nope_head_dim", c_int32),
+        ("v_head_dim", c_int32),
+        ("scale", c_float),
+        ("dtype", c_char_p),
+        ("kv_cache_dtype", c_char_p),
+        ("k_scale", c_float),
+        ("batch_invariant", c_uint8),
+        ("kv_b_proj", c_void_p),
+    ]
+
+
+class MlaPlanOptions(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("graph_capturable", c_uint8),
+        ("max_blocks_per_seq", c_int32),
+        ("decode_query_len", c_int32),
+        ("lse", c_uint8),
+        ("context_chunk_tokens", ctypes.c_int64),
+    ]
+
+
+class MlaStepSummary(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", c_uint32),
+        ("num_decodes", c_int32),
+        ("num_decode_tokens", c_int32),
+        ("num_prefills", c_int32),
+        ("num_prefill_tokens", c_int32),
+        ("context_chunks", c_int32),
+    ]
+
+
 class DLDevice(ctypes.Structure):
     _fields_ = [("device_type", c_int32), ("device_id", c_int32)]
 
@@ -212,6 +251,20 @@ _SIGNATURES = {
     "attnsel_kernel_write_kv_cache": (status_t, [c_void_p] * 7),
     "attnsel_kernel_execute": (status_t, [c_void_p] * 8),
     "attnsel_kernel_execute_append": (status_t, [c_void_p] * 10),
+    "attnsel_mla_layer_params_init": (None, [_P(MlaLayerParams)]),
+    "attnsel_mla_plan_options_init": (None, [_P(MlaPlanOptions)]),
+    "attnsel_mla_step_summary_init": (None, [_P(MlaStepSummary)]),
+    "attnsel_mla_kernel_create": (status_t, [c_char_p, _P(MlaLayerParams), _P(c_void_p)]),
+    "attnsel_mla_kernel_destroy": (None, [c_void_p]),
+    "attnsel_mla_kernel_get_info": (status_t, [c_void_p, _P(KernelInfo)]),
+    "attnsel_mla_kernel_limits": (status_t, [c_void_p, _P(c_int32), _P(c_int32)]),
+    "attnsel_mla_kernel_plan": (status_t, [c_void_p, _P(Batch), c_void_p, _P(MlaPlanOptions), c_void_p,
+                                           _P(c_void_p)]),
+    "attnsel_mla_kernel_update_plan": (status_t, [c_void_p, c_void_p, _P(Batch), c_void_p]),
+    "attnsel_mla_step_plan_summary": (status_t, [c_void_p, _P(MlaStepSummary)]),
+    "attnsel_mla_kernel_write_cache": (status_t, [c_void_p] * 6),
+    "attnsel_mla_kernel_execute": (status_t, [c_void_p] * 8),
+    "attnsel_mla_kernel_decode_latent": (status_t, [c_void_p] * 7),
 }
 
 ENUM_ATTENTION = 0
