@@ -25,8 +25,9 @@ ChosenMlaBackend choose_mla_backend(const PlatformOptions& platform, const Backe
   auto plan_with = [&](const EngineArgs& a) {
     EngineOptions options = as_usage([&] { return parse_engine_args(a); });
     backend.apply(options.engine.attention);  // --attention-backend, --attention-config, --backend-per-kind
-    out.platform =
-        as_usage([&] { return make_plan_platform(model, options, platform.platform, platform.facts, mode); });
+    const std::optional<std::string_view> spec =
+        platform.platform ? std::optional<std::string_view>(*platform.platform) : std::nullopt;  // nullopt: the host
+    out.platform = as_usage([&] { return make_plan_platform(model, options, spec, platform.facts, mode); });
     Selector selector(out.platform);
     return make_plan(model, options, selector);  // no valid backend: PlanError, as `attnsel plan` gives it
   };
