@@ -35,11 +35,15 @@ TEST(FactTable, EveryFactIsDocumentedAndTyped) {
 TEST(FactTable, EveryFactStatesItsRangeAndEveryDefaultIsInIt) {
   for (const FactDefinition& d : fact_definitions()) {
     EXPECT_FALSE(d.range.valid.empty()) << d.name;
-    if (d.type != "bool") EXPECT_NE(d.range.accepts, nullptr) << d.name << ": an int or string fact has a range";
+    if (d.type != "bool") {
+      EXPECT_NE(d.range.accepts, nullptr) << d.name << ": an int or string fact has a range";
+    }
     for (const RuntimeEnv& env : {cuda_env(9, 0), cuda_env(10, 0), testing::rocm_env("gfx942", 3),
-                                  testing::cpu_env(), testing::xpu_env()})
-      if (d.range.accepts != nullptr)
+                                  testing::cpu_env(), testing::xpu_env()}) {
+      if (d.range.accepts != nullptr) {
         EXPECT_TRUE(d.range.accepts(env.facts.values().at(std::string(d.name)))) << d.name;
+      }
+    }
   }
 }
 
