@@ -94,7 +94,7 @@ class CudaIndexerImpl final : public IndexerImpl {
 
   void update(StepPlan& base, const AttentionMetadata& md, Stream stream) const override {
     CudaIndexerPlan& plan = own(base);
-    build(plan, md, planned_geometry(plan.shape()), stream);
+    build(plan, md, host::planned_key_cache_geometry(plan.shape(), DeviceKind::cuda), stream);
   }
 
   void write_cache(const StepPlan& base, const TensorView& k, const TensorView& key_cache,
@@ -122,7 +122,8 @@ class CudaIndexerImpl final : public IndexerImpl {
   void logits(const StepPlan& base, const TensorView& q, const TensorView& weights, const TensorView& key_cache,
               const TensorView& logits, Stream stream) const override {
     const CudaIndexerPlan& plan = own(base);
-    check_inputs(plan, q, weights, key_cache);
+    host::check_indexer_inputs(params_, q, weights, plan.shape());
+    check_cache(plan, key_cache);
     const int T = plan.batch.num_actual_tokens;
     const std::int64_t width = std::max(plan.batch.max_seq_len, 1);
     if (logits.ndim != 2 || logits.shape[0] < T || logits.shape[1] < width || logits.dtype != ScalarType::f32 ||
@@ -150,7 +151,8 @@ class CudaIndexerImpl final : public IndexerImpl {
   void top_k(const StepPlan& base, const TensorView& q, const TensorView& weights, const TensorView& key_cache,
              const TensorView& indices, Stream stream) const override {
     const CudaIndexerPlan& plan = own(base);
-    check_inputs(plan, q, weights, key_cache);
+    host::check_indexer_inputs(params_, q, weights, plan.shape());
+    check_cache(plan, key_cache);
     mla_host::check_tensor(indices, "indices", {plan.batch.num_actual_tokens, params_.topk}, ScalarType::i32,
                            plan.shape());
     for (const auto& [input, name] :
@@ -187,42 +189,14 @@ class CudaIndexerImpl final : public IndexerImpl {
     return plan;
   }
 
+  void check_cache(const CudaIndexerPlan& plan, const TensorView& key_cache) const {
+    host::check_planned_key_cache(params_, key_cache, plan.shape(), DeviceKind::cuda);
+    require_aligned(key_cache, "key_cache", 4);
+  }
+
   void validate_cache(const TensorView& key_cache) const {
     host::validate_key_cache(params_, key_cache, DeviceKind::cuda);
     require_aligned(key_cache, "key_cache", 4);  // keys are read and written in 4-byte words
-  }
-
-  void check_cache(const CudaIndexerPlan& plan, const TensorView& key_cache) const {
-    validate_cache(key_cache);
-    try {
-      mla_host::check_planned_cache(key_cache, plan.shape());
-    } catch (const ValueError& e) {
-      throw ValueError(fmt::format("key_cache: {}", e.what()));
-    }
-  }
-
-  void check_inputs(const CudaIndexerPlan& plan, const TensorView& q, const TensorView& weights,
-                    const TensorView& key_cache) const {
-    const int T = plan.batch.num_actual_tokens;
-    mla_host::check_tensor(q, "q", {T, params_.num_heads, params_.head_dim}, params_.dtype, plan.shape());
-    const ScalarType wt = weights.dtype == ScalarType::f32 ? ScalarType::f32 : params_.dtype;
-    mla_host::check_tensor(weights, "weights", {T, params_.num_heads}, wt, plan.shape());
-    check_cache(plan, key_cache);
-  }
-
-  static TensorView planned_geometry(const StepShape& shape) {
-    TensorView g;  // the plan's cache geometry (its data is not read)
-    g.ndim = 3;
-    g.dtype = shape.cache_dtype;
-    g.device = DeviceKind::cuda;
-    g.device_index = shape.device_index;
-    g.shape[0] = shape.cache_shape[0];
-    g.shape[1] = shape.cache_shape[1];
-    g.shape[2] = shape.cache_shape[3];
-    g.stride[0] = shape.key_strides[0];
-    g.stride[1] = shape.key_strides[1];
-    g.stride[2] = 1;
-    return g;
   }
 
   void build(CudaIndexerPlan& plan, const AttentionMetadata& md, const TensorView& key_cache, Stream stream) const {
