@@ -26,10 +26,11 @@ std::vector<std::string> CudaSparseMlaBackend::kernel_gaps(const AttentionSelect
 }
 
 std::unique_ptr<kernel::AttentionImpl> CudaSparseMlaBackend::make_impl(const kernel::LayerParams&) const {
-  throw NotImplementedError(fmt::format("{} runs sparse multi-head latent attention: make its kernel with "
-                                        "make_sparse_mla_impl (kernel::SparseMlaLayerParams, attnsel/sparse_mla.hpp), "
-                                        "not make_impl",
-                                        get_name()));
+  throw NotImplementedError(
+      fmt::format("{} runs sparse multi-head latent attention: make its kernel with "
+                  "make_sparse_mla_impl (kernel::SparseMlaLayerParams, attnsel/sparse_mla.hpp), "
+                  "not make_impl",
+                  get_name()));
 }
 
 std::unique_ptr<kernel::SparseMlaImpl> CudaSparseMlaBackend::make_sparse_mla_impl(

@@ -20,7 +20,8 @@ class CudaSparseMlaBackend : public AttentionBackend {
   std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const override;
   /// A sparse MLA kernel has no standard-attention form: NotImplementedError pointing to make_sparse_mla_impl.
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
-  std::unique_ptr<kernel::SparseMlaImpl> make_sparse_mla_impl(const kernel::SparseMlaLayerParams& params) const override;
+  std::unique_ptr<kernel::SparseMlaImpl> make_sparse_mla_impl(
+      const kernel::SparseMlaLayerParams& params) const override;
   kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const override;
 };
 

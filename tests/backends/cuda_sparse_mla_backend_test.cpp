@@ -76,8 +76,8 @@ TEST(CudaSparseMlaBackend, BothBackendsRunTheKernelAndStateItsGaps) {
     EXPECT_TRUE(cls->kernel_gaps(sparse_config(DType::bfloat16, CacheDType::fp8_ds_mla), hopper).size() == 1u);
     // What the kernel does not compute, one reason each.
     EXPECT_TRUE(mentions(cls->kernel_gaps(sparse_config(DType::float32), hopper), "dtype float32"));
-    EXPECT_TRUE(mentions(cls->kernel_gaps(sparse_config(DType::bfloat16, CacheDType::fp8), hopper),
-                         "kv_cache_dtype 'fp8'"));
+    EXPECT_TRUE(
+        mentions(cls->kernel_gaps(sparse_config(DType::bfloat16, CacheDType::fp8), hopper), "kv_cache_dtype 'fp8'"));
     EXPECT_TRUE(mentions(cls->kernel_gaps(sparse_config(DType::float16, CacheDType::fp8_ds_mla), hopper),
                          "fp8_ds_mla with bfloat16"));
     AttentionSelectorConfig small = sparse_config();
@@ -112,8 +112,10 @@ TEST(CudaSparseMlaBackend, RunnableSelectionRejectsThemSayingWhy) {
       ++seen;
       EXPECT_FALSE(c.valid);
       const bool has_kernel = AttentionBackendEnum[c.backend].get_attention_class()->has_kernel();
-      if (has_kernel) EXPECT_TRUE(mentions(c.reasons, kUntested)) << c.backend;
-      else EXPECT_TRUE(mentions(c.reasons, "CUDA kernel cannot run here")) << c.backend;
+      if (has_kernel)
+        EXPECT_TRUE(mentions(c.reasons, kUntested)) << c.backend;
+      else
+        EXPECT_TRUE(mentions(c.reasons, "CUDA kernel cannot run here")) << c.backend;
     }
     EXPECT_EQ(seen, 2) << e.what();
   }

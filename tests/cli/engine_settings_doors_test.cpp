@@ -128,8 +128,8 @@ std::string cli_select(const Settings& s) {
 // vLLM's engine arguments of a plan with these settings.
 EngineArgs plan_args(const Settings& s) {
   EngineArgs a;
-  a.attention_backend = s.attention_backend.value_or("");
-  a.attention_config = s.attention_config.value_or("");
+  a.attention_backend = s.attention_backend;
+  a.attention_config = s.attention_config;
   a.kv_cache_dtype = s.kv_cache_dtype.value_or("auto");
   a.block_size = s.block_size;
   a.batch_invariant = s.batch_invariant;

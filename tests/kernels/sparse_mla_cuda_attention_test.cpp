@@ -40,10 +40,10 @@ bool sparse_gpu_available() {
   return major == 8 || major == 9;
 }
 
-#define REQUIRE_SPARSE_GPU()                                                                                     \
-  if (!sparse_gpu_available())                                                                                   \
-  GTEST_SKIP() << "no GPU the sparse MLA CUDA kernels run on (compute capability 8.x or 9.x): "                  \
-               << (cuda::cuda_kernels_unavailable_reason().empty() ? "another compute capability"               \
+#define REQUIRE_SPARSE_GPU()                                                                      \
+  if (!sparse_gpu_available())                                                                    \
+  GTEST_SKIP() << "no GPU the sparse MLA CUDA kernels run on (compute capability 8.x or 9.x): "   \
+               << (cuda::cuda_kernels_unavailable_reason().empty() ? "another compute capability" \
                                                                    : cuda::cuda_kernels_unavailable_reason())
 
 // The layer's output after W_UV (bf16): the CPU kernel's bound (three roundings to bf16).
@@ -66,14 +66,25 @@ struct DeviceWorkload {
   OnDevice weights, q, q_latent, kv_c, k_pe, cache, output, latent_out, lse, local, physical;
   SparseMlaLayerParams params;
   explicit DeviceWorkload(const SparseWorkload& w)
-      : weights(w.weights), q(w.q), q_latent(w.q_latent), kv_c(w.kv_c), k_pe(w.k_pe), cache(w.cache),
-        output(w.output), latent_out(w.latent_out), lse(w.lse), local(w.local_buf), physical(w.physical_buf),
+      : weights(w.weights),
+        q(w.q),
+        q_latent(w.q_latent),
+        kv_c(w.kv_c),
+        k_pe(w.k_pe),
+        cache(w.cache),
+        output(w.output),
+        latent_out(w.latent_out),
+        lse(w.lse),
+        local(w.local_buf),
+        physical(w.physical_buf),
         params(w.params) {
     params.kv_b_proj = weights.view();
   }
 };
 
-std::unique_ptr<SparseMlaImpl> make_gpu(const SparseMlaLayerParams& p) { return cuda::sparse_mla::make_cuda_sparse_mla_impl(p); }
+std::unique_ptr<SparseMlaImpl> make_gpu(const SparseMlaLayerParams& p) {
+  return cuda::sparse_mla::make_cuda_sparse_mla_impl(p);
+}
 
 SparseMlaPlanOptions with_lse() {
   SparseMlaPlanOptions o;
@@ -147,7 +158,8 @@ INSTANTIATE_TEST_SUITE_P(
                       LatentCase{12, 61, 97, ScalarType::bf16, CacheDType::auto_, {{150, 4}, {3, 1}}},
                       LatentCase{16, 64, 128, ScalarType::bf16, CacheDType::fp8_ds_mla, {{300, 1}, {64, 2}}},
                       LatentCase{24, 64, 64, ScalarType::f16, CacheDType::float16, {{80, 1}, {61, 3}}},
-                      LatentCase{64, 64, 2048, ScalarType::bf16, CacheDType::fp8_ds_mla, {{3001, 1}, {2047, 2}, {5, 1}}},
+                      LatentCase{
+                          64, 64, 2048, ScalarType::bf16, CacheDType::fp8_ds_mla, {{3001, 1}, {2047, 2}, {5, 1}}},
                       LatentCase{96, 5, 300, ScalarType::bf16, CacheDType::fp8_ds_mla, {{700, 1}, {129, 3}}},
                       LatentCase{128, 64, 2048, ScalarType::bf16, CacheDType::auto_, {{4099, 1}, {2049, 1}}},
                       LatentCase{128, 64, 2048, ScalarType::bf16, CacheDType::fp8_ds_mla, {{4099, 1}, {17, 1}}},
@@ -250,7 +262,8 @@ TEST(SparseMlaLatentKernelGpu, IndicesOutsideTheCacheContributeNothing) {
   auto impl = make_gpu(d.params);
   auto plan = impl->plan(w.batch.md, d.cache.view(), {}, with_lse());
   const auto [out, lse] = run_latent(w, d, *impl, *plan, d.physical);
-  const reference::Result ref = reference::attend_latent(w.params, w.q_latent.view, as_absent, w.cache.view, w.batch.tokens);
+  const reference::Result ref =
+      reference::attend_latent(w.params, w.q_latent.view, as_absent, w.cache.view, w.batch.tokens);
   EXPECT_EQ(mla::testing::compare(out, ref.out, mla::testing::kLatentHalf), "");
   EXPECT_EQ(mla::testing::compare(lse, ref.lse, mla::testing::kLse), "");
 }
@@ -430,15 +443,25 @@ TEST(SparseMlaChecksGpu, BadLayersAndTensorsAreRefusedOnTheHost) {
   shifted.shape[0] -= 1;
   expect_error([&] { impl->attend_latent(*plan, shifted, d.physical.view(), d.cache.view(), d.latent_out.view(), {}); },
                "16 bytes");
-  expect_error([&] { impl->attend_latent(*plan, d.q_latent.view(), w.physical_buf.view, d.cache.view(), d.latent_out.view(), {}); },
-               "indices");
+  expect_error(
+      [&] {
+        impl->attend_latent(*plan, d.q_latent.view(), w.physical_buf.view, d.cache.view(), d.latent_out.view(), {});
+      },
+      "indices");
   auto no_lse = impl->plan(w.batch.md, d.cache.view(), {}, {});
-  expect_error([&] { impl->attend_latent(*no_lse, d.q_latent.view(), d.physical.view(), d.cache.view(), d.latent_out.view(), {}, &d.lse.view()); },
-               "SparseMlaPlanOptions::lse");
+  expect_error(
+      [&] {
+        impl->attend_latent(*no_lse, d.q_latent.view(), d.physical.view(), d.cache.view(), d.latent_out.view(), {},
+                            &d.lse.view());
+      },
+      "SparseMlaPlanOptions::lse");
   auto cpu = cpu::make_cpu_sparse_mla_impl(w.params);
   auto cpu_plan = cpu->plan(w.batch.md, w.cache.view, {}, {});
-  expect_error([&] { impl->attend_latent(*cpu_plan, d.q_latent.view(), d.physical.view(), d.cache.view(), d.latent_out.view(), {}); },
-               "not made by a CUDA sparse MLA");
+  expect_error(
+      [&] {
+        impl->attend_latent(*cpu_plan, d.q_latent.view(), d.physical.view(), d.cache.view(), d.latent_out.view(), {});
+      },
+      "not made by a CUDA sparse MLA");
   cuda::synchronize("sparse MLA checks");
   std::vector<double> untouched = d.latent_out.read(w.latent_out, 1);
   EXPECT_TRUE(std::isnan(untouched[0])) << "a refused call wrote its output";

@@ -17,9 +17,10 @@ namespace {
 void device_gap(const RuntimeEnv& env, std::vector<std::string>& gaps) {
   if (env.device.kind == PlatformKind::cuda && env.device.capability && env.device.capability->major != 8 &&
       env.device.capability->major != 9)
-    gaps.push_back(fmt::format("attnsel's sparse MLA CUDA kernels are built for sm_80 and sm_90a; compute capability "
-                               "{} has no kernel image in this build",
-                               env.device.capability->str()));
+    gaps.push_back(
+        fmt::format("attnsel's sparse MLA CUDA kernels are built for sm_80 and sm_90a; compute capability "
+                    "{} has no kernel image in this build",
+                    env.device.capability->str()));
 }
 
 }  // namespace
@@ -37,13 +38,15 @@ std::vector<std::string> cuda_sparse_mla_gaps(const AttentionSelectorConfig& c, 
                            (kv == CacheDType::float16 && c.dtype == DType::float16);
   const bool ds_mla = kv == CacheDType::fp8_ds_mla && c.dtype == DType::bfloat16;
   if (!model_dtype && !ds_mla)
-    gaps.push_back(fmt::format("kv_cache_dtype '{}' with {} activations is not implemented in attnsel's sparse MLA "
-                               "CUDA kernel (the model dtype, or fp8_ds_mla with bfloat16)",
-                               cache_dtype_name(kv), dtype_name(c.dtype)));
+    gaps.push_back(
+        fmt::format("kv_cache_dtype '{}' with {} activations is not implemented in attnsel's sparse MLA "
+                    "CUDA kernel (the model dtype, or fp8_ds_mla with bfloat16)",
+                    cache_dtype_name(kv), dtype_name(c.dtype)));
   if (c.head_size != 576)
-    gaps.push_back(fmt::format("head size {} is not implemented in attnsel's sparse MLA CUDA kernel (DeepSeek's "
-                               "576-wide latent: kv_lora_rank 512 + qk_rope_head_dim 64)",
-                               c.head_size));
+    gaps.push_back(
+        fmt::format("head size {} is not implemented in attnsel's sparse MLA CUDA kernel (DeepSeek's "
+                    "576-wide latent: kv_lora_rank 512 + qk_rope_head_dim 64)",
+                    c.head_size));
   device_gap(env, gaps);
   return gaps;
 }
@@ -54,9 +57,10 @@ std::vector<std::string> cuda_indexer_gaps(const AttentionSelectorConfig& c, con
       "attnsel's lightning indexer CUDA kernel (src/kernels/sparse_mla/cuda) has not yet passed its tests on an H200 "
       "(tests/kernels/sparse_mla_cuda_indexer_test.cpp): selection does not choose it until it has");
   if (c.head_size != 0 && c.head_size != 128)
-    gaps.push_back(fmt::format("index_head_dim {} is not implemented in attnsel's lightning indexer CUDA kernel (128: "
-                               "one fp8 quantisation block)",
-                               c.head_size));
+    gaps.push_back(
+        fmt::format("index_head_dim {} is not implemented in attnsel's lightning indexer CUDA kernel (128: "
+                    "one fp8 quantisation block)",
+                    c.head_size));
   device_gap(env, gaps);
   return gaps;
 }

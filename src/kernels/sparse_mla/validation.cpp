@@ -151,4 +151,37 @@ StepShape step_shape(const mla::MlaBatch& batch, ScalarType dtype, int num_heads
   return s;
 }
 
+void check_planned_key_cache(const IndexerLayerParams& p, const TensorView& key_cache, const StepShape& plan,
+                             DeviceKind device) {
+  validate_key_cache(p, key_cache, device);
+  try {
+    mla::check_planned_cache(key_cache, plan);
+  } catch (const ValueError& e) {
+    throw ValueError(fmt::format("key_cache: {}", e.what()));
+  }
+}
+
+void check_indexer_inputs(const IndexerLayerParams& p, const TensorView& q, const TensorView& weights,
+                          const StepShape& plan) {
+  const int T = plan.num_actual_tokens;
+  mla::check_tensor(q, "q", {T, p.num_heads, p.head_dim}, p.dtype, plan);
+  const ScalarType weights_dtype = weights.dtype == ScalarType::f32 ? ScalarType::f32 : p.dtype;
+  mla::check_tensor(weights, "weights", {T, p.num_heads}, weights_dtype, plan);
+}
+
+TensorView planned_key_cache_geometry(const StepShape& shape, DeviceKind device) {
+  TensorView g;  // its data is not read
+  g.ndim = 3;
+  g.dtype = shape.cache_dtype;
+  g.device = device;
+  g.device_index = shape.device_index;
+  g.shape[0] = shape.cache_shape[0];
+  g.shape[1] = shape.cache_shape[1];
+  g.shape[2] = shape.cache_shape[3];
+  g.stride[0] = shape.key_strides[0];
+  g.stride[1] = shape.key_strides[1];
+  g.stride[2] = 1;
+  return g;
+}
+
 }  // namespace attnsel::kernel::sparse_mla

@@ -49,6 +49,20 @@ void validate_indexer_layer(const IndexerLayerParams& p, const IndexerKernelLimi
 /// overlap.
 void validate_key_cache(const IndexerLayerParams& p, const TensorView& key_cache, DeviceKind device);
 
+/// A call's key cache against its plan: validate_key_cache, then the plan's geometry
+/// (ValueError prefixed "key_cache: ").
+void check_planned_key_cache(const IndexerLayerParams& p, const TensorView& key_cache, const StepShape& plan,
+                             DeviceKind device);
+
+/// A call's indexer inputs: q [num_actual_tokens, num_heads, head_dim] of the layer's dtype
+/// and weights [num_actual_tokens, num_heads] in f32 or the layer's dtype.
+void check_indexer_inputs(const IndexerLayerParams& p, const TensorView& q, const TensorView& weights,
+                          const StepShape& plan);
+
+/// The plan's key-cache geometry as a view without data, so a plan can be rebuilt from its
+/// shape alone (update()).
+TensorView planned_key_cache_geometry(const StepShape& shape, DeviceKind device);
+
 /// The StepShape of a plan over `cache` ([num_blocks, block_size, width]): the batch's size,
 /// the activation dtype, heads, and the cache's geometry as [num_blocks, block_size, 1,
 /// width] (what kernels/mla/validation.hpp's check_planned_cache compares).

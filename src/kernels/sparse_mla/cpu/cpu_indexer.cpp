@@ -60,7 +60,7 @@ class CpuIndexerImpl final : public IndexerImpl {
 
   void update(StepPlan& base, const AttentionMetadata& md, Stream) const override {
     CpuIndexerPlan& plan = own(base);
-    build(plan, md, planned_geometry(plan.shape()));
+    build(plan, md, planned_key_cache_geometry(plan.shape(), DeviceKind::cpu));
   }
 
   void write_cache(const StepPlan& base, const TensorView& k, const TensorView& key_cache, Stream) const override {
@@ -69,7 +69,7 @@ class CpuIndexerImpl final : public IndexerImpl {
       throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
                        "was empty), so there is nowhere to write");
     mla::check_tensor(k, "k", {plan.batch.num_actual_tokens, params_.head_dim}, params_.dtype, plan.shape());
-    check_cache(plan, key_cache);
+    check_planned_key_cache(params_, key_cache, plan.shape(), DeviceKind::cpu);
     mla::check_no_overlap(key_cache, "key_cache", k, "k");
     write_keys(step(plan), k, key_cache);
   }
@@ -77,7 +77,8 @@ class CpuIndexerImpl final : public IndexerImpl {
   void logits(const StepPlan& base, const TensorView& q, const TensorView& weights, const TensorView& key_cache,
               const TensorView& logits, Stream) const override {
     const CpuIndexerPlan& plan = own(base);
-    check_inputs(plan, q, weights, key_cache);
+    check_indexer_inputs(params_, q, weights, plan.shape());
+    check_planned_key_cache(params_, key_cache, plan.shape(), DeviceKind::cpu);
     const int T = plan.batch.num_actual_tokens;
     const std::int64_t width = std::max(plan.batch.max_seq_len, 1);
     if (logits.ndim != 2 || logits.shape[0] < T || logits.shape[1] < width || logits.dtype != ScalarType::f32 ||
@@ -97,7 +98,8 @@ class CpuIndexerImpl final : public IndexerImpl {
   void top_k(const StepPlan& base, const TensorView& q, const TensorView& weights, const TensorView& key_cache,
              const TensorView& indices, Stream) const override {
     const CpuIndexerPlan& plan = own(base);
-    check_inputs(plan, q, weights, key_cache);
+    check_indexer_inputs(params_, q, weights, plan.shape());
+    check_planned_key_cache(params_, key_cache, plan.shape(), DeviceKind::cpu);
     mla::check_tensor(indices, "indices", {plan.batch.num_actual_tokens, params_.topk}, ScalarType::i32, plan.shape());
     for (const auto& [input, name] : {std::pair{&q, "q"}, std::pair{&weights, "weights"},
                                       std::pair{&key_cache, "key_cache"}})
@@ -123,38 +125,6 @@ class CpuIndexerImpl final : public IndexerImpl {
                                    params_.num_heads, to_string(params_.dtype), plan.shape().num_heads,
                                    to_string(plan.shape().dtype)));
     return plan;
-  }
-
-  void check_cache(const CpuIndexerPlan& plan, const TensorView& key_cache) const {
-    validate_key_cache(params_, key_cache, DeviceKind::cpu);
-    try {
-      mla::check_planned_cache(key_cache, plan.shape());
-    } catch (const ValueError& e) {
-      throw ValueError(fmt::format("key_cache: {}", e.what()));
-    }
-  }
-
-  void check_inputs(const CpuIndexerPlan& plan, const TensorView& q, const TensorView& weights,
-                    const TensorView& key_cache) const {
-    const int T = plan.batch.num_actual_tokens;
-    mla::check_tensor(q, "q", {T, params_.num_heads, params_.head_dim}, params_.dtype, plan.shape());
-    const ScalarType wt = weights.dtype == ScalarType::f32 ? ScalarType::f32 : params_.dtype;
-    mla::check_tensor(weights, "weights", {T, params_.num_heads}, wt, plan.shape());
-    check_cache(plan, key_cache);
-  }
-
-  static TensorView planned_geometry(const StepShape& shape) {
-    TensorView g;  // the plan's cache geometry (its data is not read)
-    g.ndim = 3;
-    g.dtype = shape.cache_dtype;
-    g.device = DeviceKind::cpu;
-    g.shape[0] = shape.cache_shape[0];
-    g.shape[1] = shape.cache_shape[1];
-    g.shape[2] = shape.cache_shape[3];
-    g.stride[0] = shape.key_strides[0];
-    g.stride[1] = shape.key_strides[1];
-    g.stride[2] = 1;
-    return g;
   }
 
   void build(CpuIndexerPlan& plan, const AttentionMetadata& md, const TensorView& key_cache) const {

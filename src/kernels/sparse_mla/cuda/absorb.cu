@@ -87,8 +87,10 @@ __global__ void __launch_bounds__(kThreads) split_weights_kernel(const __grid_co
   T* uk = static_cast<T*>(p.w_uk);
   T* uv = static_cast<T*>(p.w_uv_t);
   for (int l = static_cast<int>(threadIdx.x); l < p.latent; l += kThreads) {
-    if (j < p.nope) uk[(std::int64_t(head) * p.nope + j) * p.latent + l] = src[l];
-    else uv[(std::int64_t(head) * p.latent + l) * p.v + (j - p.nope)] = src[l];
+    if (j < p.nope)
+      uk[(std::int64_t(head) * p.nope + j) * p.latent + l] = src[l];
+    else
+      uv[(std::int64_t(head) * p.latent + l) * p.v + (j - p.nope)] = src[l];
   }
 }
 
@@ -103,22 +105,25 @@ cudaError_t launch_typed(void (*bf16)(Params), void (*f16)(Params), ScalarType d
 
 void launch_head_gemm(const HeadGemmParams& p, ScalarType dtype, void* stream) {
   if (p.tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>((p.tokens + kTile - 1) / kTile), static_cast<unsigned>((p.n + kTile - 1) / kTile),
-                  static_cast<unsigned>(p.heads));
-  check_cuda(launch_typed(head_gemm_kernel<__nv_bfloat16>, head_gemm_kernel<__half>, dtype, grid, p, static_cast<cudaStream_t>(stream)), "sparse MLA absorption",
-             cfg_string("{} tokens, {} heads, {} x {}", p.tokens, p.heads, p.k, p.n));
+  const dim3 grid(static_cast<unsigned>((p.tokens + kTile - 1) / kTile),
+                  static_cast<unsigned>((p.n + kTile - 1) / kTile), static_cast<unsigned>(p.heads));
+  check_cuda(launch_typed(head_gemm_kernel<__nv_bfloat16>, head_gemm_kernel<__half>, dtype, grid, p,
+                          static_cast<cudaStream_t>(stream)),
+             "sparse MLA absorption", cfg_string("{} tokens, {} heads, {} x {}", p.tokens, p.heads, p.k, p.n));
 }
 
 void launch_row_copy(const RowCopyParams& p, ScalarType dtype, void* stream) {
   if (p.tokens == 0) return;
-  check_cuda(launch_typed(row_copy_kernel<__nv_bfloat16>, row_copy_kernel<__half>, dtype, dim3(static_cast<unsigned>(p.tokens)), p, static_cast<cudaStream_t>(stream)),
+  check_cuda(launch_typed(row_copy_kernel<__nv_bfloat16>, row_copy_kernel<__half>, dtype,
+                          dim3(static_cast<unsigned>(p.tokens)), p, static_cast<cudaStream_t>(stream)),
              "sparse MLA query rope copy", cfg_string("{} tokens, {} heads", p.tokens, p.heads));
 }
 
 void launch_split_weights(const SplitWeightsParams& p, ScalarType dtype, void* stream) {
   const dim3 grid(static_cast<unsigned>(p.heads * (p.nope + p.v)));
-  check_cuda(launch_typed(split_weights_kernel<__nv_bfloat16>, split_weights_kernel<__half>, dtype, grid, p, static_cast<cudaStream_t>(stream)), "sparse MLA weight split",
-             cfg_string("{} heads", p.heads));
+  check_cuda(launch_typed(split_weights_kernel<__nv_bfloat16>, split_weights_kernel<__half>, dtype, grid, p,
+                          static_cast<cudaStream_t>(stream)),
+             "sparse MLA weight split", cfg_string("{} heads", p.heads));
 }
 
 }  // namespace attnsel::kernel::cuda::sparse_mla

@@ -79,9 +79,10 @@ class CudaIndexerImpl final : public IndexerImpl {
     validate_cache(key_cache);
     const IndexerKernelLimits lim = limits();
     if (options.decode_query_len < 1 || options.decode_query_len > lim.max_decode_query_len)
-      throw ValueError(fmt::format("IndexerPlanOptions::decode_query_len = {}; the CUDA indexer takes 1 to {} query "
-                                   "tokens per decode request",
-                                   options.decode_query_len, lim.max_decode_query_len));
+      throw ValueError(
+          fmt::format("IndexerPlanOptions::decode_query_len = {}; the CUDA indexer takes 1 to {} query "
+                      "tokens per decode request",
+                      options.decode_query_len, lim.max_decode_query_len));
     if (options.logits_bytes < 0)
       throw ValueError(fmt::format("IndexerPlanOptions::logits_bytes = {} is negative (0 = the kernel's default)",
                                    options.logits_bytes));
@@ -93,15 +94,16 @@ class CudaIndexerImpl final : public IndexerImpl {
 
   void update(StepPlan& base, const AttentionMetadata& md, Stream stream) const override {
     CudaIndexerPlan& plan = own(base);
-    build(plan, md, planned_geometry(plan.shape()), stream);
+    build(plan, md, host::planned_key_cache_geometry(plan.shape(), DeviceKind::cuda), stream);
   }
 
   void write_cache(const StepPlan& base, const TensorView& k, const TensorView& key_cache,
                    Stream stream) const override {
     const CudaIndexerPlan& plan = own(base);
     if (!plan.shape().slot_mapping)
-      throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-                       "was empty), so there is nowhere to write");
+      throw ValueError(
+          "write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
+          "was empty), so there is nowhere to write");
     mla_host::check_tensor(k, "k", {plan.batch.num_actual_tokens, params_.head_dim}, params_.dtype, plan.shape());
     check_cache(plan, key_cache);
     mla_host::check_no_overlap(key_cache, "key_cache", k, "k");
@@ -120,21 +122,23 @@ class CudaIndexerImpl final : public IndexerImpl {
   void logits(const StepPlan& base, const TensorView& q, const TensorView& weights, const TensorView& key_cache,
               const TensorView& logits, Stream stream) const override {
     const CudaIndexerPlan& plan = own(base);
-    check_inputs(plan, q, weights, key_cache);
+    host::check_indexer_inputs(params_, q, weights, plan.shape());
+    check_cache(plan, key_cache);
     const int T = plan.batch.num_actual_tokens;
     const std::int64_t width = std::max(plan.batch.max_seq_len, 1);
     if (logits.ndim != 2 || logits.shape[0] < T || logits.shape[1] < width || logits.dtype != ScalarType::f32 ||
         logits.device != DeviceKind::cuda || logits.device_index != plan.shape().device_index ||
         (logits.shape[1] > 1 && logits.stride[1] != 1) || logits.stride[0] < 0)
-      throw ValueError(fmt::format("logits must be f32 [>= {}, >= {}] (tokens, max_seq_len) on cuda:{} with unit "
-                                   "stride in its last dimension, got {}",
-                                   T, width, plan.shape().device_index, logits.describe()));
+      throw ValueError(
+          fmt::format("logits must be f32 [>= {}, >= {}] (tokens, max_seq_len) on cuda:{} with unit "
+                      "stride in its last dimension, got {}",
+                      T, width, plan.shape().device_index, logits.describe()));
     if (logits.shape[1] > kMaxPositions)
       throw ValueError(fmt::format("logits {} is wider than the {} positions the CUDA indexer writes per row",
                                    logits.describe(), kMaxPositions));
     if (T > 0 && logits.data == nullptr) throw ValueError("logits has a null data pointer");
-    for (const auto& [input, name] : {std::pair{&q, "q"}, std::pair{&weights, "weights"},
-                                      std::pair{&key_cache, "key_cache"}})
+    for (const auto& [input, name] :
+         {std::pair{&q, "q"}, std::pair{&weights, "weights"}, std::pair{&key_cache, "key_cache"}})
       mla_host::check_no_overlap(logits, "logits", *input, name);
     const DeviceScope scope(plan.shape().device_index);
     for (const Wave& wave : plan.waves) {
@@ -147,11 +151,12 @@ class CudaIndexerImpl final : public IndexerImpl {
   void top_k(const StepPlan& base, const TensorView& q, const TensorView& weights, const TensorView& key_cache,
              const TensorView& indices, Stream stream) const override {
     const CudaIndexerPlan& plan = own(base);
-    check_inputs(plan, q, weights, key_cache);
+    host::check_indexer_inputs(params_, q, weights, plan.shape());
+    check_cache(plan, key_cache);
     mla_host::check_tensor(indices, "indices", {plan.batch.num_actual_tokens, params_.topk}, ScalarType::i32,
                            plan.shape());
-    for (const auto& [input, name] : {std::pair{&q, "q"}, std::pair{&weights, "weights"},
-                                      std::pair{&key_cache, "key_cache"}})
+    for (const auto& [input, name] :
+         {std::pair{&q, "q"}, std::pair{&weights, "weights"}, std::pair{&key_cache, "key_cache"}})
       mla_host::check_no_overlap(indices, "indices", *input, name);
     const DeviceScope scope(plan.shape().device_index);
     auto* scores = static_cast<float*>(plan.logits.data());
@@ -177,49 +182,21 @@ class CudaIndexerImpl final : public IndexerImpl {
       throw ValueError("this plan was not made by a CUDA indexer implementation: build it with this layer's plan()");
     auto& plan = const_cast<CudaIndexerPlan&>(static_cast<const CudaIndexerPlan&>(base));
     if (plan.shape().num_heads != params_.num_heads || plan.shape().dtype != params_.dtype)
-      throw ValueError(fmt::format("the indexer layer ({} heads, {}) is not in the plan's group ({} heads, {}): build "
-                                   "one plan per layer group",
-                                   params_.num_heads, to_string(params_.dtype), plan.shape().num_heads,
-                                   to_string(plan.shape().dtype)));
+      throw ValueError(fmt::format(
+          "the indexer layer ({} heads, {}) is not in the plan's group ({} heads, {}): build "
+          "one plan per layer group",
+          params_.num_heads, to_string(params_.dtype), plan.shape().num_heads, to_string(plan.shape().dtype)));
     return plan;
+  }
+
+  void check_cache(const CudaIndexerPlan& plan, const TensorView& key_cache) const {
+    host::check_planned_key_cache(params_, key_cache, plan.shape(), DeviceKind::cuda);
+    require_aligned(key_cache, "key_cache", 4);
   }
 
   void validate_cache(const TensorView& key_cache) const {
     host::validate_key_cache(params_, key_cache, DeviceKind::cuda);
     require_aligned(key_cache, "key_cache", 4);  // keys are read and written in 4-byte words
-  }
-
-  void check_cache(const CudaIndexerPlan& plan, const TensorView& key_cache) const {
-    validate_cache(key_cache);
-    try {
-      mla_host::check_planned_cache(key_cache, plan.shape());
-    } catch (const ValueError& e) {
-      throw ValueError(fmt::format("key_cache: {}", e.what()));
-    }
-  }
-
-  void check_inputs(const CudaIndexerPlan& plan, const TensorView& q, const TensorView& weights,
-                    const TensorView& key_cache) const {
-    const int T = plan.batch.num_actual_tokens;
-    mla_host::check_tensor(q, "q", {T, params_.num_heads, params_.head_dim}, params_.dtype, plan.shape());
-    const ScalarType wt = weights.dtype == ScalarType::f32 ? ScalarType::f32 : params_.dtype;
-    mla_host::check_tensor(weights, "weights", {T, params_.num_heads}, wt, plan.shape());
-    check_cache(plan, key_cache);
-  }
-
-  static TensorView planned_geometry(const StepShape& shape) {
-    TensorView g;  // the plan's cache geometry (its data is not read)
-    g.ndim = 3;
-    g.dtype = shape.cache_dtype;
-    g.device = DeviceKind::cuda;
-    g.device_index = shape.device_index;
-    g.shape[0] = shape.cache_shape[0];
-    g.shape[1] = shape.cache_shape[1];
-    g.shape[2] = shape.cache_shape[3];
-    g.stride[0] = shape.key_strides[0];
-    g.stride[1] = shape.key_strides[1];
-    g.stride[2] = 1;
-    return g;
   }
 
   void build(CudaIndexerPlan& plan, const AttentionMetadata& md, const TensorView& key_cache, Stream stream) const {
@@ -238,7 +215,8 @@ class CudaIndexerImpl final : public IndexerImpl {
     const int T = plan.batch.num_actual_tokens;
     plan.logits_stride = std::max(plan.batch.max_seq_len, 1);
     const std::int64_t budget = plan.options.logits_bytes > 0 ? plan.options.logits_bytes : kDefaultLogitsBytes;
-    const auto per_wave = static_cast<int>(std::clamp<std::int64_t>(budget / (plan.logits_stride * 4), 1, std::max(T, 1)));
+    const auto per_wave =
+        static_cast<int>(std::clamp<std::int64_t>(budget / (plan.logits_stride * 4), 1, std::max(T, 1)));
     plan.waves.clear();
     const std::vector<std::int32_t>& len = plan.device.host_row_len();
     for (int begin = 0; begin < T; begin += per_wave) {
@@ -252,7 +230,8 @@ class CudaIndexerImpl final : public IndexerImpl {
     reserve(plan.logits, wave_tokens * static_cast<std::size_t>(plan.logits_stride) * 4);
     reserve(plan.q8, wave_tokens * heads * kIndexerDim * 2);
     reserve(plan.w_eff, wave_tokens * heads * 4);
-    set_plan_fields(plan, host::step_shape(plan.batch, params_.dtype, params_.num_heads, key_cache, false), &kPlanMaker);
+    set_plan_fields(plan, host::step_shape(plan.batch, params_.dtype, params_.num_heads, key_cache, false),
+                    &kPlanMaker);
   }
 
   void quantise(const CudaIndexerPlan& plan, const Wave& wave, const TensorView& q, const TensorView& weights,

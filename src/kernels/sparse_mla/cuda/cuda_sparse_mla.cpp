@@ -41,7 +41,7 @@ class CudaSparseMlaPlan final : public StepPlan {
   SparseMlaPlanOptions options;
   DeviceBatch device;
   int splits = 1, keys_per_split = 0;
-  DeviceBuffer partials;    ///< split pieces: part_o [splits, tokens, heads, 512] f32, then part_lse
+  DeviceBuffer partials;  ///< split pieces: part_o [splits, tokens, heads, 512] f32, then part_lse
   std::size_t part_lse_off = 0;
   DeviceBuffer physical;    ///< execute's index rows as cache rows [tokens, topk] i32
   DeviceBuffer q_latent;    ///< execute's absorbed queries [tokens, heads, 576]
@@ -51,10 +51,10 @@ class CudaSparseMlaPlan final : public StepPlan {
     return device.bytes() + partials.size() + physical.size() + q_latent.size() + latent_out.size();
   }
   std::string describe() const override {
-    return fmt::format("sparse MLA (CUDA mma.sync): {} tokens x {} heads in groups of 16, index rows of {} in {} "
-                       "piece{}",
-                       batch.num_actual_tokens, shape().num_heads, keys_per_split * splits, splits,
-                       splits == 1 ? "" : "s");
+    return fmt::format(
+        "sparse MLA (CUDA mma.sync): {} tokens x {} heads in groups of 16, index rows of {} in {} "
+        "piece{}",
+        batch.num_actual_tokens, shape().num_heads, keys_per_split * splits, splits, splits == 1 ? "" : "s");
   }
 };
 
@@ -69,9 +69,10 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
     host::validate_sparse_layer(params_, cuda_sparse_mla_limits(), DeviceKind::cuda, kKernelName);
     format_ = host::latent_format(params_);
     if (params_.dtype != ScalarType::bf16 && params_.dtype != ScalarType::f16)
-      throw ValueError(fmt::format("dtype {} is not computed by {}; supported: bf16, f16 (its products are "
-                                   "16-bit mma)",
-                                   to_string(params_.dtype), kKernelName));
+      throw ValueError(
+          fmt::format("dtype {} is not computed by {}; supported: bf16, f16 (its products are "
+                      "16-bit mma)",
+                      to_string(params_.dtype), kKernelName));
     device_ = params_.kv_b_proj.data ? params_.kv_b_proj.device_index : current_device();
     require_sparse_device(device_);
     sms_ = device_multiprocessors(device_);
@@ -87,9 +88,10 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
     validate_cache(cache);
     const SparseMlaKernelLimits lim = limits();
     if (options.decode_query_len < 1 || options.decode_query_len > lim.max_decode_query_len)
-      throw ValueError(fmt::format("SparseMlaPlanOptions::decode_query_len = {}; {} takes 1 to {} query tokens per "
-                                   "decode request",
-                                   options.decode_query_len, kKernelName, lim.max_decode_query_len));
+      throw ValueError(
+          fmt::format("SparseMlaPlanOptions::decode_query_len = {}; {} takes 1 to {} query tokens per "
+                      "decode request",
+                      options.decode_query_len, kKernelName, lim.max_decode_query_len));
     auto plan = std::make_unique<CudaSparseMlaPlan>();
     plan->options = options;
     build(*plan, md, cache, stream);
@@ -105,8 +107,9 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
                    Stream stream) const override {
     const CudaSparseMlaPlan& plan = own(base);
     if (!plan.shape().slot_mapping)
-      throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-                       "was empty), so there is nowhere to write");
+      throw ValueError(
+          "write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
+          "was empty), so there is nowhere to write");
     const int T = plan.batch.num_actual_tokens;
     mla_host::check_tensor(kv_c, "kv_c", {T, params_.dims.kv_lora_rank}, params_.dtype, plan.shape());
     mla_host::check_tensor(k_pe, "k_pe", {T, params_.dims.qk_rope_head_dim}, params_.dtype, plan.shape());
@@ -143,8 +146,9 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
                const TensorView& output, Stream stream) const override {
     const CudaSparseMlaPlan& plan = own(base);
     if (!w_uk_.data())
-      throw ValueError("execute needs the layer's kv_b_proj (SparseMlaLayerParams::kv_b_proj had no data when the "
-                       "implementation was made: such a layer runs attend_latent only)");
+      throw ValueError(
+          "execute needs the layer's kv_b_proj (SparseMlaLayerParams::kv_b_proj had no data when the "
+          "implementation was made: such a layer runs attend_latent only)");
     const MlaDims& d = params_.dims;
     const int T = plan.batch.num_actual_tokens;
     mla_host::check_tensor(q, "q", {T, d.num_heads, d.qk_head_size()}, params_.dtype, plan.shape());
@@ -214,7 +218,8 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
   }
 
   void attend_latent(const StepPlan& base, const TensorView& q_latent, const TensorView& indices,
-                     const TensorView& cache, const TensorView& out, Stream stream, const TensorView* lse) const override {
+                     const TensorView& cache, const TensorView& out, Stream stream,
+                     const TensorView* lse) const override {
     const CudaSparseMlaPlan& plan = own(base);
     const MlaDims& d = params_.dims;
     const int T = plan.batch.num_actual_tokens;
@@ -254,9 +259,10 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
   }
 
  private:
+  // The current device (0 when there is none: require_sparse_device then says why).
   static int current_device() {
     int device = 0;
-    check(cudaGetDevice(&device), "cudaGetDevice");
+    if (cudaGetDevice(&device) != cudaSuccess) device = 0;
     return device;
   }
 
@@ -269,19 +275,19 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
     const StepShape& s = plan.shape();
     if (s.num_heads != params_.dims.num_heads || s.dtype != params_.dtype ||
         s.batch_invariant != params_.batch_invariant || s.device_index != device_)
-      throw ValueError(fmt::format("the layer ({} heads, {}{}, cuda:{}) is not in the plan's group ({} heads, {}{}, "
-                                   "cuda:{}): build one plan per KV-cache group",
-                                   params_.dims.num_heads, to_string(params_.dtype),
-                                   params_.batch_invariant ? ", batch-invariant" : "", device_, s.num_heads,
-                                   to_string(s.dtype), s.batch_invariant ? ", batch-invariant" : "", s.device_index));
+      throw ValueError(fmt::format(
+          "the layer ({} heads, {}{}, cuda:{}) is not in the plan's group ({} heads, {}{}, "
+          "cuda:{}): build one plan per KV-cache group",
+          params_.dims.num_heads, to_string(params_.dtype), params_.batch_invariant ? ", batch-invariant" : "", device_,
+          s.num_heads, to_string(s.dtype), s.batch_invariant ? ", batch-invariant" : "", s.device_index));
     return plan;
   }
 
   void validate_cache(const TensorView& cache) const {
     host::validate_latent_cache(params_, cache, DeviceKind::cuda);
     if (cache.device_index != device_)
-      throw ValueError(fmt::format("cache is on cuda:{} but the layer's weights are on cuda:{}", cache.device_index,
-                                   device_));
+      throw ValueError(
+          fmt::format("cache is on cuda:{} but the layer's weights are on cuda:{}", cache.device_index, device_));
     require_aligned(cache, "cache", 16);
     if (cache.shape[0] * cache.shape[1] > std::numeric_limits<std::int32_t>::max())
       throw ValueError(fmt::format("cache {} holds more than 2^31 - 1 rows: index rows are int32", cache.describe()));

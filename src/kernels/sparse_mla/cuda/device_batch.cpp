@@ -36,9 +36,10 @@ std::string sparse_device_unavailable_reason(int device) {
   const DeviceInfo info = device_info(device);
   // The kernels are compiled for sm_80 and sm_90a (mma.sync, cp.async): images for 8.x and 9.0.
   if (info.major != 8 && info.major != 9)
-    return fmt::format("attnsel's sparse MLA CUDA kernels are built for sm_80 and sm_90a; device {} ({}) has compute "
-                       "capability {}.{}",
-                       device, info.name, info.major, info.minor);
+    return fmt::format(
+        "attnsel's sparse MLA CUDA kernels are built for sm_80 and sm_90a; device {} ({}) has compute "
+        "capability {}.{}",
+        device, info.name, info.major, info.minor);
   return "";
 }
 
@@ -54,9 +55,10 @@ void require_aligned(const TensorView& t, const char* name, int bytes) {
   bool ok = reinterpret_cast<std::uintptr_t>(t.data) % static_cast<std::uintptr_t>(bytes) == 0;
   for (int d = 0; d + 1 < t.ndim; ++d) ok = ok && (t.stride[d] * es) % bytes == 0;
   if (!ok)
-    throw ValueError(fmt::format("{} must start at a multiple of {} bytes and have strides of multiples of {} bytes "
-                                 "(the CUDA kernels' vector loads), got {}",
-                                 name, bytes, bytes, t.describe()));
+    throw ValueError(
+        fmt::format("{} must start at a multiple of {} bytes and have strides of multiples of {} bytes "
+                    "(the CUDA kernels' vector loads), got {}",
+                    name, bytes, bytes, t.describe()));
 }
 
 void DeviceBatch::upload(const kernel::mla::MlaBatch& b, Stream stream) {

@@ -50,9 +50,12 @@ void launch_key_write(const KeyWriteParams& p, ScalarType dtype, void* stream) {
   const dim3 grid(static_cast<unsigned>((p.tokens + kWarpsPerBlock - 1) / kWarpsPerBlock)), block(32 * kWarpsPerBlock);
   const auto s = static_cast<cudaStream_t>(stream);
   cudaError_t err;
-  if (dtype == ScalarType::bf16) err = launch_kernel(key_write_kernel<__nv_bfloat16>, grid, block, 0, s, false, p);
-  else if (dtype == ScalarType::f16) err = launch_kernel(key_write_kernel<__half>, grid, block, 0, s, false, p);
-  else err = launch_kernel(key_write_kernel<float>, grid, block, 0, s, false, p);
+  if (dtype == ScalarType::bf16)
+    err = launch_kernel(key_write_kernel<__nv_bfloat16>, grid, block, 0, s, false, p);
+  else if (dtype == ScalarType::f16)
+    err = launch_kernel(key_write_kernel<__half>, grid, block, 0, s, false, p);
+  else
+    err = launch_kernel(key_write_kernel<float>, grid, block, 0, s, false, p);
   check_cuda(err, "indexer key cache write", cfg_string("{} tokens", p.tokens));
 }
 

@@ -37,7 +37,8 @@ __global__ void __launch_bounds__(256) query_quant_kernel(const __grid_constant_
   const int lane = static_cast<int>(threadIdx.x) % 32;
   if (row >= std::int64_t(p.tokens) * p.heads) return;
   const int token = static_cast<int>(row / p.heads), head = static_cast<int>(row % p.heads);
-  const T* q = static_cast<const T*>(p.q) + std::int64_t(token) * p.q_token_stride + std::int64_t(head) * p.q_head_stride;
+  const T* q =
+      static_cast<const T*>(p.q) + std::int64_t(token) * p.q_token_stride + std::int64_t(head) * p.q_head_stride;
   float x[4];
   float amax = 0.0f;
 #pragma unroll
@@ -118,7 +119,8 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const __grid_constant_
     float scale = 0.0f;
     if (s < len) {
       const std::uint8_t* block = p.cache + std::int64_t(table[s / p.block_size]) * p.block_stride;
-      scale = *reinterpret_cast<const float*>(block + std::int64_t(p.block_size) * kIndexerDim + (s % p.block_size) * 4);
+      scale =
+          *reinterpret_cast<const float*>(block + std::int64_t(p.block_size) * kIndexerDim + (s % p.block_size) * 4);
     }
     kappa[r] = scale;
   }

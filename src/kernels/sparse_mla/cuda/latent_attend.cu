@@ -27,10 +27,10 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr float kLn2 = 0.6931471805599453f;
 // Shared-memory rows are padded by 16 bytes, so ldmatrix's eight row reads hit eight bank groups.
-constexpr int kRowStride = kLatentDim + 8;   // queries and gathered rows, elements
-constexpr int kPStride = kKeyChunk + 8;      // probabilities, elements
-constexpr int kSStride = kKeyChunk + 4;      // scores, floats
-constexpr int kUnits = kLatentDim / 8;       // 16-byte units of a 576-wide row
+constexpr int kRowStride = kLatentDim + 8;                  // queries and gathered rows, elements
+constexpr int kPStride = kKeyChunk + 8;                     // probabilities, elements
+constexpr int kSStride = kKeyChunk + 4;                     // scores, floats
+constexpr int kUnits = kLatentDim / 8;                      // 16-byte units of a 576-wide row
 constexpr int kValueUnitsPerWarp = kValueDim / kWarps / 8;  // 16 units = 128 columns
 
 constexpr int kQBytes = kHeadGroup * kRowStride * 2;
@@ -139,7 +139,8 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
         const int r = i / kRopeUnits, c = i % kRopeUnits;
         const int row = rows[r];
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (row >= 0) v = *reinterpret_cast<const uint4*>(cache + std::int64_t(row) * p.cache_row_stride + kDsRopeOffset + c * 16);
+        if (row >= 0)
+          v = *reinterpret_cast<const uint4*>(cache + std::int64_t(row) * p.cache_row_stride + kDsRopeOffset + c * 16);
         *reinterpret_cast<uint4*>(ks + r * kRowStride + kValueDim + c * 8) = v;
       }
     }
@@ -196,7 +197,8 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
         sum += p0 + p1;
         packed[j / 2] = pack2<T>(p0, p1);
       }
-      *reinterpret_cast<uint4*>(ps + head * kPStride + part * 8) = make_uint4(packed[0], packed[1], packed[2], packed[3]);
+      *reinterpret_cast<uint4*>(ps + head * kPStride + part * 8) =
+          make_uint4(packed[0], packed[1], packed[2], packed[3]);
       sum += __shfl_xor_sync(0xffffffffu, sum, 1);
       sum += __shfl_xor_sync(0xffffffffu, sum, 2);
       sum += __shfl_xor_sync(0xffffffffu, sum, 4);
@@ -302,7 +304,8 @@ __global__ void __launch_bounds__(kThreads) latent_combine_kernel(const __grid_c
     }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  T* out = static_cast<T*>(p.out) + std::int64_t(token) * p.out_token_stride + std::int64_t(head) * p.out_head_stride + col;
+  T* out =
+      static_cast<T*>(p.out) + std::int64_t(token) * p.out_token_stride + std::int64_t(head) * p.out_head_stride + col;
   *reinterpret_cast<std::uint32_t*>(out) = pack2<T>(acc[0] * inv, acc[1] * inv);
   *reinterpret_cast<std::uint32_t*>(out + 2) = pack2<T>(acc[2] * inv, acc[3] * inv);
   if (p.lse && threadIdx.x == 0)
@@ -314,8 +317,8 @@ template <class T, bool DS_MLA>
 void launch_attend(const LatentAttendParams& p, cudaStream_t s) {
   static std::atomic<std::uint64_t> smem_set{0};
   auto cfg = [&] {
-    return cfg_string("sparse MLA latent attention: {} tokens, {} heads, topk {}, {} pieces", p.tokens, p.heads,
-                      p.topk, p.splits);
+    return cfg_string("sparse MLA latent attention: {} tokens, {} heads, topk {}, {} pieces", p.tokens, p.heads, p.topk,
+                      p.splits);
   };
   set_max_smem_once(smem_set, latent_attend_kernel<T, DS_MLA>, kSmemBytes, "sparse MLA latent attention", cfg);
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.heads + kHeadGroup - 1) / kHeadGroup),
@@ -329,19 +332,25 @@ void launch_attend(const LatentAttendParams& p, cudaStream_t s) {
 void launch_latent_attend(const LatentAttendParams& p, ScalarType dtype, LatentCache cache, void* stream) {
   if (p.tokens == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
-  if (cache == LatentCache::ds_mla) launch_attend<__nv_bfloat16, true>(p, s);
-  else if (dtype == ScalarType::bf16) launch_attend<__nv_bfloat16, false>(p, s);
-  else launch_attend<__half, false>(p, s);
+  if (cache == LatentCache::ds_mla)
+    launch_attend<__nv_bfloat16, true>(p, s);
+  else if (dtype == ScalarType::bf16)
+    launch_attend<__nv_bfloat16, false>(p, s);
+  else
+    launch_attend<__half, false>(p, s);
 }
 
 void launch_latent_combine(const LatentAttendParams& p, ScalarType dtype, void* stream) {
   if (p.tokens == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>(p.heads));
-  auto cfg = [&] { return cfg_string("sparse MLA combine: {} tokens, {} heads, {} pieces", p.tokens, p.heads, p.splits); };
-  const cudaError_t err = dtype == ScalarType::bf16
-                              ? launch_kernel(latent_combine_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, s, false, p)
-                              : launch_kernel(latent_combine_kernel<__half>, grid, dim3(kThreads), 0, s, false, p);
+  auto cfg = [&] {
+    return cfg_string("sparse MLA combine: {} tokens, {} heads, {} pieces", p.tokens, p.heads, p.splits);
+  };
+  const cudaError_t err =
+      dtype == ScalarType::bf16
+          ? launch_kernel(latent_combine_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, s, false, p)
+          : launch_kernel(latent_combine_kernel<__half>, grid, dim3(kThreads), 0, s, false, p);
   check_cuda(err, "sparse MLA combine", cfg());
 }
 

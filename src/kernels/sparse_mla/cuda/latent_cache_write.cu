@@ -65,9 +65,12 @@ void launch_latent_write(const LatentWriteParams& p, ScalarType dtype, LatentCac
   const auto s = static_cast<cudaStream_t>(stream);
   const dim3 grid(static_cast<unsigned>(p.tokens)), block(kThreads);
   cudaError_t err;
-  if (cache == LatentCache::ds_mla) err = launch_kernel(ds_mla_write_kernel, grid, block, 0, s, false, p);
-  else if (dtype == ScalarType::bf16) err = launch_kernel(copy_write_kernel<__nv_bfloat16>, grid, block, 0, s, false, p);
-  else err = launch_kernel(copy_write_kernel<__half>, grid, block, 0, s, false, p);
+  if (cache == LatentCache::ds_mla)
+    err = launch_kernel(ds_mla_write_kernel, grid, block, 0, s, false, p);
+  else if (dtype == ScalarType::bf16)
+    err = launch_kernel(copy_write_kernel<__nv_bfloat16>, grid, block, 0, s, false, p);
+  else
+    err = launch_kernel(copy_write_kernel<__half>, grid, block, 0, s, false, p);
   check_cuda(err, "sparse MLA cache write", cfg_string("{} tokens", p.tokens));
 }
 

@@ -13,9 +13,9 @@ namespace attnsel::kernel::cuda::sparse_mla {
 inline constexpr int kLatentDim = 576;  ///< a cached latent entry: kv_lora_rank 512 + qk_rope_head_dim 64
 inline constexpr int kValueDim = 512;   ///< the latent attention's value: the entry's first 512
 inline constexpr int kRopeDim = 64;
-inline constexpr int kHeadGroup = 16;   ///< query heads per CTA of the latent attention (one mma row tile)
-inline constexpr int kKeyChunk = 64;    ///< index-row entries a CTA gathers at once
-inline constexpr int kIndexerDim = 128; ///< the indexer's head_dim (one fp8 block)
+inline constexpr int kHeadGroup = 16;    ///< query heads per CTA of the latent attention (one mma row tile)
+inline constexpr int kKeyChunk = 64;     ///< index-row entries a CTA gathers at once
+inline constexpr int kIndexerDim = 128;  ///< the indexer's head_dim (one fp8 block)
 inline constexpr int kTopKThreads = 512;
 inline constexpr int kTopKItems = 8;
 /// The widest index row the GPU top-k sorts (its CTA holds the k selected keys at once).
@@ -78,8 +78,8 @@ struct PhysicalParams {
   std::int64_t local_stride = 0;
   std::int32_t* physical = nullptr;  ///< [tokens, topk] cache rows
   std::int64_t physical_stride = 0;
-  const std::int32_t* token_seq = nullptr;  ///< [tokens] each token's request
-  const std::int32_t* seq_lens = nullptr;   ///< [requests]
+  const std::int32_t* token_seq = nullptr;    ///< [tokens] each token's request
+  const std::int32_t* seq_lens = nullptr;     ///< [requests]
   const std::int32_t* block_table = nullptr;  ///< [requests, table_stride]
   int table_stride = 0;
   int block_size = 0;

@@ -29,8 +29,9 @@ __global__ void __launch_bounds__(kThreads) physical_indices_kernel(const __grid
 void launch_physical_indices(const PhysicalParams& p, void* stream) {
   if (p.tokens == 0) return;
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.topk + kThreads - 1) / kThreads));
-  check_cuda(launch_kernel(physical_indices_kernel, grid, dim3(kThreads), 0, static_cast<cudaStream_t>(stream), false, p),
-             "sparse MLA physical indices", cfg_string("{} tokens, topk {}", p.tokens, p.topk));
+  check_cuda(
+      launch_kernel(physical_indices_kernel, grid, dim3(kThreads), 0, static_cast<cudaStream_t>(stream), false, p),
+      "sparse MLA physical indices", cfg_string("{} tokens, topk {}", p.tokens, p.topk));
 }
 
 }  // namespace attnsel::kernel::cuda::sparse_mla

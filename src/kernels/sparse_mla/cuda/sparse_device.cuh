@@ -16,9 +16,9 @@
 namespace attnsel::kernel::cuda::sparse_mla {
 
 inline constexpr float kE4m3Max = 448.0f;
-inline constexpr int kDsScaleOffset = kValueDim;                  ///< fp8_ds_mla: bytes 512 … 527, four fp32 scales
-inline constexpr int kDsRopeOffset = kDsScaleOffset + 4 * 4;      ///< bytes 528 … 655, 64 bf16 rope values
-inline constexpr int kDsTile = 128;                               ///< latent values per scale
+inline constexpr int kDsScaleOffset = kValueDim;              ///< fp8_ds_mla: bytes 512 … 527, four fp32 scales
+inline constexpr int kDsRopeOffset = kDsScaleOffset + 4 * 4;  ///< bytes 528 … 655, 64 bf16 rope values
+inline constexpr int kDsTile = 128;                           ///< latent values per scale
 
 /// The smallest power of two >= s, for a positive finite s (formats.hpp's pow2_ceil).
 __device__ __forceinline__ float pow2_ceil(float s) {
@@ -40,18 +40,34 @@ __device__ __forceinline__ float from_e4m3(std::uint8_t b) {
 }
 
 /// Activation element types: T's value as float, and a float rounded to T.
-template <class T> __device__ __forceinline__ float load_float(const T* p, std::int64_t i);
-template <> __device__ __forceinline__ float load_float<float>(const float* p, std::int64_t i) { return p[i]; }
-template <> __device__ __forceinline__ float load_float<__nv_bfloat16>(const __nv_bfloat16* p, std::int64_t i) {
+template <class T>
+__device__ __forceinline__ float load_float(const T* p, std::int64_t i);
+template <>
+__device__ __forceinline__ float load_float<float>(const float* p, std::int64_t i) {
+  return p[i];
+}
+template <>
+__device__ __forceinline__ float load_float<__nv_bfloat16>(const __nv_bfloat16* p, std::int64_t i) {
   return __bfloat162float(p[i]);
 }
-template <> __device__ __forceinline__ float load_float<__half>(const __half* p, std::int64_t i) {
+template <>
+__device__ __forceinline__ float load_float<__half>(const __half* p, std::int64_t i) {
   return __half2float(p[i]);
 }
-template <class T> __device__ __forceinline__ T from_float(float x);
-template <> __device__ __forceinline__ float from_float<float>(float x) { return x; }
-template <> __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
-template <> __device__ __forceinline__ __half from_float<__half>(float x) { return __float2half_rn(x); }
+template <class T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16_rn(x);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half_rn(x);
+}
 
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
