@@ -52,13 +52,6 @@ kernel::AttentionMetadata metadata(const attnsel_batch* batch) {
   return md;
 }
 
-void require_distinct_elements(const kernel::TensorView& t, std::string_view what) {
-  if (!t.has_distinct_elements())
-    throw ValueError(fmt::format("{} is written, but its strides make elements share memory (stride 0 or interleaved "
-                                 "rows or heads): give every element its own memory, e.g. a contiguous tensor: {}",
-                                 what, t.describe()));
-}
-
 kernel::Stream stream_of(attnsel_stream stream) { return kernel::Stream::from_native(stream); }
 
 namespace {

@@ -20,10 +20,6 @@ namespace attnsel::capi {
 /// The view of a DLPack tensor; ValueError naming `what` (NULL, unsupported dtype, ...).
 kernel::TensorView view(const DLTensor* t, std::string_view what);
 
-/// ValueError naming `what` when two of the elements a kernel may write share memory
-/// (a stride that aliases: 0, or smaller than the extent of the dimensions inside it).
-void require_distinct_elements(const kernel::TensorView& t, std::string_view what);
-
 /// A host-memory batch as the kernel interface's view of it. Spans point into the caller's
 /// arrays; plan() and update() copy what they keep. Only the sizes that locate the arrays
 /// are checked here: the kernel interface checks the contents.

@@ -1,9 +1,9 @@
 // MLA kernels through the C API: create a layer's MlaImpl from a backend, plan a step,
 // update it, write the latent cache, execute a layer and run the absorbed decode kernel
 // alone, on DLPack tensors and the caller's stream. Each function maps onto one MlaImpl
-// method (include/attnsel/mla.hpp); the kernel checks every tensor against the plan, and
-// this door adds what a C caller can get wrong besides (NULLs, struct sizes, dtype names,
-// written tensors whose elements share memory).
+// method (include/attnsel/mla.hpp); the kernel checks every tensor against the plan (written
+// tensors whose elements share memory included), and this door adds what a C caller can get
+// wrong besides (NULLs, struct sizes, dtype names).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -69,13 +69,6 @@ kernel::MlaPlanOptions plan_options(const attnsel_mla_plan_options* options) {
 const kernel::MlaImpl& impl_of(const attnsel_mla_kernel* kernel) {
   require(kernel, "kernel");
   return *kernel->impl;
-}
-
-/// A tensor the kernel writes: its view, refused when its elements share memory.
-TensorView written(const DLTensor* t, std::string_view what) {
-  const TensorView v = view(t, what);
-  require_distinct_elements(v, what);
-  return v;
 }
 
 }  // namespace
@@ -192,7 +185,7 @@ attnsel_status attnsel_mla_kernel_write_cache(const attnsel_mla_kernel* kernel, 
     const kernel::StepPlan& p = step_plan(plan);
     if (!p.shape().slot_mapping)
       throw ValueError("this step plan's batch has no slot_mapping: give attnsel_batch.slot_mapping to write the cache");
-    impl.write_cache(p, view(kv_c, "kv_c"), view(k_pe, "k_pe"), written(cache, "cache"), stream_of(stream));
+    impl.write_cache(p, view(kv_c, "kv_c"), view(k_pe, "k_pe"), view(cache, "cache"), stream_of(stream));
   });
 }
 
@@ -202,7 +195,7 @@ attnsel_status attnsel_mla_kernel_execute(const attnsel_mla_kernel* kernel, cons
   return guarded([&] {
     const kernel::MlaImpl& impl = impl_of(kernel);
     impl.execute(step_plan(plan), view(q, "q"), view(kv_c, "kv_c"), view(k_pe, "k_pe"), view(cache, "cache"),
-                 written(output, "output"), stream_of(stream));
+                 view(output, "output"), stream_of(stream));
   });
 }
 
@@ -212,8 +205,8 @@ attnsel_status attnsel_mla_kernel_decode_latent(const attnsel_mla_kernel* kernel
   return guarded([&] {
     const kernel::MlaImpl& impl = impl_of(kernel);
     std::optional<TensorView> lse_view;
-    if (lse != nullptr) lse_view = written(lse, "lse");
-    impl.decode_latent(step_plan(plan), view(q_latent, "q_latent"), view(cache, "cache"), written(out, "out"),
+    if (lse != nullptr) lse_view = view(lse, "lse");
+    impl.decode_latent(step_plan(plan), view(q_latent, "q_latent"), view(cache, "cache"), view(out, "out"),
                        stream_of(stream), lse_view ? &*lse_view : nullptr);
   });
 }

@@ -586,7 +586,7 @@ static void test_mla_kernel(void) {
   int64_t w_shape[2] = {MN * (MNOPE + MV), ML}, latent_shape[2] = {MCTX, ML}, rope_shape[2] = {MCTX, MR};
   int64_t latent_strides[2] = {ML + MR, 1}, cache_shape[3] = {MNB, BS, ML + MR};
   int64_t q_shape[3] = {1, MN, MNOPE + MR}, out_shape[3] = {1, MN, MV}, two_out_shape[3] = {2, MN, MV};
-  int64_t aliasing_strides[3] = {0, MV, 1};
+  int64_t aliasing_strides[3] = {0, MV, 1}, overlapping_cache_strides[3] = {BS * (ML + MR), ML, 1};
   DLTensor tw = {w_kv, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, w_shape, NULL, 0};
   DLTensor tc = {latents, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, latent_shape, latent_strides, 0};
   DLTensor tpe = {latents + ML, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, rope_shape, latent_strides, 0};
@@ -656,6 +656,11 @@ static void test_mla_kernel(void) {
   CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, NULL, NULL, &plan) == ATTNSEL_STATUS_OK);
   CHECK(attnsel_mla_kernel_write_cache(k, plan, &tc, &tpe, &tcache, NULL) == ATTNSEL_STATUS_OK);
   CHECK(memcmp(saved, mcache, sizeof saved) == 0);
+  tcache.strides = overlapping_cache_strides; /* token rows overlapping the next one's */
+  CHECK(attnsel_mla_kernel_write_cache(k, plan, &tc, &tpe, &tcache, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "cache rows overlap"));
+  tcache.strides = NULL;
+  CHECK(memcmp(saved, mcache, sizeof saved) == 0);
   attnsel_step_plan_destroy(plan);
   plan = NULL;
   b.slot_mapping = outside;
@@ -692,6 +697,7 @@ static void test_mla_kernel(void) {
   {
     /* The absorbed decode kernel alone: its LSE needs a plan built with lse. */
     int64_t ql_shape[3] = {1, MN, ML + MR}, lo_shape[3] = {1, MN, ML}, lse_shape[2] = {1, MN};
+    int64_t heads_alias_strides[3] = {MN * ML, 0, 1}, lse_alias_strides[2] = {0, 1};
     DLTensor tql = {mql, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, ql_shape, NULL, 0};
     DLTensor tlo = {mlo, {kDLCPU, 0}, 3, {kDLFloat, 32, 1}, lo_shape, NULL, 0};
     DLTensor tlse = {mlse, {kDLCPU, 0}, 2, {kDLFloat, 32, 1}, lse_shape, NULL, 0};
@@ -703,6 +709,18 @@ static void test_mla_kernel(void) {
     CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, &o, NULL, &with_lse) == ATTNSEL_STATUS_OK);
     for (i = 0; i < MN * ML; ++i) mlo[i] = NAN;
     mlse[0] = mlse[1] = NAN;
+    /* Written tensors whose heads share memory: out, then lse; nothing is written. */
+    tlo.strides = heads_alias_strides;
+    CHECK(attnsel_mla_kernel_decode_latent(k, with_lse, &tql, &tcache, &tlo, &tlse, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+    CHECK(contains(attnsel_last_error(), "out is written") && contains(attnsel_last_error(), "share memory"));
+    tlo.strides = NULL;
+    tlse.strides = lse_alias_strides;
+    lse_shape[0] = 2;
+    CHECK(attnsel_mla_kernel_decode_latent(k, with_lse, &tql, &tcache, &tlo, &tlse, NULL) == ATTNSEL_STATUS_VALUE_ERROR);
+    CHECK(contains(attnsel_last_error(), "lse is written") && contains(attnsel_last_error(), "share memory"));
+    tlse.strides = NULL;
+    lse_shape[0] = 1;
+    CHECK(mlo[0] != mlo[0] && mlse[0] != mlse[0] && mlse[1] != mlse[1]);
     CHECK(attnsel_mla_kernel_decode_latent(k, with_lse, &tql, &tcache, &tlo, &tlse, NULL) == ATTNSEL_STATUS_OK);
     CHECK(latent_direct_error() < 1e-4);
     attnsel_step_plan_destroy(with_lse);
@@ -715,8 +733,9 @@ static void test_mla_kernel(void) {
   CHECK(attnsel_mla_kernel_plan(k, &b, &tcache, &o, NULL, &plan) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "attnsel_mla_plan_options.struct_size"));
   attnsel_step_plan_destroy(decode);
-  /* Layers refused when made: an fp8 scale of 0 or NaN, more heads than the kernel computes,
-   * a kv_b_proj of another shape; a backend without an MLA kernel here. */
+  /* Layers refused when made: an fp8 scale of 0 or NaN, an unknown cache dtype, a softmax scale
+   * that is NaN or negative, more heads than the kernel computes, a kv_b_proj of another shape;
+   * a backend without an MLA kernel here. */
   p.kv_cache_dtype = "fp8";
   p.k_scale = 0.0f;
   CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR && bad == NULL);
@@ -724,6 +743,18 @@ static void test_mla_kernel(void) {
   p.k_scale = NAN;
   CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR);
   CHECK(contains(attnsel_last_error(), "k_scale"));
+  p.kv_cache_dtype = "fp9";
+  p.k_scale = 1.0f;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR && bad == NULL);
+  CHECK(contains(attnsel_last_error(), "kv_cache_dtype 'fp9'") && contains(attnsel_last_error(), "fp8_e4m3"));
+  p.kv_cache_dtype = NULL;
+  p.scale = NAN;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR && bad == NULL);
+  CHECK(contains(attnsel_last_error(), "scale = nan") && contains(attnsel_last_error(), "positive finite"));
+  p.scale = -0.1f;
+  CHECK(attnsel_mla_kernel_create("CPU_MLA", &p, &bad) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "scale = -0.1"));
+  p.scale = 0.0f;
   p.kv_cache_dtype = NULL;
   p.k_scale = 1.0f;
   p.kv_b_proj = NULL;

@@ -3,7 +3,10 @@
 // call's tensors — each bad input a ValueError naming the problem, before memory is touched.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <numeric>
 #include <string>
+#include <vector>
 
 #include "attnsel/errors.hpp"
 #include "kernels/attention/cpu/cpu_attention.hpp"
@@ -223,6 +226,49 @@ TEST(MlaHost, BadCallsAreRefusedNamingTheTensor) {
         latent_impl->execute(*latent_plan, w.q.view, w.kv_c.view, w.k_pe.view, w.cache.view, w.output.view, {});
       },
       "kv_b_proj");
+}
+
+// Every tensor a call writes gives each element its own memory: an output whose heads, a
+// latent output whose rows, an lse whose rows share addresses, and a cache whose tokens
+// overlap, are refused before anything is written.
+TEST(MlaHost, WrittenTensorsWhoseElementsShareMemoryAreRefused) {
+  MlaSetup s;
+  s.requests = {{30, 1}, {12, 1}};
+  MlaWorkload w(s);
+  const auto impl = make_cpu_mla_impl(w.params);
+  const auto plan = impl->plan(w.md, w.cache.view, {}, w.plan_options(true));
+  w.absorbed_queries();
+  w.output.poison();
+  w.latent_out.poison();
+  w.lse.poison();
+
+  TensorView heads_alias = w.output.view;  // every head of a token at one address
+  heads_alias.stride[1] = 0;
+  expect_value_error([&] { impl->execute(*plan, w.q.view, w.kv_c.view, w.k_pe.view, w.cache.view, heads_alias, {}); },
+                     "output is written, but its strides make elements share memory");
+  TensorView rows_alias = w.latent_out.view;  // tokens interleaved with the heads of the one before
+  rows_alias.stride[0] = rows_alias.stride[1];
+  expect_value_error([&] { impl->decode_latent(*plan, w.q_latent.view, w.cache.view, rows_alias, {}, &w.lse.view); },
+                     "out is written, but its strides make elements share memory");
+  TensorView lse_alias = w.lse.view;  // each token's row one element after the last one's
+  lse_alias.stride[0] = 1;
+  expect_value_error([&] { impl->decode_latent(*plan, w.q_latent.view, w.cache.view, w.latent_out.view, {}, &lse_alias); },
+                     "lse is written, but its strides make elements share memory");
+  for (const testing::Buffer* b : {&w.output, &w.latent_out, &w.lse})
+    for (std::size_t i = 0; i < b->bytes.size() / element_size(b->view.dtype); ++i)
+      ASSERT_TRUE(std::isnan(kernel::reference::load(b->bytes.data(), b->view.dtype, static_cast<std::int64_t>(i))));
+
+  // The cache write's cache: token rows that overlap their neighbours (in this plan's geometry
+  // or not, it is refused as the cache it is).
+  std::vector<std::int64_t> slots(static_cast<std::size_t>(w.md.num_actual_tokens));
+  std::iota(slots.begin(), slots.end(), 0);
+  AttentionMetadata writing = w.md;
+  writing.slot_mapping = slots;
+  const auto write_plan = impl->plan(writing, w.cache.view, {}, w.plan_options(false));
+  TensorView tokens_alias = w.cache.view;
+  tokens_alias.stride[1] = 64;
+  expect_value_error([&] { impl->write_cache(*write_plan, w.kv_c.view, w.k_pe.view, tokens_alias, {}); },
+                     "cache rows overlap");
 }
 
 }  // namespace

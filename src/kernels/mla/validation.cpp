@@ -141,6 +141,13 @@ void check_tensor(const TensorView& t, std::string_view name, std::initializer_l
   if (t.numel() > 0 && t.data == nullptr) fail(fmt::format("{} has a null data pointer: {}", name, t.describe()));
 }
 
+void check_distinct_elements(const TensorView& t, std::string_view name) {
+  if (!t.has_distinct_elements())
+    fail(fmt::format("{} is written, but its strides make elements share memory (stride 0 or interleaved rows or "
+                     "heads): give every element its own memory, e.g. a contiguous tensor: {}",
+                     name, t.describe()));
+}
+
 void check_planned_cache(const TensorView& cache, const StepShape& s) {
   bool same = cache.ndim == 3 && cache.dtype == s.cache_dtype && cache.device == s.device &&
               cache.device_index == s.device_index;

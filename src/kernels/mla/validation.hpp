@@ -1,7 +1,8 @@
 // Host-side checks of the MLA kernels' arguments, shared by every device's implementation:
 // the layer's parameters and cache format, the latent cache view, each call's tensors
-// against its plan, and that no output overlaps an input. Every check names the argument,
-// the value and the valid choices (ValueError), and runs before a kernel touches memory.
+// against its plan, that no written tensor gives two elements one address and that no
+// output overlaps an input. Every check names the argument, the value and the valid
+// choices (ValueError), and runs before a kernel touches memory.
 // Thread-safety: pure functions.
 #pragma once
 
@@ -46,6 +47,10 @@ void validate_cache(const MlaLayerParams& p, const TensorView& cache, DeviceKind
 /// no negative stride; data when it has elements.
 void check_tensor(const TensorView& t, std::string_view name, std::initializer_list<std::int64_t> dims,
                   ScalarType dtype, const StepShape& plan);
+
+/// ValueError when `t`, which the kernel writes, has strides that give two of its elements
+/// one address (stride 0, or rows or heads interleaved): PyTorch refuses such writes too.
+void check_distinct_elements(const TensorView& t, std::string_view name);
 
 /// A call's cache against the plan's geometry (shape, strides, dtype, device).
 void check_planned_cache(const TensorView& cache, const StepShape& plan);
