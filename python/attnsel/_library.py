@@ -9,6 +9,17 @@ from ._convert import c_text
 from ._errors import error_for_status
 
 C_API_MAJOR = 2
+C_API_MINOR = 2  # the MLA kernels' functions (attnsel_mla_*) came with 2.2
+
+
+def version_problem(path, version):
+    """Why the library at `path`, of C API `version` (major << 16 | minor), cannot serve this
+    package, or None: another major version, or an older minor one that lacks functions."""
+    major, minor = version >> 16, version & 0xFFFF
+    if major != C_API_MAJOR or minor < C_API_MINOR:
+        return (f"{path} implements attnsel's C API {major}.{minor}; this package needs "
+                f"{C_API_MAJOR}.{C_API_MINOR} or a later {C_API_MAJOR}.x")
+    return None
 
 c_char_p = ctypes.c_char_p
 c_int32 = ctypes.c_int32
@@ -303,13 +314,16 @@ def _load():
         if not hasattr(lib, "attnsel_c_api_version"):
             tried.append(f"{path}: not attnsel's library (no attnsel_c_api_version)")
             continue
+        lib.attnsel_c_api_version.restype = ctypes.c_uint32
+        lib.attnsel_c_api_version.argtypes = []
+        # Checked before the functions are bound: an older library lacks some of them.
+        problem = version_problem(path, lib.attnsel_c_api_version())
+        if problem:
+            raise ImportError(problem)
         for name, (restype, argtypes) in _SIGNATURES.items():
             fn = getattr(lib, name)
             fn.restype = restype
             fn.argtypes = argtypes
-        major = lib.attnsel_c_api_version() >> 16
-        if major != C_API_MAJOR:
-            raise ImportError(f"{path} implements attnsel's C API {major}.x; this package needs {C_API_MAJOR}.x")
         return lib, path
     raise ImportError("cannot load libattnsel.so; set ATTNSEL_LIBRARY to its path. Tried:\n  " + "\n  ".join(tried))
 

@@ -100,6 +100,9 @@ class MLAAttention:
         self.v_head_dim = c_int(v_head_dim, "v_head_dim")
         qk = self.qk_nope_head_dim + self.qk_rope_head_dim
         self.scale = c_float(scale, "scale") if scale is not None else 1.0 / math.sqrt(qk) if qk > 0 else 0.0
+        if scale is not None and self.scale == 0.0:  # the C API reads 0 as "the default"
+            raise ValueError("scale = 0; the softmax scale must be a positive finite number (None: "
+                             "(qk_nope_head_dim + qk_rope_head_dim)^-0.5)")
         p = L.MlaLayerParams()
         L.lib.attnsel_mla_layer_params_init(ctypes.byref(p))
         p.num_heads, p.kv_lora_rank, p.v_head_dim = self.num_heads, self.kv_lora_rank, self.v_head_dim

@@ -203,6 +203,11 @@ def test_bad_layer_arguments_name_the_argument():
         attnsel.MLAAttention(2, kv_b_proj=w, kv_cache_dtype="fp8", k_scale="0.5")
     with pytest.raises(ValueError, match="kv_cache_dtype contains a NUL character"):
         attnsel.MLAAttention(2, kv_b_proj=w, kv_cache_dtype="fp8\0")
+    for scale in (0.0, -0.1, float("nan")):
+        with pytest.raises(ValueError, match="scale = .*the softmax scale must be a positive finite number"):
+            attnsel.MLAAttention(2, scale, kv_b_proj=w)
+    with pytest.raises(ValueError, match="kv_cache_dtype 'fp9' is not a cache dtype; valid values are: .*fp8_e4m3"):
+        attnsel.MLAAttention(2, kv_b_proj=w, kv_cache_dtype="fp9")
     for k_scale in (0.0, -1.0, float("nan")):
         with pytest.raises(ValueError, match="k_scale"):
             attnsel.MLAAttention(2, kv_b_proj=w, kv_cache_dtype="fp8", k_scale=k_scale)
@@ -236,6 +241,22 @@ def test_bad_step_tensors_name_the_argument(small):
     aliasing = np.lib.stride_tricks.as_strided(np.zeros(DV, np.float32), (1, 2, DV), (0, 0, 4))
     with pytest.raises(ValueError, match="output is written, but its strides make elements share memory"):
         layer.mla.forward(layer.q, kv_c, k_pe, layer.cache, step, aliasing)
+    lse = np.full((1, 2), np.nan, np.float32)
+    latent_out = np.full((1, 2, DL), np.nan, np.float32)
+    q_latent = np.zeros((1, 2, LATENT), np.float32)
+    with_lse = layer.mla.plan(layer.cache, layer.qsl, layer.seq_lens, layer.table, lse=True)
+    heads_alias = np.lib.stride_tricks.as_strided(latent_out, (1, 2, DL), (2 * DL * 4, 0, 4))
+    with pytest.raises(ValueError, match="out is written, but its strides make elements share memory"):
+        layer.mla.decode_latent(q_latent, layer.cache, with_lse, heads_alias, lse)
+    rows_alias = np.lib.stride_tricks.as_strided(lse, (2, 2), (0, 4))
+    with pytest.raises(ValueError, match="lse is written, but its strides make elements share memory"):
+        layer.mla.decode_latent(q_latent, layer.cache, with_lse, latent_out, rows_alias)
+    assert np.isnan(latent_out).all() and np.isnan(lse).all()
+    writing = layer.mla.plan(layer.cache, layer.qsl, layer.seq_lens, layer.table, [layer.slot(0, 19)])
+    overlapping = np.lib.stride_tricks.as_strided(layer.cache, layer.cache.shape,
+                                                  (BS * LATENT * 4, DL * 4, 4))  # token rows overlap
+    with pytest.raises(ValueError, match="cache rows overlap"):
+        layer.mla.concat_and_cache_mla(kv_c, k_pe, overlapping, writing)
     with pytest.raises(ValueError, match="q must be"):
         layer.mla.forward(layer.q[:, :, :64], kv_c, k_pe, layer.cache, step)
     with pytest.raises(ValueError, match="output .* overlaps q"):
