@@ -9,7 +9,6 @@
 
 #include <fstream>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "cli/cli_process.hpp"
@@ -88,24 +87,37 @@ TEST(MlaRunCli, HeadsThatDoNotDivideByTheTensorParallelSizeNameTheField) {
   EXPECT_THAT(r.err, HasSubstr("3"));
 }
 
-// kv_lora_rank makes a DeepSeek config MLA (vLLM's rule); the widths MLA then needs must be there.
+// kv_lora_rank makes a DeepSeek config MLA (vLLM's rule); the widths MLA then needs must be
+// there, as integers in range. A sparse config (index_topk) needs kv_lora_rank itself.
 TEST(MlaRunCli, AnMlaConfigWithAMissingOrInconsistentWidthNamesTheField) {
   if (test::cli_path().empty()) GTEST_SKIP() << "the attnsel command is not built";
-  for (const auto& [field, value] : {std::pair<std::string, nlohmann::json>{"qk_rope_head_dim", nullptr},
-                                     std::pair<std::string, nlohmann::json>{"v_head_dim", 0},
-                                     std::pair<std::string, nlohmann::json>{"qk_nope_head_dim", "128"}}) {
-    std::ifstream in(model_path("deepseek_v3"));
+  struct Case {
+    std::string model, field;
+    nlohmann::json value;  // null: the field is removed
+    std::string expected;
+  };
+  const std::vector<Case> cases{
+      {"deepseek_v3", "qk_rope_head_dim", nullptr, "qk_rope_head_dim"},
+      {"deepseek_v3", "v_head_dim", 0, "v_head_dim"},
+      {"deepseek_v3", "qk_nope_head_dim", "128", "qk_nope_head_dim"},
+      {"deepseek_v3", "kv_lora_rank", 0, "field 'kv_lora_rank': expected an integer from 1"},
+      {"deepseek_v3", "kv_lora_rank", "512", "field 'kv_lora_rank': expected an integer from 1"},
+      {"kimi_k2", "num_attention_heads", nullptr, "num_attention_heads"},
+      {"deepseek_v32", "kv_lora_rank", nullptr, "missing field 'kv_lora_rank'"}};
+  for (const Case& c : cases) {
+    const std::string what = c.model + " " + c.field + " = " + c.value.dump();
+    std::ifstream in(model_path(c.model));
     nlohmann::json config = nlohmann::json::parse(in);
-    if (value.is_null())
-      config.erase(field);
+    if (c.value.is_null())
+      config.erase(c.field);
     else
-      config[field] = value;
-    const std::string path = ::testing::TempDir() + "mla_run_bad_" + field + ".json";
+      config[c.field] = c.value;
+    const std::string path = ::testing::TempDir() + "mla_run_bad_" + c.model + "_" + c.field + ".json";
     std::ofstream(path) << config.dump();
     const test::CliResult r = run_attnsel({"run", "--model", path, "--no-ceilings"}, kEnv);
-    EXPECT_EQ(r.exit_code, 2) << field << "\nstdout: " << r.out << "\nstderr: " << r.err;
-    EXPECT_THAT(r.err, HasSubstr(field));
-    EXPECT_EQ(r.out, "") << field;  // refused before anything ran
+    EXPECT_EQ(r.exit_code, 2) << what << "\nstdout: " << r.out << "\nstderr: " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.expected)) << what;
+    EXPECT_EQ(r.out, "") << what;  // refused before anything ran
   }
 }
 
