@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <utility>
 
 #include "attnsel/errors.hpp"
 #include "runtime/huge_buffer.hpp"
@@ -121,7 +122,10 @@ MlaBenchResult run_mla_bench_case(const MlaBenchCase& c, const MlaImplFactory& m
   batch.set_requests(lens, queries);
   const int T = batch.num_tokens();
   std::vector<std::uint8_t> rows = filled(static_cast<std::size_t>(T) * d.latent_size(), act, kMlaInputRange, 13);
-  const auto [kv_c, k_pe] = latent_views(rows, T);
+  // Named views, not a structured binding: the lambdas below capture them (clang 14 cannot
+  // capture bindings).
+  const std::pair<TensorView, TensorView> latents = latent_views(rows, T);
+  const TensorView kv_c = latents.first, k_pe = latents.second;
   const kernel::AttentionMetadata md = batch.metadata();
   const auto plan = impl->plan(md, cache, kernel::Stream{}, options);
   impl->write_cache(*plan, kv_c, k_pe, cache, kernel::Stream{});
