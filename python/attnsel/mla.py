@@ -80,7 +80,7 @@ class MLAAttention:
     """One MLA layer's kernel (vLLM's MLACommonImpl) over a paged latent cache.
 
     `backend`: an enum member, its name or a Selection (attnsel.select(..., use_mla=True));
-    by default CPU_MLA. `scale`: the softmax scale with yarn's mscale² (default
+    by default CPU_MLA. `scale`: the softmax scale with yarn's mscale², finite and > 0 (None:
     (qk_nope_head_dim + qk_rope_head_dim)^-0.5). `kv_b_proj`: the layer's kv_b_proj.weight for
     this rank's heads (or a module holding it as `.weight`), read once when the kernel is made;
     None for a layer that runs decode_latent only. `dtype`: the activations' (default: kv_b_proj's,
