@@ -7,6 +7,7 @@
 
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/attention/semantics.hpp"
+#include "kernels/mla/cpu/latent_decode.hpp"
 
 namespace attnsel::kernel::mla::cpu {
 
@@ -147,7 +148,9 @@ void build_work(CpuMlaPlan& plan, const MlaLayerParams& p, int decode_splits) {
   // Memory: what the largest pass needs; every pass of a step runs one after another.
   const ScalarType act = p.dtype;
   const std::int64_t Td = split.num_decode_tokens, Tp = split.num_prefill_tokens;
-  plan.scratch_stride = (kernel::cpu::scratch_bytes(std::max(d.latent_size(), d.qk_head_size())) + 63) / 64 * 64;
+  const std::size_t scratch =
+      std::max(kernel::cpu::scratch_bytes(std::max(d.latent_size(), d.qk_head_size())), latent_scratch_bytes());
+  plan.scratch_stride = (scratch + 63) / 64 * 64;
   plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.threads));
   std::size_t partial_floats =
       static_cast<std::size_t>(plan.decode.num_partial_slots) * kernel::cpu::partial_slot_floats(d.kv_lora_rank);

@@ -62,7 +62,7 @@ void merge_group(const LayerCtx& c, const SplitGroup& g, float* partials) {
 
 }  // namespace
 
-void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory) {
+void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory, ItemKernel compute) {
   const auto n_items = static_cast<std::int64_t>(work.items.size());
   if (n_items == 0) return;
   const std::size_t slot_floats = kernel::cpu::partial_slot_floats(c.value_size());
@@ -75,7 +75,7 @@ void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemM
     for (std::int64_t i = 0; i < n_items; ++i) {
       const WorkItem& it = items[i];
       float* slot = it.partial >= 0 ? memory.partials + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
-      kernel::cpu::process_item(c, it, slot, scratch);
+      compute(c, it, slot, scratch);
     }
   }
   const auto n_groups = static_cast<std::int64_t>(work.splits.size());

@@ -20,9 +20,14 @@ struct ItemMemory {
   float* partials = nullptr;     ///< work.num_partial_slots slots of partial_slot_floats(c.value_size())
 };
 
-/// Each item writes its rows of c.out (and c.lse when set), or its partial slot; the split
+/// Computes one item: kernel::cpu::process_item's contract.
+using ItemKernel = void (*)(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkItem& item, float* partial_slot,
+                            void* scratch);
+
+/// Each item (computed by `compute`) writes its rows of c.out (and c.lse when set), or its partial slot; the split
 /// groups are then merged into c.out / c.lse. The result does not depend on how many
 /// threads run it.
-void run_items(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory);
+void run_items(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory,
+               ItemKernel compute = kernel::cpu::process_item);
 
 }  // namespace attnsel::kernel::mla::cpu
