@@ -7,11 +7,11 @@
 // Times are end to end (the plan excluded): decode_latent for the decode kernel, execute()
 // for the prefill (its up-projection of the new tokens included, whose FLOPs
 // 2 · T · N · 512 · 256 are not counted). `pct` is of the bf16 dot-product peak measured
-// right before each timed call (probe and call alternate, so that a machine shared with
+// right before each timed sample (probe and sample alternate, so that a machine shared with
 // other work slows both alike; the median of the per-pair ratios is reported, beside the
-// median rate and peak); `target_pct` is the CPU target. BM_MlaCeilings records the read
-// bandwidth and the peaks once. Paired benchmarks alternate their two shapes likewise and
-// report the median ratio.
+// median rate and peak); a sample repeats its call for at least 0.1 s. `target_pct` is the
+// CPU target. BM_MlaCeilings records the read bandwidth and the peaks once. Paired
+// benchmarks alternate their two shapes likewise and report the median ratio.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -140,18 +140,27 @@ struct Step {
   }
 };
 
-double seconds(const std::function<void()>& f) {
+// Seconds per call of `f`, repeated until `min_seconds` have passed: on a machine shared with
+// other work, a single call of a few milliseconds measures the scheduler's time slices.
+double seconds(const std::function<void()>& f, double min_seconds = 0.1) {
   const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int calls = 0;
+  double t = 0.0;
+  do {
+    f();
+    ++calls;
+    t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (t < min_seconds);
+  return t / calls;
 }
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-// Each iteration probes the bf16 peak, then times `call` (manual time); reports the median
-// rate, the median peak and the median of the per-pair percentages.
+// Each iteration probes the bf16 peak, then times a sample of `call` (manual time: seconds
+// per call); reports the median rate, the median peak and the median of the per-pair
+// percentages.
 void time_against_peak(benchmark::State& state, double flops, const std::function<void()>& call, double target_pct) {
   std::vector<double> rates, peaks, pcts;
   for (auto _ : state) {

@@ -61,6 +61,7 @@ void latent_attention(const LayerStep& s, const TensorView& q_latent, const Tens
   memory.scratch_stride = s.plan.scratch_stride;
   memory.threads = s.team();
   memory.partials = s.plan.partials.as<float>();
+  memory.parts_left = s.plan.split_parts_left.get();
   run_items(c, s.plan.decode, memory, latent_kernel_runs(c) ? run_latent_item : kernel::cpu::process_item);
 }
 

@@ -2,17 +2,12 @@
 // region that also enables AVX-512-BF16 and VBMI (chosen at run time when the CPU has both);
 // other targets have no body and leave the items to the CPU attention kernel.
 //
-// An item walks its keys in runs of 16 consecutive cache rows, two runs to a tile:
-//   Q·Kᵀ     per run, S[key][row] with rows across lanes: the packed query pairs of a dim
-//            pair are loaded once and meet 16 / NV keys' pairs, broadcast from the rows at
-//            fixed offsets of one base pointer (a run is contiguous: 16 rows of 1152 bytes
-//            in one cache block, or staged so), 16 accumulators in registers.
-//   softmax  in base 2 (log2(e) folded into the scale) with a lazy maximum: a row's running
-//            maximum moves only when a tile exceeds it by more than 2^8, so that most tiles
-//            rescale nothing; probabilities up to 256 are exact enough in fp32 and bf16.
-//   P·V      per 16-dim chunk of the 512 values, 16 rows' accumulators in registers; each key
-//            pair's chunk is interleaved in registers (two 32-byte loads, one vpermt2w) and
-//            meets the rows' probability pairs, broadcast from scratch.
+// An item walks its keys in runs of 16 consecutive cache rows, two runs to a tile. Q·Kᵀ
+// per run, S[key][row] with rows across lanes: the packed query pairs of a dim pair are
+// loaded once and meet 16 / NV keys' pairs, broadcast from the rows at fixed offsets of one
+// base pointer (a run is contiguous: 16 rows of 1152 bytes in one cache block, or staged
+// so), 16 accumulators in registers; the next run's lines are prefetched meanwhile. The
+// softmax and P·V (the values: each row's first 512 entries) are tile_steps-inl.h's.
 // A run that is not 16 whole rows of one block (the last of an item, small blocks) or that
 // lives in an fp8 cache is staged first: bf16 rows in scratch, zeros past the item's keys.
 #undef HWY_TARGET_INCLUDE
@@ -49,20 +44,6 @@ constexpr int kTileRuns = 2;            // runs per online-softmax step
 constexpr int kTileKeys = kRunKeys * kTileRuns;
 constexpr int kPrefetchRuns = 1;        // how far ahead of the run being computed its lines are prefetched
 constexpr int kL1Ahead = 2;            // steps of 64 bytes a run's own lines are fetched into L1 ahead of use
-constexpr float kLazyMaxGap = 8.0f;     // log2 units a running maximum may lag behind
-
-// Per-thread scratch, 64-byte aligned pieces.
-struct Scratch {
-  std::uint32_t* qp;  // query pairs [kPairs][rp]
-  float* s;           // logits, then probabilities [kTileKeys][rp]
-  std::uint32_t* pp;  // probability pairs [kTileKeys / 2][rp]
-  float* o;           // accumulators [rp][kDV]
-  float* m;           // running maximum (log2 units) [kMaxRows]
-  float* l;           // running sum [kMaxRows]
-  float* alpha;       // this tile's rescale factors [kMaxRows]
-  float* pos;         // each row's position [kMaxRows]
-  std::uint16_t* stage;  // staged runs [kTileRuns][kRunKeys][kD]
-};
 
 constexpr std::size_t kQpBytes = std::size_t{kPairs} * kMaxRows * 4;
 constexpr std::size_t kSBytes = std::size_t{kTileKeys} * kMaxRows * 4;
@@ -71,21 +52,6 @@ constexpr std::size_t kOBytes = std::size_t{kMaxRows} * kDV * 4;
 constexpr std::size_t kRowStateBytes = std::size_t{kMaxRows} * 4;
 constexpr std::size_t kStageBytes = std::size_t{kTileRuns} * kRunKeys * kRowBytes;
 constexpr std::size_t kScratchBytes = kQpBytes + kSBytes + kPpBytes + kOBytes + 4 * kRowStateBytes + kStageBytes;
-
-inline Scratch carve(void* base) {
-  auto* b = static_cast<std::uint8_t*>(base);
-  Scratch s;
-  s.qp = reinterpret_cast<std::uint32_t*>(b), b += kQpBytes;
-  s.s = reinterpret_cast<float*>(b), b += kSBytes;
-  s.pp = reinterpret_cast<std::uint32_t*>(b), b += kPpBytes;
-  s.o = reinterpret_cast<float*>(b), b += kOBytes;
-  s.m = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  s.l = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  s.alpha = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  s.pos = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  s.stage = reinterpret_cast<std::uint16_t*>(b);
-  return s;
-}
 
 // Cache rows of keys [key0, key0 + n) of the item's request, located without a division per key.
 inline void locate_rows(const kernel::cpu::LayerCtx& c, int seq, std::int64_t key0, int n, std::size_t elem,
@@ -114,29 +80,22 @@ using namespace latent_detail;  // NOLINT(google-build-using-namespace): the ker
 using kernel::cpu::LayerCtx;
 using kernel::cpu::WorkItem;
 
-HWY_INLINE __m512 Dot(__m512 acc, __m512i a, __m512i b) {
-  return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
-}
-HWY_INLINE __m512i Broadcast32(const std::uint8_t* p) {
-  std::int32_t x;
-  std::memcpy(&x, p, 4);
-  return _mm512_set1_epi32(x);
-}
+#include "kernels/mla/cpu/tile_steps-inl.h"
 
-// 2^x for x <= 0 (-inf included), exactly 0 below -150: 2^round(x) by vscalefps times a
-// degree-6 polynomial of the remainder (relative error ~2e-7).
-HWY_INLINE __m512 Exp2(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-200.0f));
-  const __m512 n = _mm512_roundscale_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  const __m512 f = _mm512_sub_ps(x, n);
-  __m512 p = _mm512_set1_ps(1.5403530393381609e-4f);
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.3333558146428443e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.6181291076284772e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.5504108664821580e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.4022650695910071e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.9314718055994531e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
+// Scratch: the tile state, then the staged runs [kTileRuns][kRunKeys][kD].
+HWY_INLINE TileState CarveScratch(void* base, std::uint16_t*& stage) {
+  auto* b = static_cast<std::uint8_t*>(base);
+  TileState t;
+  t.qp = reinterpret_cast<std::uint32_t*>(b), b += kQpBytes;
+  t.s = reinterpret_cast<float*>(b), b += kSBytes;
+  t.pp = reinterpret_cast<std::uint32_t*>(b), b += kPpBytes;
+  t.o = reinterpret_cast<float*>(b), b += kOBytes;
+  t.m = reinterpret_cast<float*>(b), b += kRowStateBytes;
+  t.l = reinterpret_cast<float*>(b), b += kRowStateBytes;
+  t.alpha = reinterpret_cast<float*>(b), b += kRowStateBytes;
+  t.pos = reinterpret_cast<float*>(b), b += kRowStateBytes;
+  stage = reinterpret_cast<std::uint16_t*>(b);
+  return t;
 }
 
 // ---- fp8 e4m3 -> bfloat16 -------------------------------------------------------------
@@ -189,23 +148,6 @@ HWY_INLINE void WidenE4m3Row(const Fp8Tables& t, const std::uint8_t* src, std::u
 }
 
 // ---- the item's pieces ------------------------------------------------------------------
-
-// Query pairs qp[dp][r] of rows r < rp (zeros past the item's rows).
-HWY_INLINE void PackQuery(const LayerCtx& c, const WorkItem& it, int heads, int rows, int rp, std::uint32_t* qp) {
-  for (int r = 0; r < rp; ++r) {
-    if (r >= rows) {
-      for (int dp = 0; dp < kPairs; ++dp) qp[static_cast<std::size_t>(dp) * rp + r] = 0;
-      continue;
-    }
-    const int token = it.token_begin + r / heads, head = it.head_begin + r % heads;
-    const auto* q = reinterpret_cast<const std::uint16_t*>(c.query) + token * c.q_stride[0] + head * c.q_stride[1];
-    for (int dp = 0; dp < kPairs; ++dp) {
-      std::uint32_t w;
-      std::memcpy(&w, q + 2 * dp, 4);
-      qp[static_cast<std::size_t>(dp) * rp + r] = w;
-    }
-  }
-}
 
 // Rows of a run: the cache's own when they are 16 whole bf16 rows of one block, else staged.
 template <ScalarType K>
@@ -286,165 +228,13 @@ HWY_INLINE void QkRun(const std::uint16_t* keys, const std::uint32_t* qp, float 
   }
 }
 
-// The online softmax of a tile of `keys` logits (nk of them real; masked ones and the
-// causal future of each row -> -inf when need_mask): S becomes P in place, the probability
-// pairs go to pp, and m, l, alpha are updated. Returns whether any accumulator row must be
-// rescaled (alpha != 1 for a row that already holds something).
-template <int NV>
-HWY_INLINE bool SoftmaxTile(int keys, int nk, bool need_mask, float key0, Scratch& sc) {
-  constexpr int RP = NV * 16;
-  const __m512 ninf = _mm512_set1_ps(-HUGE_VALF);
-  __m512 tmax[NV], pos[NV];
-  for (int v = 0; v < NV; ++v) {
-    tmax[v] = ninf;
-    pos[v] = _mm512_load_ps(sc.pos + v * 16);
-  }
-  for (int n = 0; n < keys; ++n) {
-    float* row = sc.s + static_cast<std::size_t>(n) * RP;
-    const __m512 kp = _mm512_set1_ps(key0 + static_cast<float>(n));
-    for (int v = 0; v < NV; ++v) {
-      __m512 x = _mm512_load_ps(row + v * 16);
-      if (need_mask) {
-        const __mmask16 ok = n < nk ? _mm512_cmp_ps_mask(kp, pos[v], _CMP_LE_OQ) : __mmask16{0};
-        x = _mm512_mask_blend_ps(ok, ninf, x);
-        _mm512_store_ps(row + v * 16, x);
-      }
-      tmax[v] = _mm512_max_ps(tmax[v], x);
-    }
-  }
-  bool rescale = false;
-  __m512 m_use[NV], lsum[NV];
-  for (int v = 0; v < NV; ++v) {
-    const __m512 m_old = _mm512_load_ps(sc.m + v * 16);
-    const __mmask16 grow = _mm512_cmp_ps_mask(tmax[v], _mm512_add_ps(m_old, _mm512_set1_ps(kLazyMaxGap)), _CMP_GT_OQ);
-    const __m512 m_new = _mm512_mask_blend_ps(grow, m_old, tmax[v]);
-    const __mmask16 live = _mm512_cmp_ps_mask(m_old, ninf, _CMP_NEQ_OQ);
-    rescale |= (grow & live) != 0;
-    m_use[v] = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(m_new, ninf, _CMP_EQ_OQ), m_new, _mm512_setzero_ps());
-    const __m512 alpha = Exp2(_mm512_sub_ps(m_old, m_use[v]));
-    _mm512_store_ps(sc.alpha + v * 16, alpha);
-    _mm512_store_ps(sc.m + v * 16, m_new);
-    lsum[v] = _mm512_mul_ps(_mm512_load_ps(sc.l + v * 16), alpha);
-  }
-  const __m512i interleave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
-                                              6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
-  for (int n = 0; n < keys; n += 2) {
-    float* a = sc.s + static_cast<std::size_t>(n) * RP;
-    float* b = a + RP;
-    for (int v = 0; v < NV; ++v) {
-      const __m512 pa = Exp2(_mm512_sub_ps(_mm512_load_ps(a + v * 16), m_use[v]));
-      const __m512 pb = Exp2(_mm512_sub_ps(_mm512_load_ps(b + v * 16), m_use[v]));
-      lsum[v] = _mm512_add_ps(lsum[v], _mm512_add_ps(pa, pb));
-      const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(pb, pa));  // low: a, high: b
-      _mm512_store_si512(sc.pp + static_cast<std::size_t>(n / 2) * RP + v * 16, _mm512_permutexvar_epi16(interleave, both));
-    }
-  }
-  for (int v = 0; v < NV; ++v) _mm512_store_ps(sc.l + v * 16, lsum[v]);
-  return rescale;
-}
-
-// O[r][...] (r < R of the row block) = alpha · O + P · V over the tile's runs, 32 value dims
-// at a time with the R rows' two accumulators each in registers. A key pair's 32 dims are
-// interleaved in registers by vpunpck{l,h}wd, which work within 128-bit lanes: the first
-// accumulator gets dims 8L..8L+3 of lane L, the second 8L+4..8L+7 (StoredOrderToNatural
-// puts them back once per item).
-template <int R, int NV>
-HWY_INLINE void PvRows(const std::uint16_t* const* runs, int nruns, const std::uint32_t* pp, float* o,
-                       const float* alpha, bool rescale) {
-  constexpr int RP = NV * 16;
-  for (int chunk = 0; chunk < kDV / 32; ++chunk) {
-    __m512 acc[R][2];
-    for (int r = 0; r < R; ++r)
-      for (int h = 0; h < 2; ++h) {
-        acc[r][h] = _mm512_load_ps(o + static_cast<std::size_t>(r) * kDV + 32 * chunk + 16 * h);
-        if (rescale) acc[r][h] = _mm512_mul_ps(acc[r][h], _mm512_set1_ps(alpha[r]));
-      }
-    for (int run = 0; run < nruns; ++run) {
-      const auto* vb = reinterpret_cast<const std::uint8_t*>(runs[run] + 32 * chunk);
-      const std::uint32_t* prow = pp + static_cast<std::size_t>(run) * (kRunKeys / 2) * RP;
-      for (int j = 0; j < kRunKeys / 2; ++j) {
-        const __m512i k0 = _mm512_loadu_si512(vb + (2 * j) * kRowBytes);
-        const __m512i k1 = _mm512_loadu_si512(vb + (2 * j + 1) * kRowBytes);
-        const __m512i lo = _mm512_unpacklo_epi16(k0, k1), hi = _mm512_unpackhi_epi16(k0, k1);
-        for (int r = 0; r < R; ++r) {
-          const __m512i p = _mm512_set1_epi32(static_cast<int>(prow[j * RP + r]));
-          acc[r][0] = Dot(acc[r][0], p, lo);
-          acc[r][1] = Dot(acc[r][1], p, hi);
-        }
-      }
-    }
-    for (int r = 0; r < R; ++r)
-      for (int h = 0; h < 2; ++h) _mm512_store_ps(o + static_cast<std::size_t>(r) * kDV + 32 * chunk + 16 * h, acc[r][h]);
-  }
-}
-
-// One accumulator row from PvRows' order to natural dim order: in each 32-dim chunk, lane L
-// of the first vector holds dims 8L..8L+3 and of the second 8L+4..8L+7.
-HWY_INLINE void StoredOrderToNatural(float* o) {
-  const __m512i first = _mm512_set_epi32(23, 22, 21, 20, 7, 6, 5, 4, 19, 18, 17, 16, 3, 2, 1, 0);
-  const __m512i second = _mm512_set_epi32(31, 30, 29, 28, 15, 14, 13, 12, 27, 26, 25, 24, 11, 10, 9, 8);
-  for (int d = 0; d < kDV; d += 32) {
-    const __m512 a = _mm512_load_ps(o + d), b = _mm512_load_ps(o + d + 16);
-    _mm512_store_ps(o + d, _mm512_permutex2var_ps(a, first, b));
-    _mm512_store_ps(o + d + 16, _mm512_permutex2var_ps(a, second, b));
-  }
-}
-
-// Writes the item's rows: normalised output and LSE, or the unnormalised partial of a split.
-HWY_INLINE void Finish(const LayerCtx& c, const WorkItem& it, int heads, int rows, float* partial_slot,
-                       Scratch& sc) {
-  constexpr float kLn2 = 0.6931471805599453f;
-  kernel::cpu::PartialView part;
-  if (partial_slot) part = kernel::cpu::partial_for(partial_slot, kDV, 0);
-  for (int r = 0; r < rows; ++r) {
-    float* o = sc.o + static_cast<std::size_t>(r) * kDV;
-    StoredOrderToNatural(o);
-    const float l = sc.l[r], m = sc.m[r] * kLn2;
-    if (partial_slot) {
-      const __m512 f = _mm512_set1_ps(c.v_scale);
-      float* po = part.o + static_cast<std::size_t>(r) * kDV;
-      for (int d = 0; d < kDV; d += 16) _mm512_storeu_ps(po + d, _mm512_mul_ps(_mm512_load_ps(o + d), f));
-      part.m[r] = m;
-      part.l[r] = l;
-      continue;
-    }
-    const int token = it.token_begin + r / heads, head = it.head_begin + r % heads;
-    if (c.lse) c.lse[token * c.lse_stride + head] = l > 0.0f ? m + std::log(l) : -HUGE_VALF;
-    const float factor = l > 0.0f ? c.v_scale / l : 0.0f;
-    const __m512 f = _mm512_set1_ps(factor);
-    const std::int64_t at = token * c.o_stride[0] + head * c.o_stride[1];
-    switch (c.out_type) {
-      case ScalarType::f32:
-        for (int d = 0; d < kDV; d += 16)
-          _mm512_storeu_ps(reinterpret_cast<float*>(c.out) + at + d, _mm512_mul_ps(_mm512_load_ps(o + d), f));
-        break;
-      case ScalarType::bf16:
-        for (int d = 0; d < kDV; d += 16)
-          _mm256_storeu_si256(reinterpret_cast<__m256i*>(reinterpret_cast<std::uint16_t*>(c.out) + at + d),
-                              reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(_mm512_mul_ps(_mm512_load_ps(o + d), f))));
-        break;
-      default: {
-        auto* out = reinterpret_cast<std::uint16_t*>(c.out) + at;
-        for (int d = 0; d < kDV; ++d) out[d] = float_to_half(o[d] * factor);
-        break;
-      }
-    }
-  }
-}
-
 template <ScalarType K, int NV>
 HWY_NOINLINE void Item(const LayerCtx& c, const WorkItem& it, float* partial_slot, void* scratch) {
   constexpr int RP = NV * 16;
-  constexpr float kLog2e = 1.4426950408889634f;
-  Scratch sc = carve(scratch);
+  std::uint16_t* stage;
+  TileState sc = CarveScratch(scratch, stage);
   const int heads = it.head_end - it.head_begin, rows = it.num_rows();
-  PackQuery(c, it, heads, rows, RP, sc.qp);
-  for (int r = 0; r < RP; ++r) {
-    sc.pos[r] = static_cast<float>(it.pos_begin + std::min(r, rows - 1) / heads);
-    sc.m[r] = -HUGE_VALF;
-    sc.l[r] = 0.0f;
-  }
-  std::memset(sc.o, 0, static_cast<std::size_t>(RP) * kDV * sizeof(float));
+  StartItem<kD, kDV>(c, it, heads, rows, RP, sc);
   const float min_pos = static_cast<float>(it.pos_begin);
   const float scale = c.qk_scale * kLog2e;
   const std::int64_t keys = it.key_end - it.key_begin;
@@ -465,16 +255,19 @@ HWY_NOINLINE void Item(const LayerCtx& c, const WorkItem& it, float* partial_slo
       const std::int64_t k0 = key0 + i * kRunKeys;
       const int run_keys = static_cast<int>(std::min<std::int64_t>(kRunKeys, it.key_end - k0));
       LocatePrefetch<K>(c, it, run0 + i + kPrefetchRuns, pf);
-      run_rows[i] = RunRows<K>(c, it, k0, run_keys, sc.stage + static_cast<std::size_t>(i) * kRunKeys * kD);
+      run_rows[i] = RunRows<K>(c, it, k0, run_keys, stage + static_cast<std::size_t>(i) * kRunKeys * kD);
       QkRun<NV>(run_rows[i], sc.qp, scale, pf, sc.s + static_cast<std::size_t>(i) * kRunKeys * RP);
     }
     const bool need_mask = nk < nruns * kRunKeys || static_cast<float>(key0 + nk - 1) > min_pos;
-    const bool rescale = SoftmaxTile<NV>(nruns * kRunKeys, nk, need_mask, static_cast<float>(key0), sc);
-    for (int rb = 0; rb * 8 < rows; ++rb)
-      PvRows<8, NV>(run_rows, nruns, sc.pp + rb * 8, sc.o + static_cast<std::size_t>(rb) * 8 * kDV, sc.alpha + rb * 8,
-                    rescale);
+    const bool rescale = SoftmaxTile<NV>(nruns * kRunKeys, nk, need_mask, true, static_cast<float>(key0), sc);
+    ValueRows v;
+    v.segments = nruns;
+    v.pairs_per_segment = kRunKeys / 2;
+    v.stride = kRowBytes;
+    for (int i = 0; i < nruns; ++i) v.base[i] = reinterpret_cast<const std::uint8_t*>(run_rows[i]);
+    PvTile<NV, kDV>(v, rows, rescale, sc);
   }
-  Finish(c, it, heads, rows, partial_slot, sc);
+  FinishItem<kDV>(c, it, heads, rows, partial_slot, sc);
 }
 
 template <ScalarType K>

@@ -6,7 +6,9 @@
 #pragma once
 
 #include <cstddef>
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,6 +72,9 @@ class CpuMlaPlan final : public MlaStepPlan {
 
   std::size_t scratch_stride = 0;
   HostBuffer scratch, partials;
+  /// One counter per split group of the pass with the most (run_items' merge bookkeeping).
+  std::unique_ptr<std::atomic<int>[]> split_parts_left;
+  std::size_t split_counters = 0;
   HostBuffer decode_query, decode_latent_out;  ///< [decode tokens, heads, 576] / [.., 512], activation dtype
   HostBuffer new_keys, new_values;             ///< [prefill tokens, heads, 192] / [.., 128], activation dtype
   HostBuffer suffix, suffix_lse;               ///< the new tokens' result, f32 [tokens, heads, 128] / [tokens, heads]

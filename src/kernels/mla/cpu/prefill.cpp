@@ -10,6 +10,7 @@
 #include "kernels/half.hpp"
 #include "kernels/mla/cpu/gemm.hpp"
 #include "kernels/mla/cpu/merge_attn_states.hpp"
+#include "kernels/mla/cpu/prefill_attention.hpp"
 #include "kernels/mla/cpu/run_items.hpp"
 #include "kernels/mla/cpu/steps.hpp"
 
@@ -111,7 +112,8 @@ void run_pass(const LayerStep& s, const PrefillPass& pass, const kernel::cpu::La
   memory.scratch_stride = s.plan.scratch_stride;
   memory.threads = s.team();
   memory.partials = s.plan.partials.as<float>();
-  run_items(c, pass.work, memory);
+  memory.parts_left = s.plan.split_parts_left.get();
+  run_items(c, pass.work, memory, prefill_kernel_runs(c) ? run_prefill_item : kernel::cpu::process_item);
 }
 
 // A chunk's cached rows into `gathered` (activation dtype), fp8 dequantised.
