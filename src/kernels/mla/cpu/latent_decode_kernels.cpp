@@ -42,7 +42,10 @@ constexpr int kRowBytes = kD * 2;       // a bf16 latent row
 constexpr int kRunKeys = 16;            // keys of a run: a block of 16, or a 16-row slice of a larger one
 constexpr int kTileRuns = 2;            // runs per online-softmax step
 constexpr int kTileKeys = kRunKeys * kTileRuns;
-constexpr int kPrefetchRuns = 1;        // how far ahead of the run being computed its lines are prefetched
+constexpr int kStageSlots = kTileRuns + 1;  // staged runs: a tile's, and the next one being widened
+// How far ahead of the run being computed its lines are prefetched: an fp8 run is read one
+// run early (widened during the Q·Kᵀ of the run before), so its lines come two runs ahead.
+constexpr int prefetch_runs(ScalarType k) { return k == ScalarType::bf16 ? 1 : 2; }
 constexpr int kL1Ahead = 2;            // steps of 64 bytes a run's own lines are fetched into L1 ahead of use
 
 constexpr std::size_t kQpBytes = std::size_t{kPairs} * kMaxRows * 4;
@@ -50,7 +53,7 @@ constexpr std::size_t kSBytes = std::size_t{kTileKeys} * kMaxRows * 4;
 constexpr std::size_t kPpBytes = std::size_t{kTileKeys / 2} * kMaxRows * 4;
 constexpr std::size_t kOBytes = std::size_t{kMaxRows} * kDV * 4;
 constexpr std::size_t kRowStateBytes = std::size_t{kMaxRows} * 4;
-constexpr std::size_t kStageBytes = std::size_t{kTileRuns} * kRunKeys * kRowBytes;
+constexpr std::size_t kStageBytes = std::size_t{kStageSlots} * kRunKeys * kRowBytes;
 constexpr std::size_t kScratchBytes = kQpBytes + kSBytes + kPpBytes + kOBytes + 4 * kRowStateBytes + kStageBytes;
 
 // Cache rows of keys [key0, key0 + n) of the item's request, located without a division per key.
@@ -82,7 +85,7 @@ using kernel::cpu::WorkItem;
 
 #include "kernels/mla/cpu/tile_steps-inl.h"
 
-// Scratch: the tile state, then the staged runs [kTileRuns][kRunKeys][kD].
+// Scratch: the tile state, then the staged runs [kStageSlots][kRunKeys][kD].
 HWY_INLINE TileState CarveScratch(void* base, std::uint16_t*& stage) {
   auto* b = static_cast<std::uint8_t*>(base);
   TileState t;
@@ -193,10 +196,13 @@ HWY_INLINE void LocatePrefetch(const LayerCtx& c, const WorkItem& it, std::int64
 // S[key][row] · scale of one run (16 rows of kD bf16 at `keys`), rows across NV vectors.
 // KG keys at a time stay in registers with the NV query vectors of each dim pair; a key's
 // pair is at a fixed offset from one base pointer. Every 16 dim pairs (64 bytes of each
-// key row) also prefetch the next 64 bytes of the group's rows of a run ahead.
+// key row) also prefetch the next 64 bytes of the group's rows of a run ahead. `widen`
+// (fp8 caches, NV <= 2): the next run's 16 rows, widened one per 16 dim pairs of the first
+// group into `widened`, so that the widening's shuffles overlap the dot products (a burst of
+// them before the run measured ~10 % of an fp8 decode).
 template <int NV>
 HWY_INLINE void QkRun(const std::uint16_t* keys, const std::uint32_t* qp, float scale, const RunPrefetch& pf,
-                      float* s) {
+                      const std::uint8_t* const* widen, std::uint16_t* widened, float* s) {
   constexpr int KG = kRunKeys / NV;
   constexpr int RP = NV * 16;
   const __m512 sc = _mm512_set1_ps(scale);
@@ -209,6 +215,8 @@ HWY_INLINE void QkRun(const std::uint16_t* keys, const std::uint32_t* qp, float 
       if (step < pf.lines)
         for (int k = 0; k < KG; ++k)
           if (g * KG + k < pf.n) _mm_prefetch(reinterpret_cast<const char*>(pf.rows[g * KG + k] + 64 * step), _MM_HINT_T1);
+      if (widen != nullptr && g == 0 && step < kRunKeys)
+        WidenE4m3Row(E4m3Tables(), widen[step], widened + static_cast<std::size_t>(step) * kD);
       const std::uint8_t* kb = base + 64 * step;
       if (step + kL1Ahead < kPairs / 16)
         for (int k = 0; k < KG; ++k) _mm_prefetch(reinterpret_cast<const char*>(kb + k * kRowBytes + 64 * kL1Ahead), _MM_HINT_T0);
@@ -239,24 +247,38 @@ HWY_NOINLINE void Item(const LayerCtx& c, const WorkItem& it, float* partial_slo
   const float scale = c.qk_scale * kLog2e;
   const std::int64_t keys = it.key_end - it.key_begin;
   const std::int64_t runs = (keys + kRunKeys - 1) / kRunKeys;
+  constexpr int kAhead = prefetch_runs(K);
+  // fp8 runs of 16 keys are widened during the Q·Kᵀ of the run before (rows of up to 32).
+  constexpr bool kWidenAhead = K != ScalarType::bf16 && NV <= 2;
   RunPrefetch pf;
-  for (std::int64_t a = 0; a < kPrefetchRuns; ++a) {  // the first runs: prefetched up front
+  for (std::int64_t a = 0; a < std::min<std::int64_t>(kAhead, runs); ++a) {  // the first runs: prefetched up front
     LocatePrefetch<K>(c, it, a, pf);
     for (int i = 0; i < pf.n; ++i)
       for (int line = 0; line < pf.lines; ++line)
         _mm_prefetch(reinterpret_cast<const char*>(pf.rows[i] + 64 * line), _MM_HINT_T1);
   }
+  auto slot = [&](std::int64_t run) { return stage + static_cast<std::size_t>(run % kStageSlots) * kRunKeys * kD; };
+  std::int64_t widened = -1;  // the run widened ahead, if any
   for (std::int64_t run0 = 0; run0 < runs; run0 += kTileRuns) {
     const int nruns = static_cast<int>(std::min<std::int64_t>(kTileRuns, runs - run0));
     const std::int64_t key0 = it.key_begin + run0 * kRunKeys;
     const int nk = static_cast<int>(std::min<std::int64_t>(kTileKeys, it.key_end - key0));
     const std::uint16_t* run_rows[kTileRuns];
     for (int i = 0; i < nruns; ++i) {
-      const std::int64_t k0 = key0 + i * kRunKeys;
+      const std::int64_t run = run0 + i, k0 = key0 + i * kRunKeys;
       const int run_keys = static_cast<int>(std::min<std::int64_t>(kRunKeys, it.key_end - k0));
-      LocatePrefetch<K>(c, it, run0 + i + kPrefetchRuns, pf);
-      run_rows[i] = RunRows<K>(c, it, k0, run_keys, stage + static_cast<std::size_t>(i) * kRunKeys * kD);
-      QkRun<NV>(run_rows[i], sc.qp, scale, pf, sc.s + static_cast<std::size_t>(i) * kRunKeys * RP);
+      run_rows[i] = run == widened ? slot(run) : RunRows<K>(c, it, k0, run_keys, slot(run));
+      const std::uint8_t* widen_rows[kRunKeys];
+      const std::uint8_t* const* widen = nullptr;
+      if constexpr (kWidenAhead) {
+        if (it.key_end - (k0 + kRunKeys) >= kRunKeys) {  // the next run is whole
+          locate_rows(c, it.seq, k0 + kRunKeys, kRunKeys, 1, widen_rows);
+          widen = widen_rows;
+          widened = run + 1;
+        }
+      }
+      LocatePrefetch<K>(c, it, run + kAhead, pf);
+      QkRun<NV>(run_rows[i], sc.qp, scale, pf, widen, slot(run + 1), sc.s + static_cast<std::size_t>(i) * kRunKeys * RP);
     }
     const bool need_mask = nk < nruns * kRunKeys || static_cast<float>(key0 + nk - 1) > min_pos;
     const bool rescale = SoftmaxTile<NV>(nruns * kRunKeys, nk, need_mask, true, static_cast<float>(key0), sc);
