@@ -76,12 +76,12 @@ class CpuMlaPlan final : public MlaStepPlan {
   std::unique_ptr<std::atomic<int>[]> split_parts_left;
   std::size_t split_counters = 0;
   HostBuffer decode_query, decode_latent_out;  ///< [decode tokens, heads, 576] / [.., 512], activation dtype
-  HostBuffer new_keys, new_values;             ///< [prefill tokens, heads, 192] / [.., 128], activation dtype
+  HostBuffer new_keys, new_values;             ///< [heads, prefill tokens, 192] / [.., 128], activation dtype
   HostBuffer suffix, suffix_lse;               ///< the new tokens' result, f32 [tokens, heads, 128] / [tokens, heads]
   HostBuffer prefix, prefix_lse;               ///< the context folded so far, likewise
   HostBuffer chunk_out, chunk_lse;             ///< one chunk's result, likewise
   HostBuffer gathered;                         ///< a chunk's latents, [rows, 576] activation dtype
-  HostBuffer chunk_keys, chunk_values;         ///< their up-projection, [rows, heads, 192] / [.., 128]
+  HostBuffer chunk_keys, chunk_values;         ///< their up-projection, [heads, rows, 192] / [.., 128]
 
   std::size_t workspace_bytes() const override;
   std::string describe() const override;
