@@ -194,7 +194,13 @@ void BM_MlaDecodeLatent8x8192(benchmark::State& state) {
   s.decode_latent();  // warm-up
   time_decode(state, s, [&] { s.decode_latent(); }, 60);
 }
-BENCHMARK(BM_MlaDecodeLatent8x8192)->ArgName("heads")->Arg(16)->Arg(128)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlaDecodeLatent8x8192)
+    ->ArgName("heads")
+    ->Arg(16)
+    ->Arg(128)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The whole decode step (absorption, kernel, W_UV) on the same shape: what the products add.
 void BM_MlaDecodeExecute8x8192(benchmark::State& state) {
@@ -206,7 +212,13 @@ void BM_MlaDecodeExecute8x8192(benchmark::State& state) {
   s.execute();
   time_decode(state, s, [&] { s.execute(); }, 0);
 }
-BENCHMARK(BM_MlaDecodeExecute8x8192)->ArgName("heads")->Arg(16)->Arg(128)->Iterations(5)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MlaDecodeExecute8x8192)
+    ->ArgName("heads")
+    ->Arg(16)
+    ->Arg(128)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // One 32768-token request at 128 heads (split-KV over every core) against 8 × 8192 at 128
 // heads, alternating: `per_token_vs_8x8192` is the median ratio of their per-token rates.

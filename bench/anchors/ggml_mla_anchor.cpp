@@ -95,7 +95,8 @@ double time_decode(const Options& o, int heads) {
   }
   const auto* od = static_cast<const float*>(out->data);
   bool finite = true;
-  for (std::size_t i = 0; i < static_cast<std::size_t>(ggml_nelements(out)); ++i) finite = finite && std::isfinite(od[i]);
+  for (std::size_t i = 0; i < static_cast<std::size_t>(ggml_nelements(out)); ++i)
+    finite = finite && std::isfinite(od[i]);
   ggml_free(ctx);
   if (!finite) {
     std::fprintf(stderr, "ggml's output has non-finite values\n");

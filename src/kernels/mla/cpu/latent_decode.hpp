@@ -2,10 +2,11 @@
 // absorbed queries of up to 64 rows (tokens × heads of one request) against the 576-wide
 // latent cache, the values being each latent's first 512 entries. It reads every latent row
 // once per item for all the item's rows: per 16-key run of the cache, Q·Kᵀ holds the rows
-// across SIMD lanes and 16 / (rows / 16) keys in registers (one query load feeds 16
-// dot products, the keys are broadcast straight from the cache); P·V interleaves key pairs
-// in registers and feeds each pair to 16 rows' accumulators. fp8 caches are widened to
-// bfloat16 once per run (a table lookup per byte), shared by both products.
+// across SIMD lanes and 16 / (rows / 16) keys in registers (one query load feeds 16 dot
+// products, the keys are broadcast straight from the cache); P·V interleaves key pairs in
+// registers and feeds each to 8 rows' accumulators of 32 value dims. An fp8 cache is widened
+// to bfloat16 once per run (a table lookup per byte), shared by both products, during the
+// Q·Kᵀ of the run before.
 // Items of at most 8 rows, and layers this kernel does not cover, run the CPU attention
 // kernel (kernels/attention/cpu) instead.
 // Thread-safety: reentrant; each call needs its own scratch.

@@ -9,7 +9,8 @@
 // so), 16 accumulators in registers; the next run's lines are prefetched meanwhile. The
 // softmax and P·V (the values: each row's first 512 entries) are tile_steps-inl.h's.
 // A run that is not 16 whole rows of one block (the last of an item, small blocks) or that
-// lives in an fp8 cache is staged first: bf16 rows in scratch, zeros past the item's keys.
+// lives in an fp8 cache is staged: bf16 rows in scratch, zeros past the item's keys; a whole
+// fp8 run is widened during the Q·Kᵀ of the run before.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla/cpu/latent_decode_kernels.cpp"
 #ifndef HWY_DISABLED_TARGETS
@@ -46,7 +47,7 @@ constexpr int kStageSlots = kTileRuns + 1;  // staged runs: a tile's, and the ne
 // How far ahead of the run being computed its lines are prefetched: an fp8 run is read one
 // run early (widened during the Q·Kᵀ of the run before), so its lines come two runs ahead.
 constexpr int prefetch_runs(ScalarType k) { return k == ScalarType::bf16 ? 1 : 2; }
-constexpr int kL1Ahead = 2;            // steps of 64 bytes a run's own lines are fetched into L1 ahead of use
+constexpr int kL1Ahead = 2;             // 64-byte steps a run's own lines reach L1 ahead of use
 
 constexpr std::size_t kQpBytes = std::size_t{kPairs} * kMaxRows * 4;
 constexpr std::size_t kSBytes = std::size_t{kTileKeys} * kMaxRows * 4;
@@ -214,12 +215,12 @@ HWY_INLINE void QkRun(const std::uint16_t* keys, const std::uint32_t* qp, float 
     for (int step = 0; step < kPairs / 16; ++step) {
       if (step < pf.lines)
         for (int k = 0; k < KG; ++k)
-          if (g * KG + k < pf.n) _mm_prefetch(reinterpret_cast<const char*>(pf.rows[g * KG + k] + 64 * step), _MM_HINT_T1);
+          if (g * KG + k < pf.n) PrefetchToL2(pf.rows[g * KG + k] + 64 * step);
       if (widen != nullptr && g == 0 && step < kRunKeys)
         WidenE4m3Row(E4m3Tables(), widen[step], widened + static_cast<std::size_t>(step) * kD);
       const std::uint8_t* kb = base + 64 * step;
       if (step + kL1Ahead < kPairs / 16)
-        for (int k = 0; k < KG; ++k) _mm_prefetch(reinterpret_cast<const char*>(kb + k * kRowBytes + 64 * kL1Ahead), _MM_HINT_T0);
+        for (int k = 0; k < KG; ++k) PrefetchToL1(kb + k * kRowBytes + 64 * kL1Ahead);
       const std::uint32_t* q = qp + static_cast<std::size_t>(step) * 16 * RP;
       for (int i = 0; i < 16; ++i) {
         __m512i qv[NV];
@@ -255,7 +256,7 @@ HWY_NOINLINE void Item(const LayerCtx& c, const WorkItem& it, float* partial_slo
     LocatePrefetch<K>(c, it, a, pf);
     for (int i = 0; i < pf.n; ++i)
       for (int line = 0; line < pf.lines; ++line)
-        _mm_prefetch(reinterpret_cast<const char*>(pf.rows[i] + 64 * line), _MM_HINT_T1);
+        PrefetchToL2(pf.rows[i] + 64 * line);
   }
   auto slot = [&](std::int64_t run) { return stage + static_cast<std::size_t>(run % kStageSlots) * kRunKeys * kD; };
   std::int64_t widened = -1;  // the run widened ahead, if any
@@ -278,7 +279,8 @@ HWY_NOINLINE void Item(const LayerCtx& c, const WorkItem& it, float* partial_slo
         }
       }
       LocatePrefetch<K>(c, it, run + kAhead, pf);
-      QkRun<NV>(run_rows[i], sc.qp, scale, pf, widen, slot(run + 1), sc.s + static_cast<std::size_t>(i) * kRunKeys * RP);
+      float* logits = sc.s + static_cast<std::size_t>(i) * kRunKeys * RP;
+      QkRun<NV>(run_rows[i], sc.qp, scale, pf, widen, slot(run + 1), logits);
     }
     const bool need_mask = nk < nruns * kRunKeys || static_cast<float>(key0 + nk - 1) > min_pos;
     const bool rescale = SoftmaxTile<NV>(nruns * kRunKeys, nk, need_mask, true, static_cast<float>(key0), sc);

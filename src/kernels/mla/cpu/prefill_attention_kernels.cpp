@@ -106,10 +106,8 @@ HWY_INLINE void QkTile(const TileRows& t, const TileRows* next, const std::uint3
     for (int step = 0; step < kSteps; ++step) {
       if (next) {
         for (int k = 0; k < KG; ++k) {
-          _mm_prefetch(reinterpret_cast<const char*>(next->k_base + (g * KG + k) * next->k_stride + 64 * step), _MM_HINT_T1);
-          if (step < kDV * 2 / 64)
-            _mm_prefetch(reinterpret_cast<const char*>(next->v_base + (g * KG + k) * next->v_stride + 64 * step),
-                         _MM_HINT_T1);
+          PrefetchToL2(next->k_base + (g * KG + k) * next->k_stride + 64 * step);
+          if (step < kDV * 2 / 64) PrefetchToL2(next->v_base + (g * KG + k) * next->v_stride + 64 * step);
         }
       }
       const std::uint32_t* q = qp + static_cast<std::size_t>(step) * 16 * RP;

@@ -15,6 +15,8 @@
 HWY_INLINE __m512 Dot(__m512 acc, __m512i a, __m512i b) {
   return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh>(a), reinterpret_cast<__m512bh>(b));
 }
+HWY_INLINE void PrefetchToL1(const std::uint8_t* p) { __builtin_prefetch(p, 0, 3); }
+HWY_INLINE void PrefetchToL2(const std::uint8_t* p) { __builtin_prefetch(p, 0, 2); }
 HWY_INLINE __m512i Broadcast32(const std::uint8_t* p) {
   std::int32_t x;
   std::memcpy(&x, p, 4);
@@ -126,7 +128,8 @@ HWY_INLINE bool SoftmaxTile(int keys, int nk, bool need_mask, bool causal, float
       const __m512 pb = Exp2(_mm512_sub_ps(_mm512_load_ps(b + v * 16), m_use[v]));
       lsum[v] = _mm512_add_ps(lsum[v], _mm512_add_ps(pa, pb));
       const __m512i both = reinterpret_cast<__m512i>(_mm512_cvtne2ps_pbh(pb, pa));  // low: a, high: b
-      _mm512_store_si512(t.pp + static_cast<std::size_t>(n / 2) * RP + v * 16, _mm512_permutexvar_epi16(interleave, both));
+      _mm512_store_si512(t.pp + static_cast<std::size_t>(n / 2) * RP + v * 16,
+                         _mm512_permutexvar_epi16(interleave, both));
     }
   }
   for (int v = 0; v < NV; ++v) _mm512_store_ps(t.l + v * 16, lsum[v]);
@@ -168,7 +171,8 @@ HWY_INLINE void PvRows(const ValueRows& v, const std::uint32_t* pp, float* o, co
       }
     }
     for (int r = 0; r < R; ++r)
-      for (int h = 0; h < 2; ++h) _mm512_store_ps(o + static_cast<std::size_t>(r) * DV + 32 * chunk + 16 * h, acc[r][h]);
+      for (int h = 0; h < 2; ++h)
+        _mm512_store_ps(o + static_cast<std::size_t>(r) * DV + 32 * chunk + 16 * h, acc[r][h]);
   }
 }
 
