@@ -11,7 +11,7 @@ if(ATTNSEL_HAVE_CUDA AND NOT CMAKE_CUDA20_STANDARD_COMPILE_OPTION)
 endif()
 
 # The kernels layer's cuda/ folders: the device plumbing and one per attention family.
-set(ATTNSEL_CUDA_KERNEL_DIRS kernels/device/cuda kernels/attention/cuda kernels/mla/cuda)
+set(ATTNSEL_CUDA_KERNEL_DIRS kernels/device/cuda kernels/attention/cuda kernels/mla/cuda kernels/sparse_mla/cuda)
 
 function(attnsel_add_cuda_kernels obj_target shared_target)
   # In each folder, *_unavailable.cpp is the build without CUDA (its entry points say why);

@@ -23,17 +23,26 @@ ROOT = Path(__file__).resolve().parent.parent
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"')
 SOURCE_SUFFIXES = {".c", ".cc", ".cpp", ".h", ".hpp", ".cu", ".cuh"}
 
-# The public headers that do not belong to core. plugin_helper.hpp is for plugin authors:
-# a plugin is built from the public headers alone, so no layer of the library includes it.
-PUBLIC_HEADER_LAYER = {
-    "model.hpp": "model",
-    "engine_args.hpp": "model",
-    "kv_layout_resolution.hpp": "model",
-    "plan.hpp": "model",
-    "plugin_loader.hpp": "plugin",
-    "attnsel.h": "capi",
-    "plugin_helper.hpp": None,
-}
+# Each public header names the layer it belongs to on its first line ("// Layer: model"),
+# so the ownership is read where the header is. "none" marks plugin_helper.hpp: it is for
+# plugin authors (a plugin is built from the public headers alone), so no layer includes it.
+OWNER_LINE = re.compile(r"^// Layer: (\w+)")
+
+
+def public_header_layers():
+    """{header name: its layer, or None for "none"}; exits naming a header without the line."""
+    owners = {}
+    for header in sorted((ROOT / "include" / "attnsel").iterdir()):
+        first = header.read_text().split("\n", 1)[0]
+        m = OWNER_LINE.match(first)
+        if not m:
+            raise SystemExit(f"include/attnsel/{header.name}: the first line must name the header's layer, "
+                             f"e.g. '// Layer: core (src/layers.txt)'")
+        owners[header.name] = None if m.group(1) == "none" else m.group(1)
+    return owners
+
+
+PUBLIC_HEADER_LAYER = public_header_layers()
 
 
 def read_tables(path):
@@ -137,7 +146,7 @@ def layer_of(path):
 
 
 def public_owner(header):
-    return PUBLIC_HEADER_LAYER.get(header, "core")
+    return PUBLIC_HEADER_LAYER.get(header, "core")  # headers generated into the build tree are core
 
 
 def sources():

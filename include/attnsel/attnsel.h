@@ -1,3 +1,4 @@
+// Layer: capi (src/layers.txt)
 /* attnsel's C API: choosing, explaining and running attention backends from C and from
  * any language with a C foreign-function interface (Python's ctypes, Rust, Go, Julia).
  *

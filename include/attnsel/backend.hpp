@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The backend capability interface (vLLM's AttentionBackend classmethods).
 //
 // A backend "class" is one immutable object registered in the class table under its
@@ -27,8 +28,12 @@ namespace attnsel {
 namespace kernel {
 class AttentionImpl;
 class MlaImpl;
+class SparseMlaImpl;
+class IndexerImpl;
 struct LayerParams;
 struct MlaLayerParams;
+struct SparseMlaLayerParams;
+struct IndexerLayerParams;
 struct KernelInfo;
 enum class ScalarType : std::uint8_t;
 }  // namespace kernel
@@ -70,6 +75,12 @@ class ATTNSEL_API AttentionBackend : public BackendClass {
   /// Builds an MLA backend's kernel implementation for one layer (attnsel/mla.hpp); throws
   /// NotImplementedError when there is none.
   virtual std::unique_ptr<kernel::MlaImpl> make_mla_impl(const kernel::MlaLayerParams& params) const;
+  /// Builds a sparse MLA backend's attention kernel for one layer (attnsel/sparse_mla.hpp);
+  /// throws NotImplementedError when there is none.
+  virtual std::unique_ptr<kernel::SparseMlaImpl> make_sparse_mla_impl(const kernel::SparseMlaLayerParams& params) const;
+  /// Builds an indexer backend's kernel (DeepSeek-V3.2's lightning indexer, attnsel/sparse_mla.hpp)
+  /// for one layer; throws NotImplementedError when there is none.
+  virtual std::unique_ptr<kernel::IndexerImpl> make_indexer_impl(const kernel::IndexerLayerParams& params) const;
   /// What the kernel needs and offers (device, ISA, graph support, layout) for layers of
   /// `dtype` with `kv_cache_dtype`: callers ask this instead of matching backend names.
   /// The default: available when has_kernel(), host memory, no graphs, no preference.

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The KV-cache dtype: vLLM's CacheDType literal (vllm/config/cache.py) as one enum. A value is
 // parsed once where it enters attnsel (the command's flags, a config file, the C API, the
 // Python package) and travels as the enum from there; every door refuses an unknown name

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The capability record: everything one attention backend class declares on one runtime
 // environment — vLLM's AttentionBackend class attributes and classmethods
 // (vllm/v1/attention/backend.py), evaluated. It has the shape of the plugin ABI's

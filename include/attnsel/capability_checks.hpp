@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The one table of capability checks: each row is one check of vLLM's
 // AttentionBackend.validate_configuration (vllm/v1/attention/backend.py), in vLLM's order,
 // with everything derived from it — the capability record's field, when the check applies,
@@ -21,7 +22,8 @@
 
 #include "attnsel/capabilities.hpp"
 #include "attnsel/export.hpp"
-#include "attnsel/selector.hpp"
+#include "attnsel/engine_config.hpp"
+#include "attnsel/selector_config.hpp"
 
 namespace attnsel {
 

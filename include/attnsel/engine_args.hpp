@@ -1,3 +1,4 @@
+// Layer: model (src/layers.txt)
 // Engine options as vLLM's command line spells them (--attention-backend,
 // --attention-config JSON, --kv-cache-dtype, --block-size, --dtype, the parallel sizes,
 // --kv-transfer-config JSON, --kv-cache-layout), parsed and validated into the EngineConfig
@@ -25,19 +26,20 @@ struct ATTNSEL_API KVTransferConfig {
   bool is_kv_transfer_instance() const;
 };
 
-/// The options as given on vLLM's command line (text, before validation). An empty string
-/// means the option was not given. Thread-safety: a plain value.
+/// The options as given on vLLM's command line (text, before validation). nullopt means the
+/// option was not given; a given text is validated, the empty one too (it is refused, never
+/// taken as "not given"). Thread-safety: a plain value.
 struct ATTNSEL_API EngineArgs {
-  std::string attention_backend;                  ///< --attention-backend NAME ("auto" = automatic)
-  std::string attention_config;                   ///< --attention-config JSON
+  std::optional<std::string> attention_backend;   ///< --attention-backend NAME ("auto" = automatic)
+  std::optional<std::string> attention_config;    ///< --attention-config JSON
   std::string kv_cache_dtype = "auto";            ///< --kv-cache-dtype
   std::optional<int> block_size;                  ///< --block-size (nullopt = not user-specified)
   std::string dtype = "auto";                     ///< --dtype
   int tensor_parallel_size = 1;                   ///< --tensor-parallel-size
   int decode_context_parallel_size = 1;           ///< --decode-context-parallel-size
   int prefill_context_parallel_size = 1;          ///< --prefill-context-parallel-size
-  std::string kv_transfer_config;                 ///< --kv-transfer-config JSON
-  std::string kv_cache_layout;                    ///< --kv-cache-layout (vLLM's VLLM_KV_CACHE_LAYOUT)
+  std::optional<std::string> kv_transfer_config;  ///< --kv-transfer-config JSON
+  std::optional<std::string> kv_cache_layout;     ///< --kv-cache-layout (vLLM's VLLM_KV_CACHE_LAYOUT)
   bool batch_invariant = false;                   ///< VLLM_BATCH_INVARIANT
 };
 

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The engine settings that are runtime facts. Some of what backends depend on vLLM reads
 // from its own configuration rather than from a kernel library or the device:
 // AttentionConfig.flash_attn_version and use_trtllm_attention, VLLM_BATCH_INVARIANT (which

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // Typed errors mirroring vLLM's Python exception categories. The message is vLLM's text
 // where vLLM has one. Thread-safe: immutable values.
 #pragma once

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // ATTNSEL_API marks the public API. The shared library is built with
 // -fvisibility=hidden -fvisibility-inlines-hidden, so a class or function of
 // include/attnsel/ that is not marked is not exported from libattnsel.so.

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // Runtime facts: everything a backend's capabilities depend on beyond the selector
 // configuration — which FlashAttention version resolves, whether FlashInfer's TRTLLM path
 // is usable, ROCm's AITER switches, AMX on the CPU, ... In vLLM these are read from
@@ -33,12 +34,19 @@ struct ATTNSEL_API DeviceDescription {
   int cdna_version = 0;                         ///< ROCm only: 1..4, 0 = unknown
 };
 
-/// The definition of one fact: name, type, documentation and default per platform.
+/// The values a fact takes, beyond its type.
+struct ATTNSEL_API FactRange {
+  std::string_view valid;                    ///< as messages say them: "0 (auto), 2, 3 or 4"
+  bool (*accepts)(const FactValue& value);   ///< null: any value of the fact's type
+};
+
+/// The definition of one fact: name, type, documentation, default per platform and range.
 struct ATTNSEL_API FactDefinition {
   std::string_view name;
   std::string_view type;  ///< "bool", "int" or "string"
   std::string_view doc;
   FactValue (*default_for)(const DeviceDescription&);
+  FactRange range;
 };
 
 /// Every known fact, in documentation order.
@@ -52,8 +60,9 @@ class ATTNSEL_API RuntimeFacts {
   RuntimeFacts() = default;
   explicit RuntimeFacts(const DeviceDescription& device);
 
-  /// Sets a fact from text ("true", "3", ...). Throws ValueError naming the fact's valid
-  /// values, or listing every known fact when the name is unknown.
+  /// Sets a fact from text ("true", "3", ...). Throws ValueError naming the fact and its
+  /// valid values for a value of the wrong type or out of its range, or listing every known
+  /// fact when the name is unknown.
   void set(std::string_view name, std::string_view text);
   void set(std::string_view name, FactValue value);
   /// Text, not the bool alternative a string literal would otherwise convert to.

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The kernel interface: what every backend with a real kernel implements.
 //
 // Modelled on vLLM's AttentionImpl: a batch of sequences (mixed prefill and
@@ -76,6 +77,12 @@ struct ATTNSEL_API TensorView {
                             std::span<const std::int64_t> strides, DeviceKind device = DeviceKind::cpu);
   std::int64_t numel() const;
   bool is_contiguous() const;
+  /// Whether every element has its own memory, as a tensor that is written must: with the
+  /// dimensions of more than one element ordered by stride, each stride steps past all that
+  /// the smaller ones span. False for stride 0 (an expanded tensor) and for strides that
+  /// interleave rows or heads; also for a few exotic layouts without overlap, which no
+  /// kernel tensor has.
+  bool has_distinct_elements() const;
   std::string describe() const;  ///< e.g. "bf16[8, 32, 128] strides [4096, 128, 1]"
   template <class T> T* as() const { return static_cast<T*>(data); }
 };
@@ -264,6 +271,8 @@ class ATTNSEL_API StepPlan {
   const void* maker_ = nullptr;  ///< which implementation made it (execute refuses others' plans)
   friend class AttentionImpl;
   friend class MlaImpl;
+  friend class IndexerImpl;
+  friend class SparseMlaImpl;
 };
 
 /// What a backend's kernel implementation provides. Thread-safety: const methods may be

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // KV-cache layouts (vLLM's KVCacheLayout): a stride permutation of the logical
 // [L, B, H, N, C] cache (layer, block, head, token-in-block, content).
 #pragma once

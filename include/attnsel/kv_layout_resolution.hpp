@@ -1,3 +1,4 @@
+// Layer: model (src/layers.txt)
 // KV-cache layout resolution for a whole model (vllm/v1/attention/backends/utils.py): the
 // layouts every backend of a worker supports (get_supported_kv_cache_layouts), and the one
 // layout the engine core resolves from the workers' reports, the specs' shapes, the requested

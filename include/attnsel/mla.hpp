@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The MLA kernel interface: multi-head latent attention (DeepSeek-V2/V3/V3.2, Kimi-K2), as
 // vLLM's MLA layer runs it (vllm/model_executor/layers/attention/mla_attention.py,
 // MLACommonImpl) and FlashMLA's kernels compute it (flash_mla/flash_mla_interface.py).

@@ -1,3 +1,4 @@
+// Layer: model (src/layers.txt)
 // A model's layers as the selector sees them: read from a Hugging Face `config.json`
 // (transformers format) into one LayerSpec per attention, Mamba-like or indexer layer.
 //

@@ -1,3 +1,4 @@
+// Layer: model (src/layers.txt)
 // Whole-model plans: every layer of a model grouped by KV-cache kind and selector
 // configuration, each group's backend (vLLM's cached selection with per-kind overrides, or
 // the Mamba selector), the block size by vLLM's rule, the KV-cache layout resolved across
@@ -35,11 +36,11 @@ ATTNSEL_API ModelSpec shard_model(const ModelSpec& model, int tensor_parallel_si
 /// options' facts are not among them: with_engine (attnsel/engine_facts.hpp) applies those.
 ATTNSEL_API std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions& options);
 
-/// Builds the platform a plan runs on: `platform_spec` ("cuda:9.0", ...; empty = the host)
+/// Builds the platform a plan runs on: `platform_spec` ("cuda:9.0", ...; nullopt = the host)
 /// with plan_facts() and then `user_facts` applied, as the engine options leave it
 /// (with_engine).
 ATTNSEL_API std::shared_ptr<const Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
-                                                         std::string_view platform_spec,
+                                                               std::optional<std::string_view> platform_spec,
                                                          const std::vector<std::string>& user_facts = {},
                                                          std::optional<SelectionMode> mode = std::nullopt);
 

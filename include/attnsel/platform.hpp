@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // Platforms: where a selection happens (vLLM's current_platform). Each platform owns its
 // device description, its runtime facts and the question it answers (reference or
 // runnable), and implements vLLM's get_attn_backend_cls for its device.

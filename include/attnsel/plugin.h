@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 /* The attnsel plugin ABI: third-party attention backends in shared libraries.
  *
  * C only, so that a plugin built with another compiler, standard library or language

@@ -1,3 +1,4 @@
+// Layer: none (for plugin authors; no layer of the library includes it)
 // Header-only C++ helper for writing an attnsel plugin: write each backend as a C++
 // class, and let one macro export the C init function that attnsel/plugin.h specifies.
 //

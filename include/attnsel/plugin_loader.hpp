@@ -1,3 +1,4 @@
+// Layer: plugin (src/layers.txt)
 // Loading third-party attention backends from shared libraries (attnsel/plugin.h is the
 // ABI a plugin implements).
 //

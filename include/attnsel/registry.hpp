@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The backend registry: vLLM's AttentionBackendEnum / MambaAttentionBackendEnum (names →
 // default qualified class names), their override tables, dynamic members, and the class
 // table that resolves a qualified name to a backend class.

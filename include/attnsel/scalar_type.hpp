@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // The two dtype enums of attnsel and how they convert.
 //
 //   * attnsel::DType (types.hpp) is a model's activation dtype as vLLM's selector sees it

@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // AttentionSelectorConfig: the hashable value a selection is keyed on (vLLM field names).
 #pragma once
 

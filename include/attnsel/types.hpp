@@ -1,3 +1,4 @@
+// Layer: core (src/layers.txt)
 // Value types shared by selection and kernels: dtypes, cache dtypes, attention types,
 // device capabilities and block-size rules. All are plain values: thread-safe to copy.
 #pragma once

@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 
+from ._convert import c_text
 from ._errors import error_for_status
 
 C_API_MAJOR = 2
@@ -305,10 +306,10 @@ def call_json_report(fn, *args):
     return json.loads(text), message
 
 
-def encode(text):
-    return None if text is None else str(text).encode("utf-8")
+def encode(text, name="a string argument"):
+    return c_text(text, name)
 
 
-def string_array(items):
-    items = [encode(i) for i in items]
+def string_array(items, name="a list of strings"):
+    items = [encode(item, f"{name}[{i}]") for i, item in enumerate(items)]
     return (c_char_p * len(items))(*items) if items else None, len(items)

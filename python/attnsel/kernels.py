@@ -27,6 +27,7 @@ import math
 from typing import Optional, Sequence
 
 from . import _library as L
+from ._convert import c_int, c_int_list, check_int_array, instance
 from ._dlpack import exported, is_torch
 
 # DLPack's (code, bits) of the activation dtypes the kernels take.
@@ -99,16 +100,20 @@ def _host_array(values, ctype, name):
     if is_torch(values):
         import torch
         dtype = torch.int32 if ctype is ctypes.c_int32 else torch.int64
+        check_int_array(values, name, ctype, not values.is_floating_point() and not values.is_complex())
         host = values.detach().to(device="cpu", dtype=dtype).contiguous()
         return ctypes.cast(host.data_ptr(), ctypes.POINTER(ctype)), host
     if hasattr(values, "__array_interface__"):
         import numpy
+        values = numpy.asarray(values)
+        check_int_array(values, name, ctype, values.dtype.kind in "iu")
         host = numpy.ascontiguousarray(values, dtype=numpy.int32 if ctype is ctypes.c_int32 else numpy.int64)
         return host.ctypes.data_as(ctypes.POINTER(ctype)), host
     try:
-        flat = [int(v) for row in values for v in (row if isinstance(row, (list, tuple)) else [row])]
-    except TypeError as e:
-        raise TypeError(f"{name} must be a sequence of integers, a numpy array or a tensor") from e
+        rows = list(values)
+    except TypeError:
+        raise TypeError(f"{name} must be a sequence of integers, a numpy array or a tensor") from None
+    flat = c_int_list(rows, name, ctype)
     array = (ctype * len(flat))(*flat)
     return ctypes.cast(array, ctypes.POINTER(ctype)), array
 
@@ -228,14 +233,14 @@ class PagedAttention:
             else:
                 raise ValueError(f"unknown device '{device}'; valid values are: cpu, cuda")
         self.backend = getattr(backend, "name", backend)
-        self.num_heads = int(num_heads)
-        self.num_kv_heads = int(num_kv_heads if num_kv_heads is not None else num_heads)
-        self.head_size = int(head_size)
+        self.num_heads = c_int(num_heads, "num_heads")
+        self.num_kv_heads = c_int(num_kv_heads if num_kv_heads is not None else num_heads, "num_kv_heads")
+        self.head_size = c_int(head_size, "head_size")
         p = L.LayerParams()
         L.lib.attnsel_layer_params_init(ctypes.byref(p))
         p.num_heads, p.num_kv_heads, p.head_size = self.num_heads, self.num_kv_heads, self.head_size
         p.scale = float(scale) if scale is not None else 1.0 / math.sqrt(self.head_size) if self.head_size > 0 else 0.0
-        p.sliding_window = int(sliding_window or 0)
+        p.sliding_window = c_int(sliding_window or 0, "sliding_window")
         p.logits_soft_cap = float(logits_soft_cap)
         keep = []
         for field, values in (("alibi_slopes", alibi_slopes), ("sinks", sinks), ("k_scales", k_scales),
@@ -295,7 +300,7 @@ class PagedAttention:
         vc = exported(value_cache, "value_cache")
         o = L.PlanOptions()
         L.lib.attnsel_plan_options_init(ctypes.byref(o))
-        o.graph_capturable, o.max_blocks_per_seq, o.lse = bool(graph_capturable), int(max_blocks_per_seq), bool(lse)
+        o.graph_capturable, o.max_blocks_per_seq, o.lse = bool(graph_capturable), c_int(max_blocks_per_seq, "max_blocks_per_seq"), bool(lse)
         o.early_cache_reads = bool(early_cache_reads)
         handle = ctypes.c_void_p()
         L.check(L.lib.attnsel_kernel_plan(self._handle, ctypes.byref(b), kc.pointer, vc.pointer, _dl_dtype(dtype, kc),
@@ -310,6 +315,7 @@ class PagedAttention:
         """Rewrites `plan` for the next step's batch in place, reusing its buffers. A
         graph-capturable plan keeps its pointers and launch shapes: the batch must have the shape
         it was built for (same sequences and query lengths). Returns the plan."""
+        instance(plan, StepPlan, "plan")
         b, num_tokens, keep = _batch(query_start_loc, seq_lens, block_table, slot_mapping)
         if not self._cuda:
             raw = None
@@ -333,6 +339,7 @@ class PagedAttention:
 
     def write_kv_cache(self, key, value, key_cache, value_cache, plan: StepPlan, stream=None) -> None:
         """Writes the step's new keys and values at the plan's slot mapping."""
+        instance(plan, StepPlan, "plan")
         k = exported(key, "key")
         v = exported(value, "value")
         kc = exported(key_cache, "key_cache")
@@ -350,6 +357,7 @@ class PagedAttention:
         `value` ([num_tokens, num_kv_heads, head_size], both or neither): the step's new keys and
         values, written to the plan's slot mapping and attended over in the same call, as
         write_kv_cache then forward (one launch for decode batches on CUDA)."""
+        instance(plan, StepPlan, "plan")
         if (key is None) != (value is None):
             raise ValueError("forward: give both key and value (the step's new keys and values), or neither")
         if output is None:

@@ -6,6 +6,7 @@ import os
 from typing import Any, Dict, List, Optional
 
 from . import _library as L
+from ._convert import c_int, config_json
 from ._errors import selection_error
 from .selection import AttentionSelectorConfig, Candidate, _candidates
 
@@ -85,37 +86,36 @@ def plan(model=None, platform: Optional[str] = None, *, mode=None, facts=(), att
     L.lib.attnsel_plan_request_init(ctypes.byref(r))
     keep = []
 
-    def text(value):
+    def text(value, name):
         if isinstance(value, dict):
             value = json.dumps(value)
-        encoded = L.encode(value)
+        encoded = L.encode(value, name)
         keep.append(encoded)
         return encoded
 
     if isinstance(model, dict):
-        r.model_json = text(json.dumps(model))
+        r.model_json = text(json.dumps(model), "model")
     elif isinstance(model, (str, os.PathLike)) and str(model).lstrip().startswith("{"):
-        r.model_json = text(str(model))
+        r.model_json = text(str(model), "model")
     elif model is not None:
-        r.model_path = text(os.fspath(model))
-    r.platform = text(platform)
-    r.mode = text(mode)
+        r.model_path = text(os.fspath(model), "model")
+    r.platform = text(platform, "platform")
+    r.mode = text(mode, "mode")
     fact_items = [f"{k}={v}" for k, v in facts.items()] if isinstance(facts, dict) else list(facts)
-    array, r.num_facts = L.string_array(fact_items)
+    array, r.num_facts = L.string_array(fact_items, "facts")
     keep.append(array)
     r.facts = array
-    r.attention_backend = text(getattr(attention_backend, "name", attention_backend))
-    if attention_config is not None and not isinstance(attention_config, (str, dict)):
-        attention_config = attention_config.to_json()
-    r.attention_config = text(attention_config)
-    r.kv_cache_dtype = text(kv_cache_dtype)
-    r.block_size = int(block_size or 0)
-    r.dtype = text(None if dtype is None else str(dtype).replace("torch.", ""))
-    r.tensor_parallel_size = int(tensor_parallel_size)
-    r.decode_context_parallel_size = int(decode_context_parallel_size)
-    r.prefill_context_parallel_size = int(prefill_context_parallel_size)
-    r.kv_transfer_config = text(kv_transfer_config)
-    r.kv_cache_layout = text(kv_cache_layout)
+    r.attention_backend = text(getattr(attention_backend, "name", attention_backend), "attention_backend")
+    attention_config = config_json(attention_config, "attention_config")
+    r.attention_config = text(attention_config, "attention_config")
+    r.kv_cache_dtype = text(kv_cache_dtype, "kv_cache_dtype")
+    r.block_size = c_int(block_size or 0, "block_size")
+    r.dtype = text(None if dtype is None else str(dtype).replace("torch.", ""), "dtype")
+    r.tensor_parallel_size = c_int(tensor_parallel_size, "tensor_parallel_size")
+    r.decode_context_parallel_size = c_int(decode_context_parallel_size, "decode_context_parallel_size")
+    r.prefill_context_parallel_size = c_int(prefill_context_parallel_size, "prefill_context_parallel_size")
+    r.kv_transfer_config = text(kv_transfer_config, "kv_transfer_config")
+    r.kv_cache_layout = text(kv_cache_layout, "kv_cache_layout")
     r.batch_invariant = 1 if batch_invariant else 0
     j, message = L.call_json_report(L.lib.attnsel_plan_json, ctypes.byref(r))
     if message is not None:

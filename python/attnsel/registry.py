@@ -5,6 +5,7 @@ import importlib
 from typing import Optional
 
 from . import _library as L
+from ._request import _request
 
 
 class BackendClass:
@@ -43,7 +44,6 @@ class BackendClass:
         """vLLM's validate_configuration: every reason this class rejects the configuration ([] =
         valid), on `platform` (default: "cuda:MAJOR.MINOR" from device_capability, else the
         current platform). `switches` are the selector's engine fields (use_dcp, use_non_causal, ...)."""
-        from .selection import _request
         if platform is None and device_capability is not None:
             major, minor = tuple(device_capability)[:2]
             platform = f"cuda:{major}.{minor}"

@@ -1,31 +1,14 @@
 """Selection: attnsel.select (one layer, explained) and vLLM's get_attn_backend."""
 import ctypes
 import dataclasses
-import json
 from typing import List, NamedTuple, Optional
 
 from . import _library as L
+from ._convert import config_json
 from ._errors import selection_error
 from .config import get_current_platform, get_current_vllm_config
+from ._request import _SWITCHES, _request, dtype_name  # noqa: F401 (re-exported)
 from .registry import BackendClass, BackendMember, MambaAttentionBackendEnum, _member_by_name
-
-_SWITCHES = ("use_mla", "has_sink", "use_sparse", "use_mm_prefix", "use_per_head_quant_scales",
-             "has_sliding_window", "use_non_causal", "use_batch_invariant", "use_kv_connector", "use_pcp",
-             "use_dcp", "use_adaptive_verification", "use_rswa")
-
-
-def dtype_name(dtype) -> Optional[str]:
-    """"bfloat16" for torch.bfloat16, numpy.float16, "float16", ..."""
-    if dtype is None:
-        return None
-    text = str(dtype)
-    for prefix in ("torch.", "<class 'numpy.", "numpy."):
-        if text.startswith(prefix):
-            text = text[len(prefix):]
-    text = text.rstrip("'>")
-    return {"half": "float16", "float": "float32", "bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}.get(
-        text, text)
-
 
 class AttentionSelectorConfig(NamedTuple):
     """vLLM's AttentionSelectorConfig: the key of a selection, with vLLM's field names."""
@@ -79,52 +62,6 @@ def _candidates(items):
     return [Candidate(c["backend"], c["priority"], c["valid"], list(c["reasons"])) for c in items]
 
 
-def _request(platform=None, mode=None, facts=(), attention_backend=None, attention_config=None,
-             backend_per_kind=None, head_size=128, dtype="bfloat16", kv_cache_dtype=None, block_size=None,
-             attn_type="decoder", num_heads=None, run_cache_dtype=None, **switches):
-    """An attnsel_select_request, and the objects its pointers refer to (keep them alive)."""
-    unknown = set(switches) - set(_SWITCHES)
-    if unknown:
-        raise TypeError(f"unknown selector field(s) {sorted(unknown)}; valid: {', '.join(_SWITCHES)}")
-    r = L.SelectRequest()
-    L.lib.attnsel_select_request_init(ctypes.byref(r))
-    keep = []
-
-    def text(value):
-        encoded = L.encode(value)
-        keep.append(encoded)
-        return encoded
-
-    r.platform = text(platform)
-    r.mode = text(mode)
-    fact_items = [f"{k}={v}" for k, v in facts.items()] if isinstance(facts, dict) else list(facts)
-    array, r.num_facts = L.string_array(fact_items)
-    keep.append(array)
-    r.facts = array
-    if isinstance(attention_backend, BackendMember):
-        attention_backend = attention_backend.name
-    r.attention_backend = text(attention_backend)
-    r.attention_config = text(attention_config)
-    per_kind = [f"{k}={getattr(v, 'name', v)}" for k, v in (backend_per_kind or {}).items()]
-    array, r.num_backend_per_kind = L.string_array(per_kind)
-    keep.append(array)
-    r.backend_per_kind = array
-    if head_size is None or int(head_size) <= 0:
-        raise ValueError(f"head_size must be positive, got {head_size}")
-    r.head_size = int(head_size)
-    r.dtype = text(dtype_name(dtype) or "bfloat16")
-    r.kv_cache_dtype = text(kv_cache_dtype)
-    if block_size is not None and int(block_size) <= 0:
-        raise ValueError(f"block_size must be positive, got {block_size}")
-    r.block_size = int(block_size or 0)
-    r.attn_type = text(getattr(attn_type, "value", attn_type) or "decoder")
-    r.num_heads = int(num_heads or 0)
-    r.run_cache_dtype = text(run_cache_dtype)
-    for name, value in switches.items():
-        setattr(r, name, 1 if value else 0)
-    return r, keep
-
-
 def _parse_selection(j) -> Selection:
     return Selection(backend=j["backend"], class_name=j["class"], priority=j["priority"], platform=j["platform"],
                      mode=j["mode"], config=AttentionSelectorConfig(**j["config"]), num_heads=j["num_heads"],
@@ -141,10 +78,7 @@ def select(platform: Optional[str] = None, head_size: int = 128, dtype="bfloat16
     `switches` are the selector's boolean fields (use_mla=True, has_sink=True, use_dcp=True,
     ...). A failed selection raises ValueError or NotImplementedError with vLLM's message;
     the exception's `candidates` lists every candidate with its reasons."""
-    if isinstance(attention_config, dict):
-        attention_config = json.dumps(attention_config)
-    elif attention_config is not None and not isinstance(attention_config, str):
-        attention_config = attention_config.to_json()
+    attention_config = config_json(attention_config, "attention_config")
     request, keep = _request(platform=platform, mode=mode, facts=facts, attention_backend=attention_backend,
                              attention_config=attention_config, backend_per_kind=backend_per_kind,
                              head_size=head_size, dtype=dtype, kv_cache_dtype=kv_cache_dtype,

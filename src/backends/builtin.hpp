@@ -21,6 +21,8 @@ using BuiltinMember = registry_startup::Member;
 std::span<const BuiltinMember> builtin_attention_members();
 /// MambaAttentionBackendEnum's members, in vLLM's declaration order.
 std::span<const BuiltinMember> builtin_mamba_members();
+/// attnsel's own AttentionBackendEnum members (not vLLM's), registered after vLLM's.
+std::span<const BuiltinMember> own_attention_members();
 
 /// Every built-in backend class (attention and Mamba), one object each.
 std::vector<std::shared_ptr<const BackendClass>> make_builtin_classes();

@@ -17,7 +17,7 @@ std::vector<std::shared_ptr<const BackendClass>> make_builtin_classes() {
         append_triton_mla, append_rocm_aiter_mla, append_aiter_triton_mla, append_flashmla_sparse,
         append_flashinfer_mla_sparse, append_flashinfer_mla_sparse_sm120, append_flashinfer_mla_sparse_sm90,
         append_flashattn_mla_sparse, append_rocm_aiter_mla_sparse, append_xpu_mla_sparse, append_cpu_mla,
-        append_amx_mla, append_deepseek_v4, append_deepseek_v41, append_mamba})
+        append_amx_mla, append_cpu_mla_sparse, append_deepseek_v4, append_deepseek_v41, append_mamba})
     append(out);
   return out;
 }

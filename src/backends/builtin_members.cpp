@@ -1,6 +1,6 @@
 // The registry's built-in members: vLLM's enums, each vLLM class path mapped to one C++
 // class name (attnsel::backends::<Class> for vllm.v1 backends, attnsel::models::<model>::<Class>
-// for model-driven ones).
+// for model-driven ones); then attnsel's own members, which vLLM does not have.
 #include <array>
 
 #include "backends/builtin.hpp"
@@ -58,6 +58,11 @@ constexpr std::array<BuiltinMember, 46> kAttention = {{
     {"CUSTOM", std::nullopt},
 }};
 
+// attnsel's own members: backends vLLM does not have, for what vLLM does not run.
+constexpr std::array<BuiltinMember, 1> kOwnAttention = {{
+    {"CPU_MLA_SPARSE", "attnsel::backends::CPUMLASparseBackend"sv},  // sparse MLA on the CPU
+}};
+
 constexpr std::array<BuiltinMember, 6> kMamba = {{
     {"MAMBA1", "attnsel::backends::Mamba1AttentionBackend"sv},
     {"MAMBA2", "attnsel::backends::Mamba2AttentionBackend"sv},
@@ -70,5 +75,6 @@ constexpr std::array<BuiltinMember, 6> kMamba = {{
 
 std::span<const BuiltinMember> builtin_attention_members() { return kAttention; }
 std::span<const BuiltinMember> builtin_mamba_members() { return kMamba; }
+std::span<const BuiltinMember> own_attention_members() { return kOwnAttention; }
 
 }  // namespace attnsel::backends

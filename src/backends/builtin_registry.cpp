@@ -6,7 +6,8 @@
 namespace attnsel::registry_startup {
 
 BuiltinContents builtin_contents() {
-  return {backends::builtin_attention_members(), backends::builtin_mamba_members(), backends::make_builtin_classes()};
+  return {backends::builtin_attention_members(), backends::builtin_mamba_members(), backends::make_builtin_classes(),
+          backends::own_attention_members()};
 }
 
 }  // namespace attnsel::registry_startup

@@ -48,6 +48,7 @@ void append_rocm_aiter_mla_sparse(ClassList& out);  // ROCM_AITER_MLA_SPARSE
 void append_xpu_mla_sparse(ClassList& out);         // XPU_MLA_SPARSE
 void append_cpu_mla(ClassList& out);                // CPU_MLA
 void append_amx_mla(ClassList& out);                // AMX_MLA
+void append_cpu_mla_sparse(ClassList& out);         // CPU_MLA_SPARSE (attnsel's own)
 // Model code's backends (vLLM's deepseek_v4 / deepseek_v41 models)
 void append_deepseek_v4(ClassList& out);            // FLASHMLA_SPARSE_DSV4, FLASHINFER_MLA_SPARSE_DSV4, ROCM_FLASHMLA_SPARSE_DSV4
 void append_deepseek_v41(ClassList& out);           // FLASHMLA_SPARSE_DSV41, FLASHINFER_MLA_SPARSE_DSV41, FLASHMLA_MEGA_ATTN_DSV41

@@ -1,11 +1,13 @@
 // FLASH_ATTN_MLA_SPARSE's capabilities (vllm/v1/attention/backends/mla/flashattn_mla_sparse.py).
+// Its kernel: attnsel's sparse MLA CUDA kernel (cuda_sparse_mla_backend.hpp).
 #include "backends/class_factories.hpp"
 #include "backends/common.hpp"
+#include "backends/cuda_sparse_mla_backend.hpp"
 
 namespace attnsel::backends {
 
 namespace {
-class FlashAttnMLASparseBackend : public AttentionBackend {
+class FlashAttnMLASparseBackend : public CudaSparseMlaBackend {
  public:
   std::string get_name() const override { return "FLASH_ATTN_MLA_SPARSE"; }
   std::string qualname() const override { return "attnsel::backends::FlashAttnMLASparseBackend"; }

@@ -1,12 +1,14 @@
 // FLASHMLA_SPARSE's capabilities (vllm/v1/attention/backends/mla/flashmla_sparse.py).
+// Its kernel: attnsel's sparse MLA CUDA kernel (cuda_sparse_mla_backend.hpp).
 #include "backends/class_factories.hpp"
 #include "backends/common.hpp"
+#include "backends/cuda_sparse_mla_backend.hpp"
 #include "backends/runtime_facts.hpp"
 
 namespace attnsel::backends {
 
 namespace {
-class FlashMLASparseBackend : public AttentionBackend {
+class FlashMLASparseBackend : public CudaSparseMlaBackend {
  public:
   std::string get_name() const override { return "FLASHMLA_SPARSE"; }
   std::string qualname() const override { return "attnsel::backends::FlashMLASparseBackend"; }

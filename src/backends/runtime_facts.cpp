@@ -161,8 +161,8 @@ std::optional<std::string> flashmla_sparse_unsupported_reason(const RuntimeEnv& 
 
 std::optional<bool> force_use_trtllm_attention(const RuntimeEnv& env) {
   const std::string& v = env.facts.get_string("flashinfer.use_trtllm_attention");
-  if (v == "true" || v == "1") return true;
-  if (v == "false" || v == "0") return false;
+  if (v == "true") return true;  // the fact's values: auto, true, false
+  if (v == "false") return false;
   return std::nullopt;
 }
 

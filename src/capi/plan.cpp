@@ -65,12 +65,13 @@ attnsel_status attnsel_plan_json(const attnsel_plan_request* request, char** out
     (void)shard_model(model, options.tensor_parallel_size);  // inconsistent heads are bad input
     (void)resolve_model_dtype(model, options.dtype);
     std::optional<SelectionMode> mode;
-    if (request->mode != nullptr && *request->mode != '\0') {
+    if (request->mode != nullptr) {
       mode = parse_mode(request->mode);
       if (!mode) throw ValueError(std::string("unknown mode '") + request->mode + "'; valid values are: reference, runnable");
     }
     const std::shared_ptr<const Platform> platform =
-        make_plan_platform(model, options, request->platform ? request->platform : "",
+        make_plan_platform(model, options,
+                           request->platform ? std::optional<std::string_view>(request->platform) : std::nullopt,
                            assignments(request->facts, request->num_facts, "facts"), mode);
     Selector selector(platform);
     try {

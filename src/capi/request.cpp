@@ -32,12 +32,13 @@ std::vector<std::string> assignments(const char* const* items, std::uint32_t cou
 
 std::shared_ptr<Platform> make_request_platform(const char* spec, const char* mode,
                                                 const std::vector<std::string>& facts) {
+  // NULL is "not given"; an empty text is given, and refused as any unknown one.
   std::optional<SelectionMode> m;
-  if (mode != nullptr && *mode != '\0') {
+  if (mode != nullptr) {
     m = parse_mode(mode);
     if (!m) throw ValueError(fmt::format("unknown mode '{}'; valid values are: reference, runnable", mode));
   }
-  if (spec == nullptr || *spec == '\0') return detect_host_platform(facts, m);
+  if (spec == nullptr) return detect_host_platform(facts, m);
   return make_platform(spec, facts, m);
 }
 

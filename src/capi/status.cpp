@@ -66,6 +66,7 @@ const char* attnsel_status_name(attnsel_status status) {
     case ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR: return "NotImplementedError";
     case ATTNSEL_STATUS_RUNTIME_ERROR: return "RuntimeError";
     case ATTNSEL_STATUS_INTERNAL_ERROR: return "InternalError";
+    case ATTNSEL_STATUS_OS_ERROR: return "OSError";
     default: return "Unknown";
   }
 }

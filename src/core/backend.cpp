@@ -6,6 +6,7 @@
 #include "attnsel/errors.hpp"
 #include "attnsel/kernel.hpp"
 #include "attnsel/mla.hpp"
+#include "attnsel/sparse_mla.hpp"
 
 namespace attnsel {
 
@@ -22,6 +23,14 @@ std::unique_ptr<kernel::AttentionImpl> AttentionBackend::make_impl(const kernel:
 }
 
 std::unique_ptr<kernel::MlaImpl> AttentionBackend::make_mla_impl(const kernel::MlaLayerParams&) const {
+  throw NotImplementedError(missing_kernel_reason());
+}
+
+std::unique_ptr<kernel::SparseMlaImpl> AttentionBackend::make_sparse_mla_impl(const kernel::SparseMlaLayerParams&) const {
+  throw NotImplementedError(missing_kernel_reason());
+}
+
+std::unique_ptr<kernel::IndexerImpl> AttentionBackend::make_indexer_impl(const kernel::IndexerLayerParams&) const {
   throw NotImplementedError(missing_kernel_reason());
 }
 

@@ -78,7 +78,11 @@ const FactDefinition& checked_definition(std::string_view name, const FactValue&
   const bool type_ok = (def->type == "bool" && std::holds_alternative<bool>(value)) ||
                        (def->type == "int" && std::holds_alternative<std::int64_t>(value)) ||
                        (def->type == "string" && std::holds_alternative<std::string>(value));
-  if (!type_ok) throw ValueError(fmt::format("Fact {} takes a value of type {}", name, def->type));
+  if (!type_ok)
+    throw ValueError(fmt::format("Fact {} takes a value of type {}: {}", name, def->type, def->range.valid));
+  if (def->range.accepts != nullptr && !def->range.accepts(value))
+    throw ValueError(fmt::format("Invalid value '{}' for fact {}: expected {}", fact_value_to_string(value), name,
+                                 def->range.valid));
   return *def;
 }
 }  // namespace

@@ -41,7 +41,7 @@ struct EnumData {
   std::optional<std::uint32_t> none_member;  // the member whose value is None (CUSTOM)
   std::unordered_map<std::uint32_t, std::string> overrides;
 
-  void reset(std::span<const registry_startup::Member> builtin) {
+  void reset(std::span<const registry_startup::Member> builtin, std::span<const registry_startup::Member> own = {}) {
     members.clear();
     index.clear();
     by_value.clear();
@@ -52,6 +52,12 @@ struct EnumData {
       const std::uint32_t i = add(std::string(m.name), value);
       if (!m.qualname) none_member = none_member.value_or(i);
       else by_value.try_emplace(std::string(*m.qualname), i);
+    }
+    // attnsel's own members follow vLLM's, each taking its value as a registered member does.
+    for (const auto& m : own) {
+      const std::string value(m.qualname.value_or(""));
+      const std::uint32_t i = add(std::string(m.name), value);
+      by_value.insert_or_assign(value, i);
     }
   }
   std::uint32_t add(std::string name, std::optional<std::string> value) {
@@ -76,7 +82,7 @@ struct Registry {
 
   // `builtin` is computed before the lock is taken (registry_startup::builtin_contents).
   void reset_locked(const registry_startup::BuiltinContents& builtin) {
-    attention.reset(builtin.attention_members);
+    attention.reset(builtin.attention_members, builtin.own_attention_members);
     mamba.reset(builtin.mamba_members);
     classes.clear();
     for (const auto& cls : builtin.classes) classes.insert_or_assign(cls->qualname(), cls);

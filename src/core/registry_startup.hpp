@@ -31,6 +31,10 @@ struct BuiltinContents {
   std::span<const Member> attention_members;  ///< AttentionBackendEnum, in vLLM's order
   std::span<const Member> mamba_members;      ///< MambaAttentionBackendEnum, in vLLM's order
   std::vector<std::shared_ptr<const BackendClass>> classes;  ///< one object per built-in class
+  /// attnsel's own AttentionBackendEnum members, which vLLM does not have (backends for what
+  /// vLLM does not run, e.g. CPU_MLA_SPARSE): added after vLLM's, as a start-up registration
+  /// would add them, and again on every reset.
+  std::span<const Member> own_attention_members = {};
 };
 
 /// The built-in members and classes. Called with no lock held, before the registry exists

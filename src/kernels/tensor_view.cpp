@@ -9,6 +9,26 @@
 
 namespace attnsel::kernel {
 
+bool TensorView::has_distinct_elements() const {
+  if (numel() <= 1) return true;
+  // The dimensions of more than one element, by increasing stride (insertion sort: at most kMaxDims).
+  int dims[kMaxDims] = {};
+  int n = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] <= 1) continue;
+    int i = n++;
+    for (; i > 0 && stride[dims[i - 1]] > stride[d]; --i) dims[i] = dims[i - 1];
+    dims[i] = d;
+  }
+  std::int64_t span = 1;  // elements covered by the dimensions with smaller strides
+  for (int i = 0; i < n; ++i) {
+    const int d = dims[i];
+    if (stride[d] < span) return false;
+    span += stride[d] * (shape[d] - 1);
+  }
+  return true;
+}
+
 TensorView TensorView::contiguous(void* data, ScalarType dtype, std::initializer_list<std::int64_t> shape,
                                   DeviceKind device) {
   if (shape.size() > static_cast<std::size_t>(kMaxDims))

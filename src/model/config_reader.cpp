@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <cstdint>
+#include <set>
+#include <vector>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "attnsel/errors.hpp"
+#include "core/log.hpp"
 
 namespace attnsel::model {
 
@@ -55,6 +58,42 @@ std::optional<std::int64_t> integer_value(const nlohmann::json& v) {
 }
 
 }  // namespace
+
+nlohmann::json parse_json(std::string_view text, std::string_view source) {
+  // The keys seen in each open object, and each open object's path ("a.b").
+  struct Open {
+    std::set<std::string, std::less<>> keys;
+    std::string path;
+  };
+  std::vector<Open> open;
+  std::string last_key;
+  auto on_event = [&](int, nlohmann::json::parse_event_t event, nlohmann::json& parsed) {
+    using Event = nlohmann::json::parse_event_t;
+    if (event == Event::object_start) {
+      const std::string parent = open.empty() ? "" : open.back().path;
+      open.push_back({{}, open.empty() ? "" : parent.empty() ? last_key : parent + "." + last_key});
+    } else if (event == Event::object_end) {
+      if (!open.empty()) open.pop_back();
+    } else if (event == Event::key) {
+      last_key = parsed.get<std::string>();
+      if (!open.empty() && !open.back().keys.insert(last_key).second) {
+        const std::string& path = open.back().path;
+        log::logger().warn("{}: key '{}' appears more than once in one object; the last value counts", source,
+                           printable(path.empty() ? last_key : path + "." + last_key, 200));
+      }
+    }
+    return true;
+  };
+  try {
+    return nlohmann::json::parse(text.begin(), text.end(), on_event);
+  } catch (const nlohmann::json::exception& e) {
+    // nlohmann's messages start with "[json.exception.parse_error.101] "; the id helps nobody.
+    std::string_view what = e.what();
+    if (const auto close = what.find("] "); what.starts_with('[') && close != std::string_view::npos)
+      what.remove_prefix(close + 2);
+    throw ValueError(fmt::format("{}: malformed JSON: {}", source, printable(what, what.size())));
+  }
+}
 
 std::string describe_json(const nlohmann::json& value) {
   switch (value.type()) {

@@ -71,6 +71,12 @@ class ConfigReader {
   std::string prefix_;
 };
 
+/// Parses `text` as JSON. ValueError "<source>: malformed JSON: <the parser's message>", its
+/// bytes escaped as printable() escapes them; a key given twice in one object is a warning
+/// naming `source` and the key's path (the last value counts, as in Python's json module,
+/// which reads vLLM's configs).
+nlohmann::json parse_json(std::string_view text, std::string_view source);
+
 /// `s` with quotes, backslashes and non-printable bytes escaped, cut after `limit` bytes.
 std::string printable(std::string_view s, std::size_t limit = 60);
 

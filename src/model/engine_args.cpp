@@ -50,14 +50,10 @@ bool has_type(const nlohmann::json& v, FieldType t) {
 
 // Parses `text` as a JSON object; `option` names the flag in messages.
 nlohmann::json parse_object(std::string_view text, std::string_view option) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(text.begin(), text.end());
-  } catch (const nlohmann::json::exception& e) {
-    std::string what = e.what();
-    if (auto close = what.find("] "); what.starts_with("[") && close != std::string::npos) what.erase(0, close + 2);
-    throw ValueError(fmt::format("{}: malformed JSON: {}", option, what));
-  }
+  // Given but empty is not "not given": say so rather than report a parse error at column 0.
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw ValueError(fmt::format("{} is empty: give a JSON object, e.g. {{}}", option));
+  const nlohmann::json j = model::parse_json(text, option);
   if (!j.is_object()) throw ValueError(fmt::format("{}: expected a JSON object, got {}", option, describe_json(j)));
   return j;
 }
@@ -212,8 +208,7 @@ AttentionConfig make_attention_config(std::optional<std::string_view> attention_
 EngineOptions parse_engine_args(const EngineArgs& args) {
   EngineOptions out;
   EngineConfig& e = out.engine;
-  auto given = [](const std::string& text) { return text.empty() ? std::nullopt : std::optional<std::string_view>(text); };
-  e.attention = make_attention_config(given(args.attention_backend), given(args.attention_config));
+  e.attention = make_attention_config(args.attention_backend, args.attention_config);
 
   e.cache.cache_dtype = cache_dtype_from(args.kv_cache_dtype, "--kv-cache-dtype");
   if (args.block_size) {
@@ -240,13 +235,13 @@ EngineOptions parse_engine_args(const EngineArgs& args) {
   e.prefill_context_parallel_size = args.prefill_context_parallel_size;
   e.batch_invariant = args.batch_invariant;
 
-  if (!args.kv_transfer_config.empty()) {
-    out.kv_transfer = parse_kv_transfer_config(args.kv_transfer_config);
+  if (args.kv_transfer_config) {
+    out.kv_transfer = parse_kv_transfer_config(*args.kv_transfer_config);
     e.kv_transfer_instance = out.kv_transfer->is_kv_transfer_instance();
   }
-  if (!args.kv_cache_layout.empty()) {
-    (void)layout_from_name(args.kv_cache_layout);  // vLLM's "Unknown KV cache layout" check
-    out.kv_cache_layout = args.kv_cache_layout;
+  if (args.kv_cache_layout) {
+    (void)layout_from_name(*args.kv_cache_layout);  // vLLM's "Unknown KV cache layout" check
+    out.kv_cache_layout = *args.kv_cache_layout;
   }
   return out;
 }

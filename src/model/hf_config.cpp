@@ -71,15 +71,6 @@ void read_config_dtype(const ConfigReader& root, ModelSpec& out) {
   out.config_dtype_float32 = *text == "float32";
 }
 
-std::string strip_json_exception_prefix(std::string_view what) {
-  // nlohmann's messages start with "[json.exception.parse_error.101] "; the id helps nobody.
-  if (!what.empty() && what.front() == '[') {
-    const auto close = what.find("] ");
-    if (close != std::string_view::npos) what.remove_prefix(close + 2);
-  }
-  return std::string(what);
-}
-
 }  // namespace
 
 std::span<const Family> families() { return kFamilies; }
@@ -163,12 +154,7 @@ std::span<const std::string_view> supported_model_types() {
 }
 
 ModelSpec parse_model_config(std::string_view json_text, std::string_view source) {
-  nlohmann::json root_json;
-  try {
-    root_json = nlohmann::json::parse(json_text.begin(), json_text.end());
-  } catch (const nlohmann::json::exception& e) {
-    throw ValueError(fmt::format("{}: malformed JSON: {}", source, model::strip_json_exception_prefix(e.what())));
-  }
+  const nlohmann::json root_json = model::parse_json(json_text, source);
   if (!root_json.is_object())
     throw ValueError(fmt::format("{}: expected a JSON object at the top level, got {}", source,
                                  model::describe_json(root_json)));
@@ -193,6 +179,7 @@ ModelSpec parse_model_config(std::string_view json_text, std::string_view source
 }
 
 ModelSpec load_model_config(const std::filesystem::path& path) {
+  if (path.empty()) throw ValueError("the model path is empty: give a config.json or a folder holding one");
   std::error_code ec;
   std::filesystem::path file = path;
   if (std::filesystem::is_directory(path, ec)) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <limits>
 #include <map>
 #include <set>
 #include <variant>
@@ -13,6 +14,7 @@
 #include "attnsel/plan.hpp"
 #include "attnsel/registry.hpp"
 #include "backends/deepseek_v32_indexer.hpp"
+#include "core/checked_math.hpp"
 #include "model/hybrid_block_size.hpp"
 #include "model/kv_bytes.hpp"
 #include "model/model_hooks.hpp"
@@ -380,17 +382,25 @@ void resolve_layout(ModelPlan& plan, const ModelSpec& model, const EngineOptions
   }
 }
 
-// A sum that is unknown as soon as one of its terms is, and absent with no terms.
+// A sum that is unknown as soon as one of its terms is, and absent with no terms; one that
+// does not fit in 64 bits is refused (`what` names it).
 struct Total {
+  std::string_view what;
   bool any = false;
   bool unknown = false;
   std::int64_t sum = 0;
   void add(std::optional<std::int64_t> term, std::int64_t count) {
     any = true;
-    if (term)
-      sum += *term * count;
-    else
+    if (!term) {
       unknown = true;
+      return;
+    }
+    const std::optional<std::int64_t> product = checked::mul(*term, count);
+    const std::optional<std::int64_t> total = product ? checked::add(sum, *product) : std::nullopt;
+    if (!total)
+      throw ValueError(fmt::format("the model's {} is more than {} bytes: too large to plan", what,
+                                   std::numeric_limits<std::int64_t>::max()));
+    sum = *total;
   }
   std::optional<std::int64_t> value() const {
     if (!any || unknown) return std::nullopt;
@@ -399,7 +409,8 @@ struct Total {
 };
 
 void sum_sizes(ModelPlan& plan) {
-  Total self, cross, state;
+  Total self{"KV cache per token"}, cross{"cross-attention KV cache per encoder token"},
+      state{"Mamba state per sequence"};
   for (const PlanGroup& g : plan.groups) {
     const auto n = static_cast<std::int64_t>(g.layers.size());
     if (g.mixer == MixerKind::mamba)

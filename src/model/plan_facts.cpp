@@ -36,13 +36,13 @@ std::vector<std::string> plan_facts(const ModelSpec& model, const EngineOptions&
 }
 
 std::shared_ptr<const Platform> make_plan_platform(const ModelSpec& model, const EngineOptions& options,
-                                             std::string_view platform_spec,
+                                                   std::optional<std::string_view> platform_spec,
                                              const std::vector<std::string>& user_facts,
                                              std::optional<SelectionMode> mode) {
   std::vector<std::string> facts = plan_facts(model, options);
   facts.insert(facts.end(), user_facts.begin(), user_facts.end());
   const std::shared_ptr<Platform> platform =
-      platform_spec.empty() ? detect_host_platform(facts, mode) : make_platform(platform_spec, facts, mode);
+      platform_spec ? make_platform(*platform_spec, facts, mode) : detect_host_platform(facts, mode);
   return with_engine(platform, options.engine);
 }
 

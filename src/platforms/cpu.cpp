@@ -10,12 +10,20 @@ Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
                                             const AttentionSelectorConfig& config, std::optional<int>,
                                             CacheDType) const {
   Selection s;
-  if (config.use_sparse) throw SelectionError(ErrorKind::not_implemented, "Sparse Attention is not supported on CPU.", {});
+  // vLLM has no sparse attention on the CPU. Runnable mode routes sparse layers to attnsel's
+  // own CPU_MLA_SPARSE kernel and says so (see docs/DECISIONS.md).
+  if (config.use_sparse && mode_ == SelectionMode::reference)
+    throw SelectionError(ErrorKind::not_implemented, "Sparse Attention is not supported on CPU.", {});
 
   // MLA routes to AMX_MLA where AMX, bf16 and a block size that is a multiple of 32 allow
   // it, else to CPU_MLA (see docs/DECISIONS.md); everything else runs on CPU_ATTN.
   std::string target = "CPU_ATTN";
-  if (config.use_mla) {
+  if (config.use_sparse) {
+    target = "CPU_MLA_SPARSE";
+    add_log(s, LogLine::Level::info,
+            "vLLM has no sparse attention on CPU (it raises \"Sparse Attention is not supported on CPU.\"); "
+            "attnsel runs sparse layers on its own CPU_MLA_SPARSE kernel.");
+  } else if (config.use_mla) {
     const bool amx_ok = env_.facts.get_bool("cpu.amx") && config.dtype == DType::bfloat16 &&
                         (!config.block_size || *config.block_size % 32 == 0);
     target = amx_ok ? "AMX_MLA" : "CPU_MLA";

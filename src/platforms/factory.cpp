@@ -93,12 +93,18 @@ std::shared_ptr<Platform> make_platform(std::string_view spec, const std::vector
     const std::string_view v = std::string_view(lower).substr(5);
     const auto dot = v.find('.');
     if (dot == std::string_view::npos) bad_spec(spec, "expected MAJOR.MINOR after 'cuda:'");
+    // Digits only: from_chars alone would read "-0" as 0 and "09" as 9.
+    const std::string_view major_text = v.substr(0, dot), minor_text = v.substr(dot + 1);
+    auto digits = [](std::string_view t, std::size_t max_length) {
+      return !t.empty() && t.size() <= max_length && (t.size() == 1 || t.front() != '0') &&
+             std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; });
+    };
+    if (!digits(major_text, 2) || !digits(minor_text, 1) || major_text == "0")
+      bad_spec(spec, "expected a compute capability MAJOR.MINOR with MAJOR from 1 to 99 and MINOR from 0 to 9, "
+                     "written in digits (e.g. 9.0)");
     int major = 0, minor = 0;
-    auto r1 = std::from_chars(v.data(), v.data() + dot, major);
-    auto r2 = std::from_chars(v.data() + dot + 1, v.data() + v.size(), minor);
-    if (r1.ec != std::errc() || r1.ptr != v.data() + dot || r2.ec != std::errc() || r2.ptr != v.data() + v.size() ||
-        major < 1 || major > 99 || minor < 0 || minor > 9)
-      bad_spec(spec, "expected a compute capability such as 9.0");
+    std::from_chars(major_text.data(), major_text.data() + major_text.size(), major);
+    std::from_chars(minor_text.data(), minor_text.data() + minor_text.size(), minor);
     d = {PlatformKind::cuda, DeviceCapability{major, minor}, "cuda", "", 0};
   } else if (lower.starts_with("rocm:")) {
     const std::string arch = lower.substr(5);

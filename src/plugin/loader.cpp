@@ -113,11 +113,17 @@ class Loader {
   std::shared_ptr<LoadedPlugin> describe(const std::shared_ptr<const SharedLibrary>& library, const fs::path& path,
                                          const std::string& symbol) {
     void* address = library->symbol(symbol);
-    if (address == nullptr)
-      throw ImportError(cannot_load(path, symbol,
-                                    fmt::format("the library exports no symbol '{}' (export the init function with "
-                                                "extern \"C\" ATTNSEL_PLUGIN_EXPORT)",
-                                                symbol)));
+    if (address == nullptr) {
+      // The library itself loaded: what is wrong is the symbol asked for (or its export).
+      const bool has_default =
+          symbol != kDefaultPluginSymbol && library->symbol(std::string(kDefaultPluginSymbol)) != nullptr;
+      throw ImportError(fmt::format(
+          "plugin {} has no init symbol '{}': the library loaded, but exports no symbol '{}' ({})",
+          quote(path.string()), symbol, symbol,
+          has_default
+              ? fmt::format("it exports the default init symbol {}: leave out ':{}'", kDefaultPluginSymbol, symbol)
+              : std::string("export the init function with extern \"C\" ATTNSEL_PLUGIN_EXPORT")));
+    }
     auto init = reinterpret_cast<attnsel_plugin_init_fn>(address);
     const attnsel_plugin* desc = nullptr;
     in_plugin_init = true;

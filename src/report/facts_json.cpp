@@ -12,6 +12,7 @@ nlohmann::ordered_json facts_json(const Platform& platform) {
                             {"default", fact_value_to_string(d.default_for(platform.env().device))},
                             {"overridden", facts.is_overridden(d.name)},
                             {"from_engine", facts.is_from_engine(d.name)},
+                            {"valid", d.range.valid},
                             {"doc", d.doc}});
   return out;
 }

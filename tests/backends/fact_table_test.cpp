@@ -1,4 +1,5 @@
 // The documented runtime facts: names, types and vLLM's per-platform defaults.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <regex>
@@ -29,6 +30,38 @@ TEST(FactTable, EveryFactIsDocumentedAndTyped) {
       EXPECT_TRUE(typed) << d.name;
     }
   }
+}
+
+TEST(FactTable, EveryFactStatesItsRangeAndEveryDefaultIsInIt) {
+  for (const FactDefinition& d : fact_definitions()) {
+    EXPECT_FALSE(d.range.valid.empty()) << d.name;
+    if (d.type != "bool") {
+      EXPECT_NE(d.range.accepts, nullptr) << d.name << ": an int or string fact has a range";
+    }
+    for (const RuntimeEnv& env : {cuda_env(9, 0), cuda_env(10, 0), testing::rocm_env("gfx942", 3),
+                                  testing::cpu_env(), testing::xpu_env()}) {
+      if (d.range.accepts != nullptr) {
+        EXPECT_TRUE(d.range.accepts(env.facts.values().at(std::string(d.name)))) << d.name;
+      }
+    }
+  }
+}
+
+// The range holds at every door: text (--fact, the C API's facts) and typed values (C++).
+TEST(FactTable, ValuesOutsideTheRangeAreRefusedNamingIt) {
+  RuntimeFacts facts(DeviceDescription{PlatformKind::cuda, DeviceCapability{9, 0}, "cuda", "", 0});
+  EXPECT_THAT([&] { facts.set("flash_attn_version", FactValue{std::int64_t{7}}); },
+              ::testing::ThrowsMessage<ValueError>(
+                  "Invalid value '7' for fact flash_attn_version: expected 0 (auto), 2, 3 or 4"));
+  EXPECT_THAT([&] { facts.set("model.num_kv_heads", "65537"); },
+              ::testing::ThrowsMessage<ValueError>(::testing::HasSubstr("expected 0 (no model config) to 65536")));
+  EXPECT_THAT([&] { facts.set("flashinfer.use_trtllm_attention", "1"); },
+              ::testing::ThrowsMessage<ValueError>(::testing::HasSubstr("expected auto, true or false")));
+  EXPECT_THAT([&] { facts.set("cpu.amx", FactValue{std::int64_t{1}}); },
+              ::testing::ThrowsMessage<ValueError>("Fact cpu.amx takes a value of type bool: true or false"));
+  for (const char* v : {"0", "2", "3", "4"}) EXPECT_NO_THROW(facts.set("flash_attn_version", v)) << v;
+  EXPECT_EQ(facts.get_int("flash_attn_version"), 4);
+  EXPECT_NO_THROW(facts.set("flashinfer.use_trtllm_attention", "false"));
 }
 
 TEST(FactTable, FlashAttentionBuildsFollowTheHardware) {

@@ -29,7 +29,11 @@ static void test_versions(void) {
   CHECK(strlen(attnsel_version()) > 0);
   CHECK(strcmp(attnsel_status_name(ATTNSEL_STATUS_VALUE_ERROR), "ValueError") == 0);
   CHECK(strcmp(attnsel_status_name(ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR), "NotImplementedError") == 0);
+  CHECK(strcmp(attnsel_status_name(ATTNSEL_STATUS_OS_ERROR), "OSError") == 0);
   CHECK(strcmp(attnsel_status_name(99), "Unknown") == 0);
+  /* Every status the library returns has its name. */
+  for (attnsel_status s = ATTNSEL_STATUS_OK; s <= ATTNSEL_STATUS_OS_ERROR; ++s)
+    CHECK(!contains(attnsel_status_name(s), "Unknown"));
 }
 
 static void test_select(void) {
@@ -503,11 +507,71 @@ static void test_kernel(void) {
   CHECK(attnsel_kernel_create("FLASHINFER", &p, &k) == ATTNSEL_STATUS_NOT_IMPLEMENTED_ERROR && k == NULL);
 }
 
+/* Bad input never changes meaning: NULL is "not given", an empty text is given (and refused);
+ * values outside their range are refused with the range; unknown cache dtypes get the one text. */
+static void test_bad_input_keeps_its_meaning(void) {
+  attnsel_select_request r;
+  attnsel_plan_request p;
+  attnsel_selection* s = NULL;
+  char* json = NULL;
+  const char* fact[1] = {"flash_attn_version=7"};
+  attnsel_select_request_init(&r);
+  r.platform = "";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_VALUE_ERROR && s == NULL);
+  CHECK(contains(attnsel_last_error(), "Invalid platform '': unknown platform"));
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:9.0";
+  r.mode = "";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_VALUE_ERROR && s == NULL);
+  CHECK(contains(attnsel_last_error(), "unknown mode ''; valid values are: reference, runnable"));
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:9.-0";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_VALUE_ERROR && s == NULL);
+  CHECK(contains(attnsel_last_error(), "MAJOR from 1 to 99 and MINOR from 0 to 9"));
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:9.0";
+  r.facts = fact;
+  r.num_facts = 1;
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_VALUE_ERROR && s == NULL);
+  CHECK(contains(attnsel_last_error(), "for fact flash_attn_version: expected 0 (auto), 2, 3 or 4"));
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:9.0";
+  r.kv_cache_dtype = "fp9";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_VALUE_ERROR && s == NULL);
+  CHECK(contains(attnsel_last_error(), "kv_cache_dtype 'fp9' is not a cache dtype; valid values are: auto, "));
+  r.kv_cache_dtype = NULL;
+  r.run_cache_dtype = "";
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_VALUE_ERROR && s == NULL);
+  CHECK(contains(attnsel_last_error(), "run_cache_dtype '' is not a cache dtype"));
+  CHECK(attnsel_list_backends("", NULL, &json) == ATTNSEL_STATUS_VALUE_ERROR && json == NULL);
+
+  attnsel_plan_request_init(&p);
+  p.platform = "";
+  CHECK(attnsel_plan_json(&p, &json) == ATTNSEL_STATUS_VALUE_ERROR && json == NULL);
+  CHECK(contains(attnsel_last_error(), "Invalid platform ''"));
+  attnsel_plan_request_init(&p);
+  p.platform = "cuda:9.0";
+  p.attention_config = "";
+  CHECK(attnsel_plan_json(&p, &json) == ATTNSEL_STATUS_VALUE_ERROR && json == NULL);
+  CHECK(contains(attnsel_last_error(), "--attention-config is empty"));
+  attnsel_plan_request_init(&p);
+  p.platform = "cuda:9.0";
+  p.model_path = "";
+  CHECK(attnsel_plan_json(&p, &json) == ATTNSEL_STATUS_VALUE_ERROR && json == NULL);
+  CHECK(contains(attnsel_last_error(), "the model path is empty"));
+  attnsel_plan_request_init(&p);
+  p.platform = "cuda:9.0";
+  p.kv_cache_dtype = "fp9";
+  CHECK(attnsel_plan_json(&p, &json) == ATTNSEL_STATUS_VALUE_ERROR && json == NULL);
+  CHECK(contains(attnsel_last_error(), "--kv-cache-dtype 'fp9' is not a cache dtype"));
+}
+
 int main(int argc, char** argv) {
   test_versions();
   test_select();
   test_platform_messages();
   test_select_failures();
+  test_bad_input_keeps_its_meaning();
   test_check_and_facts();
   test_plan();
   test_registry(argc > 1 ? argv[1] : NULL);

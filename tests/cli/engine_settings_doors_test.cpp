@@ -128,8 +128,8 @@ std::string cli_select(const Settings& s) {
 // vLLM's engine arguments of a plan with these settings.
 EngineArgs plan_args(const Settings& s) {
   EngineArgs a;
-  a.attention_backend = s.attention_backend.value_or("");
-  a.attention_config = s.attention_config.value_or("");
+  a.attention_backend = s.attention_backend;
+  a.attention_config = s.attention_config;
   a.kv_cache_dtype = s.kv_cache_dtype.value_or("auto");
   a.block_size = s.block_size;
   a.batch_invariant = s.batch_invariant;
@@ -171,7 +171,7 @@ std::string capi_plan(const Settings& s) {
   r.block_size = s.block_size.value_or(0);
   r.tensor_parallel_size = a.tensor_parallel_size;
   r.decode_context_parallel_size = a.decode_context_parallel_size;
-  r.kv_transfer_config = s.kv_connector ? a.kv_transfer_config.c_str() : nullptr;
+  r.kv_transfer_config = s.kv_connector ? a.kv_transfer_config->c_str() : nullptr;
   r.batch_invariant = s.batch_invariant;
   char* text = nullptr;
   (void)attnsel_plan_json(&r, &text);
@@ -191,7 +191,7 @@ std::string cli_plan(const Settings& s) {
   if (s.batch_invariant) args.emplace_back("--batch-invariant");
   if (s.use_dcp)
     args.insert(args.end(), {"--tensor-parallel-size", "2", "--decode-context-parallel-size", "2"});
-  if (s.kv_connector) args.insert(args.end(), {"--kv-transfer-config", a.kv_transfer_config});
+  if (s.kv_connector) args.insert(args.end(), {"--kv-transfer-config", *a.kv_transfer_config});
   for (const std::string& f : s.facts) args.insert(args.end(), {"--fact", f});
   const json j = json::parse(test::run_attnsel(args).out);
   return j.contains("plan") && !j.at("plan").is_null() ? plan_answer(j.at("plan")) : plan_answer(j);

@@ -26,6 +26,12 @@ TEST_F(UserMessagesCli, ANonPositiveCountSaysItMustBeAPositiveInteger) {
       {"select", "--platform", "cuda:9.0", "--block-size", "-16"},
       {"bench", "--block-size", "0"},
       {"run", "--batch", "0"},
+      // Options that CLI11's PositiveNumber once checked, printing its floating-point range.
+      {"bench", "--context", "5", "--batch", "0"},
+      {"run", "--dcp", "0"},
+      {"run", "--cp-kv-cache-interleave-size", "0"},
+      {"plan", "--cp-kv-cache-interleave-size", "0"},
+      {"plan", "--max-model-len", "0"},
   };
   for (const auto& args : commands) {
     const test::CliResult r = run_attnsel(args);

@@ -9,6 +9,7 @@
 
 #include "attnsel/capability_checks.hpp"
 #include "attnsel/plugin.h"
+#include "attnsel/selector.hpp"
 
 namespace attnsel {
 namespace {

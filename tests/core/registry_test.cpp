@@ -32,9 +32,13 @@ class RegistryTest : public ::testing::Test {
 TEST_F(RegistryTest, HasEveryMemberOfTheSeedInOrder) {
   std::vector<std::string> names;
   for (const BackendMember& m : AttentionBackendEnum.members()) names.push_back(m.name());
-  ASSERT_EQ(names.size(), 46U);
+  // vLLM's 46, then attnsel's own (CPU_MLA_SPARSE: sparse MLA on the CPU, which vLLM lacks).
+  ASSERT_EQ(names.size(), 47U);
   EXPECT_EQ(names.front(), "FLASH_ATTN");
-  EXPECT_EQ(names.back(), "CUSTOM");
+  EXPECT_EQ(names[45], "CUSTOM");
+  EXPECT_EQ(names.back(), "CPU_MLA_SPARSE");
+  EXPECT_EQ(AttentionBackendEnum["CPU_MLA_SPARSE"].get_path(), "attnsel::backends::CPUMLASparseBackend");
+  EXPECT_EQ(AttentionBackendEnum.from_value("attnsel::backends::CPUMLASparseBackend").name(), "CPU_MLA_SPARSE");
   for (const char* required : {"ULTRAQUANT", "TRITON_FLASHINFER", "TRITON_FLASH_ATTN", "FLASHMLA_SPARSE_DSV41",
                                "FLASHINFER_MLA_SPARSE_DSV41", "FLASHMLA_MEGA_ATTN_DSV41", "ROCM_SEGMENTED_ATTN",
                                "TORCH_SDPA", "NO_ATTENTION", "CPU_ATTN", "AMX_MLA", "TURBOQUANT"})
@@ -76,7 +80,7 @@ TEST_F(RegistryTest, UnknownNameListsEveryValidOption) {
     const std::string msg = e.what();
     EXPECT_THAT(msg, ::testing::StartsWith("Unknown attention backend: 'FLASH_ATTENTION'. Valid options are: "
                                            "FLASH_ATTN, FLASH_ATTN_DIFFKV, TRITON_ATTN, "));
-    EXPECT_THAT(msg, ::testing::EndsWith("TURBOQUANT, ULTRAQUANT, CUSTOM"));
+    EXPECT_THAT(msg, ::testing::EndsWith("TURBOQUANT, ULTRAQUANT, CUSTOM, CPU_MLA_SPARSE"));
   }
 }
 

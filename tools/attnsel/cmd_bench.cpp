@@ -185,17 +185,17 @@ void add_bench_command(CLI::App& app, CommandContext& context) {
   sub->add_option("--layout", o->model.layout, "KV-cache layout: NHD or HND (default: the backend's)");
   sub->add_option("--block-size", o->block_size, "KV-cache block size in tokens (the targets are defined at 16)")
       ->capture_default_str()
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
   sub->add_option("--case", o->cases, "run only these cases")
       ->check(CLI::IsMember({"decode-batch", "decode-long", "prefill"}));
   sub->add_option("--batch", o->batch, "with --context: one decode case of this many sequences instead of the "
                                        "standard cases (the kernel-only anchor for `attnsel run` on that shape)")
-      ->check(CLI::PositiveNumber);
+      ->transform(PositiveInteger);
   sub->add_option("--context", o->context, "with --batch: tokens per sequence of that decode case")
-      ->check(CLI::PositiveNumber);
+      ->transform(PositiveInteger);
   sub->add_option("--repeats", o->repeats, "timed passes per case (the median is reported)")
       ->capture_default_str()
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
   sub->add_option("--scale", o->scale, "shrink the contexts by this factor (targets are defined at 1)")
       ->capture_default_str()
       ->check(CLI::Range(0.001, 1.0));

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <map>
 #include <memory>
-#include <sstream>
 
 #include "attnsel/engine_args.hpp"
 #include "attnsel/model.hpp"
@@ -14,6 +13,7 @@
 #include "dcp_plan_report.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
+#include "model/config_reader.hpp"
 #include "plan_report.hpp"
 
 namespace attnsel::cli {
@@ -21,14 +21,14 @@ namespace attnsel::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model;  ///< empty = the built-in default model
+  std::optional<std::string> model;  ///< nullopt: the built-in default model
   PlatformOptions platform;
   OutputOptions output;
   bool explain = false;
-  std::string compare;  ///< "cuda:9.0,cpu"
-  // vLLM's engine arguments, spelled as vLLM spells them.
-  std::string attention_backend;
-  std::string attention_config;
+  std::optional<std::string> compare;  ///< "cuda:9.0,cpu"
+  // vLLM's engine arguments, spelled as vLLM spells them (nullopt: not given).
+  std::optional<std::string> attention_backend;
+  std::optional<std::string> attention_config;
   std::string kv_cache_dtype = "auto";
   int block_size = 0;
   std::string dtype = "auto";
@@ -36,8 +36,8 @@ struct PlanOptions {
   int decode_context_parallel_size = 1;
   int prefill_context_parallel_size = 1;
   DcpPlanRequest dcp;
-  std::string kv_transfer_config;
-  std::string kv_cache_layout;
+  std::optional<std::string> kv_transfer_config;
+  std::optional<std::string> kv_cache_layout;
   bool batch_invariant = false;
   CLI::Option* block_size_opt = nullptr;
 
@@ -52,25 +52,29 @@ struct PlanOptions {
         R"(vLLM's --attention-config JSON, e.g. '{"backend_per_kind": {"sliding_window": "TRITON_ATTN"}}')");
     app.add_option("--kv-cache-dtype", kv_cache_dtype, "vLLM's --kv-cache-dtype")->capture_default_str();
     block_size_opt = app.add_option("--block-size", block_size,
-                                    "vLLM's --block-size (default: chosen by vLLM's rule from the backends)");
+                                    "vLLM's --block-size (default: chosen by vLLM's rule from the backends)")
+                         ->transform(Integer);
     app.add_option("--dtype", dtype, "vLLM's --dtype: auto (from the config), half, bfloat16, float32, ...")
         ->capture_default_str();
     app.add_option("--tensor-parallel-size", tensor_parallel_size, "vLLM's --tensor-parallel-size")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(Integer);
     app.add_option("--decode-context-parallel-size", decode_context_parallel_size,
                    "vLLM's --decode-context-parallel-size")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(Integer);
     app.add_option("--cp-kv-cache-interleave-size", dcp.interleave,
                    "vLLM's --cp-kv-cache-interleave-size (with --decode-context-parallel-size)")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->transform(PositiveInteger);
     app.add_option("--max-model-len", dcp.seq_len,
                    "the sequence whose KV cache the DCP ranks divide (with --decode-context-parallel-size)")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber);
+        ->transform(PositiveInteger64);
     app.add_option("--prefill-context-parallel-size", prefill_context_parallel_size,
                    "vLLM's --prefill-context-parallel-size")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->transform(Integer);
     app.add_option("--kv-transfer-config", kv_transfer_config,
                                      R"(vLLM's --kv-transfer-config JSON, e.g. '{"kv_connector": "NixlConnector", )"
                                      R"("kv_role": "kv_both"}')");
@@ -117,9 +121,11 @@ struct PlanInputs {
 PlanInputs build_inputs(const PlanOptions& o) {
   return as_usage([&] {
     PlanInputs in;
-    in.model = o.model.empty() ? default_model() : load_model_config(o.model);
+    in.model = o.model ? load_model_config(*o.model) : default_model();
     in.options = parse_engine_args(o.engine_args());
     (void)shard_model(in.model, in.options.tensor_parallel_size);  // inconsistent heads are bad input
+    if (const auto problem = dcp_head_problem(in.model, in.options.tensor_parallel_size, dcp_request(o)))
+      throw ValueError(fmt::format("vLLM refuses this DCP configuration: {}", *problem));
     (void)resolve_model_dtype(in.model, in.options.dtype);
     in.mode = o.platform.mode.empty() ? std::nullopt : parse_mode(o.platform.mode);
     return in;
@@ -127,7 +133,8 @@ PlanInputs build_inputs(const PlanOptions& o) {
 }
 
 // The platform with the plan's facts (model, engine options) under the user's --fact values.
-std::shared_ptr<const Platform> build_platform(const PlanOptions& o, const PlanInputs& in, const std::string& spec) {
+std::shared_ptr<const Platform> build_platform(const PlanOptions& o, const PlanInputs& in,
+                                               const std::optional<std::string>& spec) {
   std::map<std::string, std::string> seen;
   for (const std::string& f : o.platform.facts) {
     const auto [name, value] = split_assignment(f, "--fact", "NAME=VALUE");
@@ -135,7 +142,8 @@ std::shared_ptr<const Platform> build_platform(const PlanOptions& o, const PlanI
     if (!fresh && it->second != value)
       throw UsageError(fmt::format("conflicting --fact values for {}: '{}' and '{}'", name, it->second, value));
   }
-  return as_usage([&] { return make_plan_platform(in.model, in.options, spec, o.platform.facts, in.mode); });
+  const std::optional<std::string_view> platform_spec = spec ? std::optional<std::string_view>(*spec) : std::nullopt;
+  return as_usage([&] { return make_plan_platform(in.model, in.options, platform_spec, o.platform.facts, in.mode); });
 }
 
 void print_text(const PlanOptions& o, const ModelSpec& model, const ModelPlan& plan) {
@@ -150,6 +158,7 @@ int run_single(const PlanOptions& o) {
   Selector selector(platform);
   try {
     const ModelPlan plan = make_plan(in.model, in.options, selector);
+    as_usage([&] { check_dcp_plan(plan, dcp_request(o)); });
     if (o.output.json) {
       nlohmann::json j = plan_json(in.model, plan);
       if (o.decode_context_parallel_size > 1) j["dcp"] = dcp_json(in.model, plan, dcp_request(o));
@@ -172,21 +181,27 @@ int run_single(const PlanOptions& o) {
   }
 }
 
+// Every entry counts: an empty one (",," or a trailing ",") is a mistake, not "nothing".
 std::vector<std::string> split_list(const std::string& text) {
   std::vector<std::string> out;
-  std::stringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ','))
-    if (!item.empty()) out.push_back(item);
-  if (out.empty()) throw UsageError(fmt::format("--compare expects a comma-separated list of platforms, got '{}'", text));
-  return out;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = text.find(',', start);
+    out.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (out.back().empty())
+      throw UsageError(fmt::format("--compare expects a comma-separated list of platforms, e.g. cuda:9.0,cpu; entry {} "
+                                   "of '{}' is empty",
+                                   out.size(), model::printable(text)));
+    if (comma == std::string::npos) return out;
+    start = comma + 1;
+  }
 }
 
 int run_compare(const PlanOptions& o) {
-  if (!o.platform.platform.empty()) throw UsageError("--compare and --platform cannot be combined");
+  if (o.platform.platform) throw UsageError("--compare and --platform cannot be combined");
   const PlanInputs in = build_inputs(o);
   std::vector<std::shared_ptr<const Platform>> platforms;
-  for (const std::string& spec : split_list(o.compare)) platforms.push_back(build_platform(o, in, spec));
+  for (const std::string& spec : split_list(*o.compare)) platforms.push_back(build_platform(o, in, spec));
   std::vector<PlatformOutcome> outcomes;
   bool all_ok = true;
   for (const auto& platform : platforms) {
@@ -195,8 +210,13 @@ int run_compare(const PlanOptions& o) {
     Selector selector(platform);
     try {
       outcome.plan = make_plan(in.model, in.options, selector);
+      check_dcp_plan(*outcome.plan, dcp_request(o));  // the interleave rule meets this platform's block size
     } catch (const PlanError& e) {
       outcome.plan = e.partial_plan();
+      outcome.error = e.what();
+      all_ok = false;
+    } catch (const ValueError& e) {
+      if (!outcome.plan) throw;  // bad input, not this platform's outcome
       outcome.error = e.what();
       all_ok = false;
     }
@@ -223,7 +243,7 @@ void add_plan_command(CLI::App& app, CommandContext& context) {
   sub->callback([options, &context] {
     context.run = [options] {
       return run_command(options->output.json, [options] {
-        return options->compare.empty() ? run_single(*options) : run_compare(*options);
+        return options->compare ? run_compare(*options) : run_single(*options);
       });
     };
   });

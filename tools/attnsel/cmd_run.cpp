@@ -95,6 +95,7 @@ nlohmann::json check_json(const runtime::CheckResult& c) {
 }
 
 int run_run(RunOptions o) {
+  o.dcp.require_dcp_for_its_options();
   if (o.dcp.enabled())
     return run_dcp(o.dcp, {o.platform, o.backend, o.model, o.output, o.batch, o.context, o.new_tokens, o.decode_steps,
                            o.check});
@@ -246,16 +247,16 @@ void add_run_command(CLI::App& app, CommandContext& context) {
   o->backend.add_to(*sub);
   o->model.add_to(*sub, true);
   o->output.add_to(*sub);
-  sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->check(PositiveInteger);
+  sub->add_option("--batch", o->batch, "sequences in the batch")->capture_default_str()->transform(PositiveInteger);
   sub->add_option("--context", o->context, "prompt tokens per sequence (prefilled)")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(NonNegativeInteger);
   sub->add_option("--new-tokens", o->new_tokens, "query tokens per sequence in each decode step")
       ->capture_default_str()
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
   sub->add_option("--decode-steps", o->decode_steps, "decode steps after the prefill")
       ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->transform(NonNegativeInteger);
   sub->add_flag("--check,!--no-check", o->check,
                 "compare a sample of the outputs with the double-precision reference (default: on)");
   sub->add_flag("--ceilings,!--no-ceilings", o->ceilings,

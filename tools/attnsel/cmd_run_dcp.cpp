@@ -9,6 +9,7 @@
 #include "attnsel/backend.hpp"
 #include "attnsel/errors.hpp"
 #include "distributed/dcp_job.hpp"
+#include "distributed/dcp_layout.hpp"
 #include "distributed/mpi_communicator.hpp"
 #include "distributed/partial_attention.hpp"
 #include "json_output.hpp"
@@ -43,7 +44,7 @@ distributed::DcpJobSpec job_spec(const DcpOptions& dcp, const DcpRunRequest& r, 
   distributed::DcpJobSpec s;
   s.backend = chosen.selection.backend;
   s.world_size = dcp.size;
-  s.interleave = dcp.interleave;
+  s.interleave = dcp.interleave.value_or(1);
   s.shape() = chosen.shape;
   s.num_layers = r.model.num_layers;
   s.batch = r.batch;
@@ -149,12 +150,17 @@ void DcpOptions::add_to(CLI::App& app) {
   app.add_option("--dcp", size,
                  "decode context parallelism: shard every sequence's KV cache across this many ranks, launched as "
                  "`mpirun -np R attnsel run --dcp R` (decode only)")
-      ->check(CLI::PositiveNumber);
+      ->transform(PositiveInteger);
   app.add_option("--cp-kv-cache-interleave-size", interleave,
                  "with --dcp: consecutive tokens kept on one rank (vLLM's cp_kv_cache_interleave_size; must divide "
                  "the block size)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->default_str("1")
+      ->transform(PositiveInteger);
+}
+
+void DcpOptions::require_dcp_for_its_options() const {
+  if (!enabled() && interleave)
+    throw UsageError("--cp-kv-cache-interleave-size applies to --dcp runs: pass --dcp R too, or leave it out");
 }
 
 int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
@@ -173,6 +179,16 @@ int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
     distributed::require_dcp_kernel(chosen.kernel, chosen.selection.backend);
     const std::string capability = dcp_capability(chosen, dcp.size);
     const distributed::DcpJobSpec spec = job_spec(dcp, request, chosen);
+    // What vLLM refuses at start-up is refused here before any rank starts, with vLLM's
+    // reason, as `attnsel plan` refuses it (run_dcp_job checks again on every rank).
+    as_usage([&] {
+      try {
+        (void)distributed::make_dcp_layout(spec.world_size, spec.interleave, spec.block_size);
+        distributed::validate_dcp_heads(spec.num_heads, spec.num_kv_heads, spec.world_size);
+      } catch (const ValueError& e) {
+        throw ValueError(fmt::format("vLLM refuses this DCP configuration: {}", e.what()));
+      }
+    });
     session = std::make_unique<distributed::MpiSession>();
     rank = session->world_rank();
     if (rank != 0) {

@@ -9,6 +9,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include <optional>
+
 #include "common_options.hpp"
 #include "workload_options.hpp"
 
@@ -17,9 +19,12 @@ namespace attnsel::cli {
 /// --dcp and --cp-kv-cache-interleave-size.
 struct DcpOptions {
   int size = 0;        ///< 0: no DCP (the ordinary run)
-  int interleave = 1;
+  std::optional<int> interleave;  ///< --cp-kv-cache-interleave-size; nullopt: 1 (token by token)
   void add_to(CLI::App& app);
   bool enabled() const { return size > 0; }
+  /// UsageError for --cp-kv-cache-interleave-size without --dcp: an ordinary run has no
+  /// ranks to interleave, so the value would be ignored.
+  void require_dcp_for_its_options() const;
 };
 
 /// What `attnsel run` parsed that a DCP run uses.

@@ -107,7 +107,7 @@ int list_facts(const SelectOptions& o) {
     const std::string note = facts.is_overridden(d.name)    ? fmt::format(" (set; default {})", default_value)
                              : facts.is_from_engine(d.name) ? fmt::format(" (engine setting; default {})", default_value)
                                                             : std::string(" (default)");
-    fmt::print("  {} = {}{}  [{}]\n      {}\n", d.name, value, note, d.type, d.doc);
+    fmt::print("  {} = {}{}  [{}: {}]\n      {}\n", d.name, value, note, d.type, d.range.valid, d.doc);
   }
   return kExitChosen;
 }

@@ -3,13 +3,17 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <limits>
 #include <map>
 
 #include "attnsel/capability_checks.hpp"
 #include "attnsel/engine_args.hpp"
 #include "commands.hpp"
 #include "json_output.hpp"
+#include "model/config_reader.hpp"
 
 namespace attnsel::cli {
 
@@ -68,7 +72,7 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, st
 // --- PlatformOptions ------------------------------------------------------------------
 
 void PlatformOptions::add_to(CLI::App& app) {
-  platform_opt_ = app.add_option("--platform", platform,
+  app.add_option("--platform", platform,
                  "where to select: cuda:MAJOR.MINOR, rocm:gfxNNN, xpu, cpu or other:NAME (default: this host)");
   app.add_option("--fact", facts,
                  "set a runtime fact or platform switch, NAME=VALUE (repeatable; see `attnsel select --list-facts`)")
@@ -87,8 +91,7 @@ std::shared_ptr<Platform> PlatformOptions::make_platform() const {
   reject_conflicts(assignments, "--fact");
   const std::optional<SelectionMode> m = mode.empty() ? std::nullopt : parse_mode(mode);
   return as_usage([&] {
-    const bool host = platform_opt_ == nullptr || platform_opt_->count() == 0;
-    return host ? detect_host_platform(facts, m) : attnsel::make_platform(platform, facts, m);
+    return platform ? attnsel::make_platform(*platform, facts, m) : detect_host_platform(facts, m);
   });
 }
 
@@ -125,18 +128,39 @@ void BackendChoiceOptions::apply(AttentionConfig& config) const {
   });
 }
 
-const CLI::Validator PositiveInteger(
-    [](std::string& input) -> std::string {
-      long long value = 0;
-      if (CLI::detail::lexical_cast(input, value) && value >= 1) return {};
-      return fmt::format("must be a positive integer, got {}", input);
-    },
-    "POSITIVE");
+CLI::Validator integer_check(std::string what, std::int64_t min, std::int64_t max) {
+  return CLI::Validator(
+      [what, min, max](std::string& input) -> std::string {
+        const std::string_view digits = std::string_view(input).substr(input.starts_with('-') ? 1 : 0);
+        const bool decimal = !digits.empty() && std::all_of(digits.begin(), digits.end(), [](char c) {
+          return c >= '0' && c <= '9';
+        });
+        std::int64_t value = 0;
+        const auto [end, ec] = std::from_chars(input.data(), input.data() + input.size(), value);
+        const std::string shown = model::printable(input);
+        if (!decimal || ec == std::errc::invalid_argument || end != input.data() + input.size())
+          return fmt::format("must be {}, got '{}'", what, shown);
+        if (ec == std::errc::result_out_of_range || value > max)
+          return fmt::format("must be {} no larger than {}, got {}", what, max, shown);
+        if (value < min) return fmt::format("must be {}, got {}", what, shown);
+        input = std::to_string(value);  // plain decimal: CLI11 would read "010" as octal
+        return {};
+      },
+      "");  // the help shows the option's type (INT) already
+}
+
+const CLI::Validator PositiveInteger = integer_check("a positive integer", 1, std::numeric_limits<int>::max());
+const CLI::Validator PositiveInteger64 =
+    integer_check("a positive integer", 1, std::numeric_limits<std::int64_t>::max());
+const CLI::Validator NonNegativeInteger =
+    integer_check("a non-negative integer", 0, std::numeric_limits<int>::max());
+const CLI::Validator Integer =
+    integer_check("an integer", std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
 
 // --- LayerOptions ---------------------------------------------------------------------
 
 void LayerOptions::add_to(CLI::App& app) {
-  app.add_option("--head-size", head_size, "attention head size")->check(PositiveInteger)->capture_default_str();
+  app.add_option("--head-size", head_size, "attention head size")->transform(PositiveInteger)->capture_default_str();
   app.add_option("--dtype", dtype, "model (activation) dtype")
       ->check(one_of("dtype", strings(dtype_names()), [](const std::string& s) { return parse_dtype(s).has_value(); }))
       ->capture_default_str();
@@ -146,13 +170,13 @@ void LayerOptions::add_to(CLI::App& app) {
                          fmt::format("KV-cache dtype, one of: {} (default: not given)", fmt::join(cache_dtypes, ", ")));
   block_size_opt_ = app.add_option("--block-size", block_size,
                                    "KV-cache block size; giving it makes it user-specified, so the selector sees it")
-                        ->check(PositiveInteger);
+                        ->transform(PositiveInteger);
   app.add_option("--attn-type", attn_type, "attention type")
       ->check(one_of("attention type", strings(attn_type_names()),
                      [](const std::string& s) { return parse_attn_type(s).has_value(); }))
       ->capture_default_str();
   num_heads_opt_ = app.add_option("--num-heads", num_heads, "number of query heads (orders CUDA's sparse MLA list)")
-                       ->check(PositiveInteger);
+                       ->transform(PositiveInteger);
   add_cache_dtype_option(app, "--run-cache-dtype", [this](CacheDType d) { run_cache_dtype = d; },
                          "CacheConfig.cache_dtype of the whole run, when it differs from this layer's (ROCm's "
                          "TurboQuant boundary rule); default: --kv-cache-dtype, else auto");

@@ -55,9 +55,21 @@ decltype(auto) as_usage(F&& parse) {
   }
 }
 
-/// The check of a count or size option: an integer of at least 1, else "must be a positive
-/// integer" (CLI11's PositiveNumber would print its floating-point range).
+/// The check of an integer option: decimal digits with an optional leading '-', in [min,
+/// max] (at most the option's type's range); else "must be <what>, got <text>", with the
+/// bound when the value is beyond it. The text is rewritten to plain decimal, so that
+/// CLI11, which reads "010" as octal and "0x10" as hex and clamps what overflows 64 bits,
+/// converts exactly the number the user wrote: add it with Option::transform (check()
+/// would drop the rewritten text).
+CLI::Validator integer_check(std::string what, std::int64_t min, std::int64_t max);
+
+/// Counts and sizes: "must be a positive integer" (an int, or an int64 for 64-bit options).
 extern const CLI::Validator PositiveInteger;
+extern const CLI::Validator PositiveInteger64;
+/// Counts that may be zero.
+extern const CLI::Validator NonNegativeInteger;
+/// Any int (the engine arguments check their own range): only the decimal form is checked.
+extern const CLI::Validator Integer;
 
 /// An option whose value is one of vLLM's cache dtype names ("auto", "fp8", ...), handed to
 /// `store` as the enum when the command line is parsed; any other text (the empty one too)
@@ -71,16 +83,13 @@ std::pair<std::string, std::string> split_assignment(const std::string& text, st
 
 /// --platform, --fact (repeatable), --mode.
 struct PlatformOptions {
-  std::string platform;            ///< not given = the host
+  std::optional<std::string> platform;  ///< nullopt: the host
   std::vector<std::string> facts;  ///< "NAME=VALUE"
   std::string mode;                ///< empty = the platform's default
 
   void add_to(CLI::App& app);
   /// The simulated platform (or the host) with the facts applied.
   std::shared_ptr<Platform> make_platform() const;
-
- private:
-  CLI::Option* platform_opt_ = nullptr;
 };
 
 /// --attention-backend, --attention-config, --backend-per-kind (repeatable).

@@ -7,6 +7,7 @@
 #include "attnsel/model.hpp"
 #include "attnsel/selector.hpp"
 #include "kernels/device/cuda/device_memory.hpp"
+#include "model/config_reader.hpp"
 #include "runtime/workload_device.hpp"
 
 namespace attnsel::cli {
@@ -34,16 +35,16 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
                  "a Hugging Face config.json (or a folder holding one): the shape of its decoder attention layers");
   shape_opts_.push_back(app.add_option("--num-heads", shape.num_heads, "query heads of the model")
                             ->capture_default_str()
-                            ->check(PositiveInteger));
+                            ->transform(PositiveInteger));
   shape_opts_.push_back(app.add_option("--num-kv-heads", shape.num_kv_heads, "KV heads of the model")
                             ->capture_default_str()
-                            ->check(PositiveInteger));
+                            ->transform(PositiveInteger));
   shape_opts_.push_back(
-      app.add_option("--head-size", shape.head_size, "head size")->capture_default_str()->check(PositiveInteger));
+      app.add_option("--head-size", shape.head_size, "head size")->capture_default_str()->transform(PositiveInteger));
   if (with_layers)
     shape_opts_.push_back(app.add_option("--num-layers", num_layers, "attention layers (each runs every step)")
                               ->capture_default_str()
-                              ->check(PositiveInteger));
+                              ->transform(PositiveInteger));
   dtype_opt_ = app.add_option("--dtype", dtype, "model dtype: bfloat16, float16 or float32")
                    ->capture_default_str()
                    ->check(CLI::IsMember({"bfloat16", "bf16", "float16", "fp16", "half", "float32", "fp32", "float"}));
@@ -51,16 +52,16 @@ void ModelOptions::add_to(CLI::App& app, bool with_layers) {
                          "kv-cache dtype (auto, fp8, fp8_e4m3, fp8_e5m2, ...)")
       ->default_str("auto");
   app.add_option("--block-size", block_size, "tokens per cache block (default: the platform's)")
-      ->check(PositiveInteger);
+      ->transform(PositiveInteger);
   app.add_option("--layout", layout, "KV-cache layout: NHD, HND or a KVCacheLayout name (default: the backend's)");
 }
 
 std::string ModelOptions::apply_model() {
-  if (model.empty()) return {};
+  if (!model) return {};
   for (const CLI::Option* o : shape_opts_)
     if (o->count() > 0)
       throw UsageError(fmt::format("{} and --model are exclusive: the model gives the shape", o->get_name()));
-  const ModelSpec spec = as_usage([&] { return load_model_config(model); });
+  const ModelSpec spec = as_usage([&] { return load_model_config(*model); });
   const AttentionLayerSpec* first = nullptr;
   int layers = 0;
   for (const LayerSpec& l : spec.layers) {
@@ -118,9 +119,11 @@ ChosenBackend choose_backend(const PlatformOptions& platform_opts, const Backend
     out.isa = fmt::format("{} on {}", out.kernel.isa, d.name);
   }
 
-  if (!m.layout.empty()) {
-    const auto l = parse_layout(m.layout);
-    if (!l) throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...", m.layout));
+  if (m.layout) {
+    const auto l = parse_layout(*m.layout);
+    if (!l)
+      throw UsageError(fmt::format("unknown --layout '{}'; valid values are: NHD, HND, LBNHC, LBHNC, ...",
+                                   model::printable(*m.layout)));
     out.shape.layout = cache_layout_of(*l);
   } else {
     // The backend's declared layouts first, then its kernel's preference, then vLLM's default.

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,8 +27,8 @@ struct ModelOptions {
   int num_layers = 32;
   std::string dtype = "bfloat16";
   int block_size = 0;      ///< 0: the platform's default block size (16 where it has none)
-  std::string layout;      ///< empty: the backend's first declared layout, else vLLM's default (NHD)
-  std::string model;       ///< a config.json (or its folder): the shape comes from there
+  std::optional<std::string> layout;  ///< nullopt: the backend's first declared layout, else vLLM's default (NHD)
+  std::optional<std::string> model;   ///< a config.json (or its folder): the shape comes from there
 
   void add_to(CLI::App& app, bool with_layers);
   /// With --model: replaces the shape (and, unless --dtype was given, the dtype) by the

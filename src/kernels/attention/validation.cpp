@@ -28,6 +28,15 @@ void check_rank_and_last_stride(const TensorView& t, std::string_view name, int 
   if (t.numel() > 0 && t.data == nullptr) fail(fmt::format("{} has a null data pointer: {}", name, t.describe()));
 }
 
+// A tensor the kernel writes must give every element its own memory, as PyTorch refuses
+// writes into expanded or self-overlapping tensors.
+void check_no_overlap(const TensorView& t, std::string_view name) {
+  if (!t.has_distinct_elements())
+    fail(fmt::format("{} is written, but its strides make elements share memory (stride 0 or interleaved rows or "
+                     "heads): give every element its own memory, e.g. a contiguous tensor: {}",
+                     name, t.describe()));
+}
+
 void check_activation_dtype(const TensorView& t, std::string_view name) {
   if (!is_float_activation(t.dtype))
     fail(fmt::format("{} dtype {} is not supported; supported: f32, f16, bf16", name, to_string(t.dtype)));
@@ -57,6 +66,7 @@ void check_cache(const LayerParams& p, const KVCacheView& cache, ScalarType mode
   for (const auto* t : {&cache.key, &cache.value}) {
     const std::string_view name = t == &cache.key ? "key_cache" : "value_cache";
     check_rank_and_last_stride(*t, name, 4);
+    check_no_overlap(*t, name);
     if (!cache_dtype_matches(t->dtype, enc))
       fail(fmt::format("{} dtype {} does not match kv_cache_dtype '{}' (expected {}{}): {}", name, to_string(t->dtype),
                        cache_dtype_name(p.kv_cache_dtype), to_string(enc.stored), enc.quantized ? " or u8" : "", t->describe()));
@@ -227,6 +237,7 @@ void validate_forward_args(const LayerParams& p, const TensorView& query, const 
   check_shape3(query, "query", md.num_actual_tokens, p.num_heads, p.head_size, "num_heads");
   check_activation_dtype(output, "output");
   check_shape3(output, "output", md.num_actual_tokens, p.num_heads, p.head_size, "num_heads");
+  check_no_overlap(output, "output");
   if (output.dtype != query.dtype)
     fail(fmt::format("output dtype {} must equal the query dtype {}", to_string(output.dtype), to_string(query.dtype)));
   if (query.device != cache.key.device || output.device != cache.key.device)
@@ -342,6 +353,7 @@ void validate_execute_args(const LayerParams& p, const StepShape& s, const Tenso
   check_planned_layer(p, s);
   check_planned_activation(query, "query", s, s.num_heads);
   check_planned_activation(output, "output", s, s.num_heads);
+  check_no_overlap(output, "output");
   check_planned_cache(cache, s);
   if (lse) {
     if (lse->ndim != 2 || lse->dtype != ScalarType::f32 || lse->shape[0] < s.num_actual_tokens ||
@@ -351,6 +363,7 @@ void validate_execute_args(const LayerParams& p, const StepShape& s, const Tenso
     if (lse->device != s.device || lse->device_index != s.device_index)
       fail("lse must be on the plan's device");
     if (lse->data == nullptr && s.num_actual_tokens > 0) fail("lse has a null data pointer");
+    check_no_overlap(*lse, "lse");
   }
 }
 

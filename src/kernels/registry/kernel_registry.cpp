@@ -9,6 +9,9 @@
 #include "kernels/attention/cpu/cpu_attention.hpp"
 #include "kernels/attention/cuda/flash_attn_cuda.hpp"
 #include "kernels/mla/cpu/cpu_mla.hpp"
+#include "kernels/sparse_mla/cpu/cpu_indexer.hpp"
+#include "kernels/sparse_mla/cpu/cpu_sparse_mla.hpp"
+#include "kernels/sparse_mla/cuda/sparse_mla_cuda.hpp"
 
 namespace attnsel::kernel {
 
@@ -47,6 +50,44 @@ KernelInfo cpu_mla_info(ScalarType dtype, CacheDType kv_cache_dtype) {
 }
 std::unique_ptr<MlaImpl> make_cpu_mla(const MlaLayerParams& p) { return mla::cpu::make_cpu_mla_impl(p); }
 
+KernelInfo cpu_sparse_mla_info(ScalarType dtype, CacheDType) {
+  KernelInfo k;
+  k.available = true;
+  k.device = DeviceKind::cpu;
+  k.isa = sparse_mla::cpu::cpu_sparse_mla_isa(dtype);
+  k.graph_support = GraphSupport::never;  // host code: nothing to capture
+  k.lse_output = true;                    // SparseMlaImpl::attend_latent's
+  return k;
+}
+std::unique_ptr<SparseMlaImpl> make_cpu_sparse_mla(const SparseMlaLayerParams& p) {
+  return sparse_mla::cpu::make_cpu_sparse_mla_impl(p);
+}
+
+KernelInfo cpu_indexer_info(ScalarType, CacheDType) {
+  KernelInfo k;
+  k.available = true;
+  k.device = DeviceKind::cpu;
+  k.isa = sparse_mla::cpu::cpu_indexer_isa();
+  k.graph_support = GraphSupport::never;  // host code: nothing to capture
+  return k;
+}
+std::unique_ptr<IndexerImpl> make_cpu_indexer(const IndexerLayerParams& p) { return sparse_mla::cpu::make_cpu_indexer_impl(p); }
+// The model fixes the indexer's backend on every platform; this kernel runs on the CPU only.
+std::vector<std::string> cpu_only_gaps(const AttentionSelectorConfig&, const RuntimeEnv& env) {
+  if (env.device.kind == PlatformKind::cpu) return {};
+  return {"the lightning indexer's kernel in this build runs on the CPU"};
+}
+
+KernelInfo cuda_sparse_mla_info(ScalarType, CacheDType) { return cuda::sparse_mla::cuda_sparse_mla_info(); }
+std::unique_ptr<SparseMlaImpl> make_cuda_sparse_mla(const SparseMlaLayerParams& p) {
+  return cuda::sparse_mla::make_cuda_sparse_mla_impl(p);
+}
+
+KernelInfo cuda_indexer_info(ScalarType, CacheDType) { return cuda::sparse_mla::cuda_indexer_info(); }
+std::unique_ptr<IndexerImpl> make_cuda_indexer(const IndexerLayerParams& p) {
+  return cuda::sparse_mla::make_cuda_indexer_impl(p);
+}
+
 const std::array kEntries = {
     KernelEntry{.name = "cpu_attention",
                 .family = KernelFamily::attention,
@@ -69,6 +110,34 @@ const std::array kEntries = {
                 .info = cpu_mla_info,
                 .gaps = no_gaps,
                 .make_mla = make_cpu_mla},
+    KernelEntry{.name = "cpu_sparse_mla",
+                .family = KernelFamily::sparse_mla,
+                .device = DeviceKind::cpu,
+                .unavailable_reason = always_available,
+                .info = cpu_sparse_mla_info,
+                .gaps = no_gaps,
+                .make_sparse_mla = make_cpu_sparse_mla},
+    KernelEntry{.name = "cpu_indexer",
+                .family = KernelFamily::sparse_mla,
+                .device = DeviceKind::cpu,
+                .unavailable_reason = always_available,
+                .info = cpu_indexer_info,
+                .gaps = cpu_only_gaps,
+                .make_indexer = make_cpu_indexer},
+    KernelEntry{.name = "cuda_sparse_mla",
+                .family = KernelFamily::sparse_mla,
+                .device = DeviceKind::cuda,
+                .unavailable_reason = cuda::cuda_kernels_unavailable_reason,
+                .info = cuda_sparse_mla_info,
+                .gaps = cuda::sparse_mla::cuda_sparse_mla_gaps,
+                .make_sparse_mla = make_cuda_sparse_mla},
+    KernelEntry{.name = "cuda_indexer",
+                .family = KernelFamily::sparse_mla,
+                .device = DeviceKind::cuda,
+                .unavailable_reason = cuda::cuda_kernels_unavailable_reason,
+                .info = cuda_indexer_info,
+                .gaps = cuda::sparse_mla::cuda_indexer_gaps,
+                .make_indexer = make_cuda_indexer},
 };
 
 }  // namespace

@@ -16,15 +16,17 @@
 #include "attnsel/kernel.hpp"
 #include "attnsel/mla.hpp"
 #include "attnsel/selector_config.hpp"
+#include "attnsel/sparse_mla.hpp"
 
 namespace attnsel::kernel {
 
-/// The attention families the kernels tree has a folder for.
-enum class KernelFamily : std::uint8_t { attention, mla };
+/// The attention families the kernels tree has a folder for (sparse_mla holds two kinds of
+/// kernel: the sparse attention and DeepSeek-V3.2's lightning indexer).
+enum class KernelFamily : std::uint8_t { attention, mla, sparse_mla };
 
 /// One kernel of the build.
 struct KernelEntry {
-  std::string_view name;  ///< e.g. "cpu_attention", "flash_attn_cuda", "cpu_mla"
+  std::string_view name;  ///< e.g. "cpu_attention", "flash_attn_cuda", "cpu_mla", "cpu_sparse_mla"
   KernelFamily family = KernelFamily::attention;
   DeviceKind device = DeviceKind::cpu;
   /// "" when it can run on this host; else why not ("attnsel was built without CUDA ...").
@@ -38,6 +40,10 @@ struct KernelEntry {
   std::unique_ptr<AttentionImpl> (*make_attention)(const LayerParams& params) = nullptr;
   /// The MLA family: likewise.
   std::unique_ptr<MlaImpl> (*make_mla)(const MlaLayerParams& params) = nullptr;
+  /// The sparse MLA family's attention: likewise.
+  std::unique_ptr<SparseMlaImpl> (*make_sparse_mla)(const SparseMlaLayerParams& params) = nullptr;
+  /// The sparse MLA family's indexer: likewise.
+  std::unique_ptr<IndexerImpl> (*make_indexer)(const IndexerLayerParams& params) = nullptr;
 };
 
 /// Every kernel of this build (with or without CUDA: a CUDA kernel of a build without CUDA

@@ -1,0 +1,132 @@
+// FLASHMLA_SPARSE and FLASH_ATTN_MLA_SPARSE reach attnsel's sparse MLA CUDA kernel through
+// the kernel registry, and runnable mode rejects them until it has passed its tests on an
+// H200, saying so (with a GPU: as a kernel gap; without one: as the missing kernel), along
+// with what a configuration asks that the kernel does not compute. Reference mode is
+// untouched. Runs on every build and host.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "attnsel/errors.hpp"
+#include "attnsel/kernel.hpp"
+#include "attnsel/registry.hpp"
+#include "attnsel/selector.hpp"
+#include "attnsel/sparse_mla.hpp"
+#include "kernels/registry/kernel_registry.hpp"
+
+namespace attnsel {
+namespace {
+
+constexpr std::string_view kUntested = "has not yet passed its tests on an H200";
+
+LayerRequest sparse_layer() {
+  LayerRequest layer;
+  layer.head_size = 576;
+  layer.use_mla = true;
+  layer.use_sparse = true;
+  layer.dtype = DType::bfloat16;
+  return layer;
+}
+
+AttentionSelectorConfig sparse_config(DType dtype = DType::bfloat16, CacheDType kv = CacheDType::auto_) {
+  AttentionSelectorConfig c;
+  c.head_size = 576;
+  c.dtype = dtype;
+  c.kv_cache_dtype = kv;
+  c.use_mla = true;
+  c.use_sparse = true;
+  return c;
+}
+
+bool mentions(const std::vector<std::string>& reasons, std::string_view needle) {
+  return std::any_of(reasons.begin(), reasons.end(),
+                     [&](const std::string& r) { return r.find(needle) != std::string::npos; });
+}
+
+TEST(CudaSparseMlaBackend, TheRegistryListsTheCudaKernels) {
+  const kernel::KernelEntry& attention = kernel::find_kernel("cuda_sparse_mla");
+  EXPECT_EQ(attention.family, kernel::KernelFamily::sparse_mla);
+  EXPECT_EQ(attention.device, kernel::DeviceKind::cuda);
+  EXPECT_NE(attention.make_sparse_mla, nullptr);
+  EXPECT_EQ(attention.make_indexer, nullptr);
+  const kernel::KernelEntry& indexer = kernel::find_kernel("cuda_indexer");
+  EXPECT_EQ(indexer.family, kernel::KernelFamily::sparse_mla);
+  EXPECT_EQ(indexer.device, kernel::DeviceKind::cuda);
+  EXPECT_NE(indexer.make_indexer, nullptr);
+  const kernel::KernelInfo info = attention.info(kernel::ScalarType::bf16, CacheDType::fp8_ds_mla);
+  EXPECT_EQ(info.device, kernel::DeviceKind::cuda);
+  EXPECT_TRUE(info.lse_output);
+  EXPECT_EQ(info.available, attention.unavailable_reason().empty());
+}
+
+TEST(CudaSparseMlaBackend, BothBackendsRunTheKernelAndStateItsGaps) {
+  reset_registry_for_testing();
+  const RuntimeEnv hopper = make_platform("cuda:9.0")->env();
+  for (const char* name : {"FLASHMLA_SPARSE", "FLASH_ATTN_MLA_SPARSE"}) {
+    SCOPED_TRACE(name);
+    const auto cls = AttentionBackendEnum[name].get_attention_class();
+    EXPECT_EQ(cls->has_kernel(), kernel::find_kernel("cuda_sparse_mla").unavailable_reason().empty());
+    EXPECT_EQ(cls->kernel_info(kernel::ScalarType::bf16, CacheDType::auto_).device, kernel::DeviceKind::cuda);
+    // Every configuration: the kernel has not yet passed its tests on an H200, and nothing else.
+    const std::vector<std::string> gaps = cls->kernel_gaps(sparse_config(), hopper);
+    ASSERT_EQ(gaps.size(), 1u);
+    EXPECT_NE(gaps[0].find(kUntested), std::string::npos) << gaps[0];
+    EXPECT_TRUE(cls->kernel_gaps(sparse_config(DType::bfloat16, CacheDType::fp8_ds_mla), hopper).size() == 1u);
+    // What the kernel does not compute, one reason each.
+    EXPECT_TRUE(mentions(cls->kernel_gaps(sparse_config(DType::float32), hopper), "dtype float32"));
+    EXPECT_TRUE(
+        mentions(cls->kernel_gaps(sparse_config(DType::bfloat16, CacheDType::fp8), hopper), "kv_cache_dtype 'fp8'"));
+    EXPECT_TRUE(mentions(cls->kernel_gaps(sparse_config(DType::float16, CacheDType::fp8_ds_mla), hopper),
+                         "fp8_ds_mla with bfloat16"));
+    AttentionSelectorConfig small = sparse_config();
+    small.head_size = 320;
+    EXPECT_TRUE(mentions(cls->kernel_gaps(small, hopper), "head size 320"));
+    EXPECT_TRUE(mentions(cls->kernel_gaps(sparse_config(), make_platform("cuda:10.0")->env()),
+                         "compute capability 10.0 has no kernel image"));
+    kernel::LayerParams lp;
+    lp.num_heads = lp.num_kv_heads = 1;
+    lp.head_size = 576;
+    lp.scale = 0.1f;
+    EXPECT_THROW(cls->make_impl(lp), NotImplementedError);
+    if (!cls->has_kernel()) {
+      kernel::SparseMlaLayerParams sp;
+      sp.dims.num_heads = 16;
+      sp.scale = 0.1f;
+      EXPECT_THROW(cls->make_sparse_mla_impl(sp), NotImplementedError);
+    }
+  }
+}
+
+TEST(CudaSparseMlaBackend, RunnableSelectionRejectsThemSayingWhy) {
+  reset_registry_for_testing();
+  Selector selector(make_platform("cuda:9.0", {}, SelectionMode::runnable));
+  try {
+    selector.select(EngineConfig{}, sparse_layer());
+    FAIL() << "a sparse MLA backend was chosen before its kernel passed its tests on an H200";
+  } catch (const SelectionError& e) {
+    int seen = 0;  // vLLM's Hopper order for a bf16 sparse layer: FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE
+    for (const auto& c : e.candidates()) {
+      if (c.backend != "FLASHMLA_SPARSE" && c.backend != "FLASH_ATTN_MLA_SPARSE") continue;
+      ++seen;
+      EXPECT_FALSE(c.valid);
+      const bool has_kernel = AttentionBackendEnum[c.backend].get_attention_class()->has_kernel();
+      if (has_kernel)
+        EXPECT_TRUE(mentions(c.reasons, kUntested)) << c.backend;
+      else
+        EXPECT_TRUE(mentions(c.reasons, "CUDA kernel cannot run here")) << c.backend;
+    }
+    EXPECT_EQ(seen, 2) << e.what();
+  }
+}
+
+TEST(CudaSparseMlaBackend, ReferenceModeStillAnswersAsVllm) {
+  reset_registry_for_testing();
+  Selector selector(make_platform("cuda:9.0"));
+  const auto s = selector.select(EngineConfig{}, sparse_layer());
+  EXPECT_EQ(s->backend, "FLASH_ATTN_MLA_SPARSE");  // vLLM's first choice on Hopper for a bf16 sparse layer
+}
+
+}  // namespace
+}  // namespace attnsel
