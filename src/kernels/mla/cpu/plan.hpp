@@ -5,8 +5,8 @@
 // Thread-safety: as StepPlan (executes only read it; update() must not overlap them).
 #pragma once
 
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
