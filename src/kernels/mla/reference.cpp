@@ -29,11 +29,14 @@ std::vector<double> weights(const MlaLayerParams& p) {
   return out;
 }
 
+// Four partial sums: independent chains the CPU overlaps (one running sum is a serial chain).
 double dot(const double* a, const double* b, int n) {
-  double acc = 0.0;
-#pragma omp simd reduction(+ : acc)
-  for (int i = 0; i < n; ++i) acc += a[i] * b[i];
-  return acc;
+  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  int i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (int j = 0; j < 4; ++j) acc[j] += a[i + j] * b[i + j];
+  for (; i < n; ++i) acc[0] += a[i] * b[i];
+  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
 }
 
 // Softmax over logits s[0, n) (n may be 0): fills p with the probabilities, returns the LSE.
