@@ -6,9 +6,12 @@
 //   prefill FLOPs = 2 · N · (192 + 128) · Σ T_i (T_i + 1) / 2   (the causal 192/128 attention)
 // Times are end to end (the plan excluded): decode_latent for the decode kernel, execute()
 // for the prefill (its up-projection of the new tokens included, whose FLOPs
-// 2 · T · N · 512 · 256 are not counted). `pct` is of the bf16 dot-product peak (BM_MlaCeilings,
-// re-measured first), `target_pct` the CPU target. Paired benchmarks alternate their two
-// shapes so a drifting load slows both alike, and report the median ratio.
+// 2 · T · N · 512 · 256 are not counted). `pct` is of the bf16 dot-product peak measured
+// right before each timed sample (probe and sample alternate, so that a machine shared with
+// other work slows both alike; the median of the per-pair ratios is reported, beside the
+// median rate and peak); a sample repeats its call for at least 0.1 s. `target_pct` is the
+// CPU target. BM_MlaCeilings records the read bandwidth and the peaks once. Paired
+// benchmarks alternate their two shapes likewise and report the median ratio.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
@@ -37,26 +40,13 @@ using attnsel::kernel::StepPlan;
 using attnsel::kernel::TensorView;
 namespace mla_cpu = attnsel::kernel::mla::cpu;
 
-attnsel::runtime::Ceilings g_ceilings;
-bool g_have_ceilings = false;
-
-const attnsel::runtime::Ceilings& ceilings() {
-  if (!g_have_ceilings) {
-    g_ceilings = attnsel::runtime::measure_ceilings(std::size_t{512} << 20);
-    g_have_ceilings = true;
-  }
-  return g_ceilings;
-}
-
 void BM_MlaCeilings(benchmark::State& state) {
-  for (auto _ : state) {
-    g_ceilings = attnsel::runtime::measure_ceilings(std::size_t{512} << 20);
-    g_have_ceilings = true;
-  }
-  state.counters["read_GB/s"] = g_ceilings.read_gbps;
-  state.counters["bf16_GFLOP/s"] = g_ceilings.bf16_gflops;
-  state.counters["threads"] = g_ceilings.threads;
-  state.SetLabel(g_ceilings.isa);
+  attnsel::runtime::Ceilings c;
+  for (auto _ : state) c = attnsel::runtime::measure_ceilings(std::size_t{512} << 20);
+  state.counters["read_GB/s"] = c.read_gbps;
+  state.counters["bf16_GFLOP/s"] = c.bf16_gflops;
+  state.counters["threads"] = c.threads;
+  state.SetLabel(c.isa);
 }
 BENCHMARK(BM_MlaCeilings)->Iterations(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -150,23 +140,46 @@ struct Step {
   }
 };
 
-double seconds(const std::function<void()>& f) {
+// Seconds per call of `f`, repeated until `min_seconds` have passed: on a machine shared with
+// other work, a single call of a few milliseconds measures the scheduler's time slices.
+double seconds(const std::function<void()>& f, double min_seconds = 0.1) {
   const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  int calls = 0;
+  double t = 0.0;
+  do {
+    f();
+    ++calls;
+    t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  } while (t < min_seconds);
+  return t / calls;
 }
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
-void report_decode(benchmark::State& state, const Step& s, double target_pct) {
-  const double peak = ceilings().bf16_gflops, iters = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(s.decode_flops() * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["GB/s"] = benchmark::Counter(s.decode_bytes() * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["pct"] = benchmark::Counter(s.decode_flops() * iters / 1e9 / peak * 100.0, benchmark::Counter::kIsRate);
-  state.counters["peak_GFLOP/s"] = peak;
+// Each iteration probes the bf16 peak, then times a sample of `call` (manual time: seconds
+// per call); reports the median rate, the median peak and the median of the per-pair
+// percentages.
+void time_against_peak(benchmark::State& state, double flops, const std::function<void()>& call, double target_pct) {
+  std::vector<double> rates, peaks, pcts;
+  for (auto _ : state) {
+    const double peak = attnsel::runtime::measure_bf16_peak(0, 1);
+    const double t = seconds(call);
+    state.SetIterationTime(t);
+    rates.push_back(flops / t / 1e9);
+    peaks.push_back(peak);
+    pcts.push_back(flops / t / 1e9 / peak * 100.0);
+  }
+  state.counters["GFLOP/s"] = median(rates);
+  state.counters["peak_GFLOP/s"] = median(peaks);
+  state.counters["pct"] = median(pcts);
   state.counters["target_pct"] = target_pct;
+}
+
+void time_decode(benchmark::State& state, Step& s, const std::function<void()>& call, double target_pct) {
+  time_against_peak(state, s.decode_flops(), call, target_pct);
+  state.counters["GB/s"] = s.decode_bytes() / (s.decode_flops() / (state.counters["GFLOP/s"] * 1e9)) / 1e9;
   state.SetLabel(mla_cpu::cpu_mla_isa(ScalarType::bf16, s.kv) + "  FLOPs = 2·N·s_q·ΣL·(576+512)");
 }
 
@@ -179,10 +192,15 @@ void BM_MlaDecodeLatent8x8192(benchmark::State& state) {
   s.seq_len = 8192;
   s.build();
   s.decode_latent();  // warm-up
-  for (auto _ : state) s.decode_latent();
-  report_decode(state, s, 60);
+  time_decode(state, s, [&] { s.decode_latent(); }, 60);
 }
-BENCHMARK(BM_MlaDecodeLatent8x8192)->ArgName("heads")->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MlaDecodeLatent8x8192)
+    ->ArgName("heads")
+    ->Arg(16)
+    ->Arg(128)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // The whole decode step (absorption, kernel, W_UV) on the same shape: what the products add.
 void BM_MlaDecodeExecute8x8192(benchmark::State& state) {
@@ -192,10 +210,15 @@ void BM_MlaDecodeExecute8x8192(benchmark::State& state) {
   s.seq_len = 8192;
   s.build();
   s.execute();
-  for (auto _ : state) s.execute();
-  report_decode(state, s, 0);
+  time_decode(state, s, [&] { s.execute(); }, 0);
 }
-BENCHMARK(BM_MlaDecodeExecute8x8192)->ArgName("heads")->Arg(16)->Arg(128)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MlaDecodeExecute8x8192)
+    ->ArgName("heads")
+    ->Arg(16)
+    ->Arg(128)
+    ->Iterations(5)
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 
 // One 32768-token request at 128 heads (split-KV over every core) against 8 × 8192 at 128
 // heads, alternating: `per_token_vs_8x8192` is the median ratio of their per-token rates.
@@ -226,7 +249,6 @@ void BM_MlaDecodeOne32kVs8x8192(benchmark::State& state) {
   state.counters["per_token_vs_8x8192"] = median(ratio);
   state.counters["one_ms"] = median(t_one) * 1e3;
   state.counters["eight_ms"] = median(t_eight) * 1e3;
-  state.counters["one_pct"] = one.decode_flops() / median(t_one) / 1e9 / ceilings().bf16_gflops * 100.0;
   state.counters["target"] = 0.9;
   state.SetLabel(one.plan->describe());
 }
@@ -274,14 +296,9 @@ void BM_MlaPrefill2x4096(benchmark::State& state) {
   s.prefill = true;
   s.build();
   s.execute();
-  for (auto _ : state) s.execute();
-  const double peak = ceilings().bf16_gflops, iters = static_cast<double>(state.iterations());
-  state.counters["GFLOP/s"] = benchmark::Counter(s.prefill_flops() * iters / 1e9, benchmark::Counter::kIsRate);
-  state.counters["pct"] = benchmark::Counter(s.prefill_flops() * iters / 1e9 / peak * 100.0, benchmark::Counter::kIsRate);
-  state.counters["peak_GFLOP/s"] = peak;
-  state.counters["target_pct"] = 55;
+  time_against_peak(state, s.prefill_flops(), [&] { s.execute(); }, 55);
   state.SetLabel(s.plan->describe() + "  FLOPs = 2·N·(192+128)·ΣT(T+1)/2");
 }
-BENCHMARK(BM_MlaPrefill2x4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_MlaPrefill2x4096)->Iterations(3)->UseManualTime()->Unit(benchmark::kMillisecond);
 
 }  // namespace

@@ -96,7 +96,8 @@ TEST(MlaCpuDecode, ActivationDtypes) {
 }
 
 TEST(MlaCpuDecode, BlockSizes) {
-  for (int block : {16, 32, 64}) {
+  // 1 and 5: no 16-key run lies in one block, so every run is staged.
+  for (int block : {1, 5, 16, 32, 64}) {
     MlaSetup s;
     s.block_size = block;
     s.requests = one_token_each({1, 63, 64, 65, 200});
@@ -158,6 +159,34 @@ TEST(MlaCpuDecode, Fp8CacheAgainstTheDequantisedReference) {
         s.decode_query_len = 2;
         s.requests = {{1, 1}, {66, 2}, {129, 2}};
         check_decode(s);
+      }
+}
+
+// The latent attention on fp8 caches at 16 and 32 rows (whole runs widened during the Q·Kᵀ
+// of the run before) and 64 rows, over long requests in blocks of 16 and 64, split and not,
+// against the latent reference (output and LSE).
+TEST(MlaCpuDecode, Fp8LongRequestsEveryRowCount) {
+  for (int heads : {16, 32, 64})
+    for (int block : {16, 64})
+      for (int splits : {1, 3}) {
+        MlaSetup s;
+        s.kv_cache_dtype = CacheDType::fp8_e4m3;
+        s.k_scale = 0.37f;
+        s.heads = heads;
+        s.block_size = block;
+        s.requests = one_token_each({1031, 77});
+        s.seed = static_cast<std::uint64_t>(heads + block + splits);
+        MlaWorkload w(s);
+        CpuMlaOptions o;
+        o.decode_splits = splits;
+        const auto impl = make_cpu_mla_impl(w.params, o);
+        const auto plan = impl->plan(w.md, w.cache.view, {}, w.plan_options());
+        w.absorbed_queries();
+        impl->decode_latent(*plan, w.q_latent.view, w.cache.view, w.latent_out.view, {}, &w.lse.view);
+        const mla::reference::Result ref = w.latent_reference();
+        const std::string what = fmt::format("{}, {} splits", testing::describe(s), splits);
+        EXPECT_EQ(compare(read(w.latent_out.view, w.tokens), ref.out, testing::latent_tolerance(s.dtype)), "") << what;
+        EXPECT_EQ(compare(read(w.lse.view, w.tokens), ref.lse, testing::lse_tolerance(s.dtype)), "") << what;
       }
 }
 

@@ -6,6 +6,7 @@
 
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/mla/cpu/gemm.hpp"
+#include "kernels/mla/cpu/latent_decode.hpp"
 #include "kernels/mla/cpu/run_items.hpp"
 #include "kernels/mla/cpu/steps.hpp"
 
@@ -60,7 +61,8 @@ void latent_attention(const LayerStep& s, const TensorView& q_latent, const Tens
   memory.scratch_stride = s.plan.scratch_stride;
   memory.threads = s.team();
   memory.partials = s.plan.partials.as<float>();
-  run_items(c, s.plan.decode, memory);
+  memory.parts_left = s.plan.split_parts_left.get();
+  run_items(c, s.plan.decode, memory, latent_kernel_runs(c) ? run_latent_item : kernel::cpu::process_item);
 }
 
 void execute_decode(const LayerStep& s, const TensorView& q, const TensorView& cache, const TensorView& output) {

@@ -98,6 +98,14 @@ HWY_INLINE void RowsBf16(const GemmArgs& g, int i0) {
   for (int j0 = g.n_begin; j0 < g.n_end; j0 += 64) {
     const int nr = std::min(4, (g.n_end - j0) / 16);
     const std::uint32_t* b = B.pairs.data() + j0;
+    // The block's output lines, fetched for writing while it computes: C is usually a large
+    // workspace that is not in cache, and its stores would otherwise wait for those reads.
+    const std::size_t c_bytes = element_size(g.c_type);
+    for (int i = 0; i < MR; ++i) {
+      const auto* row = static_cast<const std::uint8_t*>(g.c) +
+                        (static_cast<std::size_t>(i0 + i) * g.c_stride + static_cast<std::size_t>(j0 - g.n_begin)) * c_bytes;
+      for (std::size_t at = 0; at < static_cast<std::size_t>(nr) * 16 * c_bytes; at += 64) __builtin_prefetch(row + at, 1, 3);
+    }
     switch (nr) {
       case 4: BlockBf16<MR, 4>(a, g.a_stride, b, B.n, B.k / 2, out); break;
       case 3: BlockBf16<MR, 3>(a, g.a_stride, b, B.n, B.k / 2, out); break;

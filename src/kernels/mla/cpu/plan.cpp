@@ -7,6 +7,8 @@
 
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/attention/semantics.hpp"
+#include "kernels/mla/cpu/latent_decode.hpp"
+#include "kernels/mla/cpu/prefill_attention.hpp"
 
 namespace attnsel::kernel::mla::cpu {
 
@@ -80,6 +82,7 @@ std::size_t CpuMlaPlan::workspace_bytes() const {
                               &suffix_lse, &prefix, &prefix_lse, &chunk_out, &chunk_lse, &gathered, &chunk_keys,
                               &chunk_values})
     b += h->size();
+  b += split_counters * sizeof(std::atomic<int>);
   b += (batch.query_start_loc.capacity() + batch.seq_lens.capacity() + batch.block_table.capacity()) *
            sizeof(std::int32_t) +
        batch.slot_mapping.capacity() * sizeof(std::int64_t);
@@ -147,7 +150,10 @@ void build_work(CpuMlaPlan& plan, const MlaLayerParams& p, int decode_splits) {
   // Memory: what the largest pass needs; every pass of a step runs one after another.
   const ScalarType act = p.dtype;
   const std::int64_t Td = split.num_decode_tokens, Tp = split.num_prefill_tokens;
-  plan.scratch_stride = (kernel::cpu::scratch_bytes(std::max(d.latent_size(), d.qk_head_size())) + 63) / 64 * 64;
+  const std::size_t scratch =
+      std::max({kernel::cpu::scratch_bytes(std::max(d.latent_size(), d.qk_head_size())), latent_scratch_bytes(),
+                prefill_scratch_bytes()});
+  plan.scratch_stride = (scratch + 63) / 64 * 64;
   plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.threads));
   std::size_t partial_floats =
       static_cast<std::size_t>(plan.decode.num_partial_slots) * kernel::cpu::partial_slot_floats(d.kv_lora_rank);
@@ -157,6 +163,12 @@ void build_work(CpuMlaPlan& plan, const MlaLayerParams& p, int decode_splits) {
   partial_floats = std::max(partial_floats, pass_partials(plan.prefill));
   for (const ContextChunkPass& c : plan.chunks) partial_floats = std::max(partial_floats, pass_partials(c.pass));
   plan.partials.reserve(std::max<std::size_t>(partial_floats * sizeof(float), 64));
+  std::size_t groups = std::max(plan.decode.splits.size(), plan.prefill.work.splits.size());
+  for (const ContextChunkPass& c : plan.chunks) groups = std::max(groups, c.pass.work.splits.size());
+  if (groups > plan.split_counters) {
+    plan.split_parts_left = std::make_unique<std::atomic<int>[]>(groups);
+    plan.split_counters = groups;
+  }
   plan.decode_query.reserve(bytes_of(Td * N * d.latent_size(), act));
   plan.decode_latent_out.reserve(bytes_of(Td * N * d.kv_lora_rank, act));
   plan.new_keys.reserve(bytes_of(Tp * N * d.qk_head_size(), act));

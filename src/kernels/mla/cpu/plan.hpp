@@ -5,8 +5,10 @@
 // Thread-safety: as StepPlan (executes only read it; update() must not overlap them).
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -70,13 +72,16 @@ class CpuMlaPlan final : public MlaStepPlan {
 
   std::size_t scratch_stride = 0;
   HostBuffer scratch, partials;
+  /// One counter per split group of the pass with the most (run_items' merge bookkeeping).
+  std::unique_ptr<std::atomic<int>[]> split_parts_left;
+  std::size_t split_counters = 0;
   HostBuffer decode_query, decode_latent_out;  ///< [decode tokens, heads, 576] / [.., 512], activation dtype
-  HostBuffer new_keys, new_values;             ///< [prefill tokens, heads, 192] / [.., 128], activation dtype
+  HostBuffer new_keys, new_values;             ///< [heads, prefill tokens, 192] / [.., 128], activation dtype
   HostBuffer suffix, suffix_lse;               ///< the new tokens' result, f32 [tokens, heads, 128] / [tokens, heads]
   HostBuffer prefix, prefix_lse;               ///< the context folded so far, likewise
   HostBuffer chunk_out, chunk_lse;             ///< one chunk's result, likewise
   HostBuffer gathered;                         ///< a chunk's latents, [rows, 576] activation dtype
-  HostBuffer chunk_keys, chunk_values;         ///< their up-projection, [rows, heads, 192] / [.., 128]
+  HostBuffer chunk_keys, chunk_values;         ///< their up-projection, [heads, rows, 192] / [.., 128]
 
   std::size_t workspace_bytes() const override;
   std::string describe() const override;

@@ -10,6 +10,7 @@
 #include "kernels/half.hpp"
 #include "kernels/mla/cpu/gemm.hpp"
 #include "kernels/mla/cpu/merge_attn_states.hpp"
+#include "kernels/mla/cpu/prefill_attention.hpp"
 #include "kernels/mla/cpu/run_items.hpp"
 #include "kernels/mla/cpu/steps.hpp"
 
@@ -30,6 +31,14 @@ void store(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
     case ScalarType::bf16: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
     default: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_half(v); break;
   }
+}
+
+// A workspace of per-head rows seen as [rows, heads, width], each head's rows contiguous: an
+// attention item then reads rows `width` elements apart, not heads · width (a power-of-two
+// stride of 4 KiB at 16 heads put every value row of a tile in the same L1 sets).
+TensorView head_major(const HostBuffer& h, ScalarType t, std::int64_t rows, int heads, int width) {
+  const std::int64_t shape[3] = {rows, heads, width}, strides[3] = {width, rows * width, 1};
+  return TensorView::strided(h.as<void>(), t, shape, strides);
 }
 
 // Keys [k_nope | k_pe] [rows, heads, 192] and values [rows, heads, 128] of `rows` latents
@@ -111,7 +120,8 @@ void run_pass(const LayerStep& s, const PrefillPass& pass, const kernel::cpu::La
   memory.scratch_stride = s.plan.scratch_stride;
   memory.threads = s.team();
   memory.partials = s.plan.partials.as<float>();
-  run_items(c, pass.work, memory);
+  memory.parts_left = s.plan.split_parts_left.get();
+  run_items(c, pass.work, memory, prefill_kernel_runs(c) ? run_prefill_item : kernel::cpu::process_item);
 }
 
 // A chunk's cached rows into `gathered` (activation dtype), fp8 dequantised.
@@ -161,8 +171,8 @@ void execute_prefill(const LayerStep& s, const TensorView& q, const TensorView& 
     return v;
   };
   const TensorView q_p = rows_from(q), out_p = rows_from(output), kv_c_p = rows_from(kv_c), k_pe_p = rows_from(k_pe);
-  const TensorView keys = TensorView::contiguous(plan.new_keys.as<void>(), act, {T, N, dqk});
-  const TensorView values = TensorView::contiguous(plan.new_values.as<void>(), act, {T, N, dv});
+  const TensorView keys = head_major(plan.new_keys, act, T, N, dqk);
+  const TensorView values = head_major(plan.new_values, act, T, N, dv);
   up_project(s, kv_c_p, k_pe_p, T, keys, values);
 
   if (plan.chunks.empty()) {  // no cached context: the new tokens' result is the output
@@ -182,8 +192,8 @@ void execute_prefill(const LayerStep& s, const TensorView& q, const TensorView& 
 
   const std::int64_t max_rows = std::max<std::int64_t>(plan.max_chunk_rows, 1);
   const TensorView gathered = TensorView::contiguous(plan.gathered.as<void>(), act, {max_rows, d.latent_size()});
-  const TensorView chunk_keys = TensorView::contiguous(plan.chunk_keys.as<void>(), act, {max_rows, N, dqk});
-  const TensorView chunk_values = TensorView::contiguous(plan.chunk_values.as<void>(), act, {max_rows, N, dv});
+  const TensorView chunk_keys = head_major(plan.chunk_keys, act, max_rows, N, dqk);
+  const TensorView chunk_values = head_major(plan.chunk_values, act, max_rows, N, dv);
   TensorView rope = gathered;  // the gathered latents' rope keys
   rope.data = at(gathered, 0, d.kv_lora_rank);
   rope.shape[1] = d.qk_rope_head_dim;

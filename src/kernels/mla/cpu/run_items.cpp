@@ -3,7 +3,9 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <vector>
 
 #include "kernels/half.hpp"
 
@@ -62,12 +64,17 @@ void merge_group(const LayerCtx& c, const SplitGroup& g, float* partials) {
 
 }  // namespace
 
-void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory) {
+void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory, ItemKernel compute) {
   const auto n_items = static_cast<std::int64_t>(work.items.size());
   if (n_items == 0) return;
   const std::size_t slot_floats = kernel::cpu::partial_slot_floats(c.value_size());
   const int team = std::max(1, std::min(memory.threads, omp_get_max_threads()));
   const WorkItem* items = work.items.data();
+  const std::vector<SplitGroup>& groups = work.splits;
+  for (std::size_t g = 0; g < groups.size(); ++g)
+    memory.parts_left[g].store(groups[g].count, std::memory_order_relaxed);
+  // One parallel region: the thread that finishes a group's last split merges the group, so
+  // that a call waits for its team once (on a shared machine every wait can cost a time slice).
 #pragma omp parallel num_threads(team) if (team > 1 && n_items > 1)
   {
     void* scratch = memory.scratch + static_cast<std::size_t>(omp_get_thread_num()) * memory.scratch_stride;
@@ -75,12 +82,17 @@ void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemM
     for (std::int64_t i = 0; i < n_items; ++i) {
       const WorkItem& it = items[i];
       float* slot = it.partial >= 0 ? memory.partials + static_cast<std::size_t>(it.partial) * slot_floats : nullptr;
-      kernel::cpu::process_item(c, it, slot, scratch);
+      compute(c, it, slot, scratch);
+      if (it.partial < 0) continue;
+      // Groups own consecutive slots in group order.
+      const auto g = static_cast<std::size_t>(
+          std::upper_bound(groups.begin(), groups.end(), it.partial,
+                           [](int slot_id, const SplitGroup& group) { return slot_id < group.first_slot; }) -
+          groups.begin() - 1);
+      if (memory.parts_left[g].fetch_sub(1, std::memory_order_acq_rel) == 1)
+        merge_group(c, groups[g], memory.partials);
     }
   }
-  const auto n_groups = static_cast<std::int64_t>(work.splits.size());
-#pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1 && n_groups > 1)
-  for (std::int64_t g = 0; g < n_groups; ++g) merge_group(c, work.splits[static_cast<std::size_t>(g)], memory.partials);
 }
 
 }  // namespace attnsel::kernel::mla::cpu

@@ -1,10 +1,12 @@
 // Runs work items of the CPU attention kernel (kernels/attention/cpu/work.hpp) for the MLA
 // kernel's attention passes — the decode over the latent cache, the prefill's new tokens
-// and its context chunks — on the caller's OpenMP team, then merges the split-KV partials
-// by log-sum-exp (the exact combine of split-KV decode: empty splits are not read).
+// and its context chunks — on the caller's OpenMP team, and merges each group of split-KV
+// partials by log-sum-exp as its last split finishes (the exact combine of split-KV decode:
+// empty splits are not read).
 // Thread-safety: reentrant on distinct outputs and memory.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 
 #include "kernels/attention/cpu/work.hpp"
@@ -18,11 +20,17 @@ struct ItemMemory {
   std::size_t scratch_stride = 0;
   int threads = 1;               ///< at most this many threads run the items
   float* partials = nullptr;     ///< work.num_partial_slots slots of partial_slot_floats(c.value_size())
+  std::atomic<int>* parts_left = nullptr;  ///< one per split group: its splits still to finish
 };
 
-/// Each item writes its rows of c.out (and c.lse when set), or its partial slot; the split
-/// groups are then merged into c.out / c.lse. The result does not depend on how many
-/// threads run it.
-void run_items(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory);
+/// Computes one item: kernel::cpu::process_item's contract.
+using ItemKernel = void (*)(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkItem& item, float* partial_slot,
+                            void* scratch);
+
+/// Each item (computed by `compute`) writes its rows of c.out (and c.lse when set), or its
+/// partial slot; each split group is merged into c.out / c.lse by the thread that finishes its
+/// last split. The result does not depend on how many threads run it.
+void run_items(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory,
+               ItemKernel compute = kernel::cpu::process_item);
 
 }  // namespace attnsel::kernel::mla::cpu
