@@ -505,5 +505,60 @@ TEST(SparseMlaLayerChecks, BadInputIsRefusedBeforeAnythingIsWritten) {
                "not made by a CPU sparse MLA");
 }
 
+// Every tensor a call writes gives each element its own memory (the dense MLA kernels'
+// rule): an output whose heads, a latent output whose rows, an lse whose rows and physical
+// index rows that share addresses are refused before anything is written, and so is a cache
+// whose tokens overlap.
+TEST(SparseMlaLayerChecks, WrittenTensorsWhoseElementsShareMemoryAreRefused) {
+  SparseSetup s;
+  s.requests = {{40, 1}, {30, 2}};
+  s.topk = 32;
+  SparseWorkload w(s);
+  auto expect_error = [](auto&& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one naming " << needle;
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto impl = make(w.params);
+  SparseMlaPlanOptions o = with_lse();
+  o.decode_query_len = 2;
+  auto plan = impl->plan(w.batch.md, w.cache.view, {}, o);
+  w.poison_outputs();
+
+  TensorView heads_alias = w.output.view;  // every head of a token at one address
+  heads_alias.stride[1] = 0;
+  expect_error([&] { impl->execute(*plan, w.q.view, w.local_buf.view, w.cache.view, heads_alias, {}); },
+               "output is written, but its strides make elements share memory");
+  TensorView rows_alias = w.latent_out.view;  // tokens interleaved with the heads of the one before
+  rows_alias.stride[0] = rows_alias.stride[1];
+  expect_error([&] { impl->attend_latent(*plan, w.q_latent.view, w.physical_buf.view, w.cache.view, rows_alias, {}, &w.lse.view); },
+               "out is written, but its strides make elements share memory");
+  TensorView lse_alias = w.lse.view;  // each token's row one element after the last one's
+  lse_alias.stride[0] = 1;
+  expect_error([&] { impl->attend_latent(*plan, w.q_latent.view, w.physical_buf.view, w.cache.view, w.latent_out.view, {}, &lse_alias); },
+               "lse is written, but its strides make elements share memory");
+  for (const Buffer* b : {&w.output, &w.latent_out, &w.lse})
+    for (std::size_t i = 0; i < b->bytes.size() / element_size(b->view.dtype); ++i)
+      ASSERT_TRUE(std::isnan(kernel::reference::load(b->bytes.data(), b->view.dtype, static_cast<std::int64_t>(i))));
+
+  Buffer physical = w.indices_buffer(w.local);
+  const std::vector<std::uint8_t> physical_before = physical.bytes;
+  TensorView index_rows_alias = physical.view;  // each token's row one entry after the last one's
+  index_rows_alias.stride[0] = 1;
+  expect_error([&] { impl->physical_indices(*plan, w.local_buf.view, index_rows_alias, {}); },
+               "physical is written, but its strides make elements share memory");
+  EXPECT_EQ(physical.bytes, physical_before);
+
+  // The cache write's cache: token rows that overlap their neighbours.
+  const std::vector<std::uint8_t> cache_before = w.cache.bytes;
+  TensorView tokens_alias = w.cache.view;
+  tokens_alias.stride[1] = 64;
+  expect_error([&] { impl->write_cache(*plan, w.kv_c.view, w.k_pe.view, tokens_alias, {}); }, "cache rows overlap");
+  EXPECT_EQ(w.cache.bytes, cache_before);
+}
+
 }  // namespace
 }  // namespace attnsel::kernel::sparse_mla

@@ -380,5 +380,44 @@ TEST(SparseMlaIndexer, BadInputIsRefusedNamingTheArgument) {
   expect_error([&] { impl->write_cache(*read_only, w.k.view, w.key_cache.view, {}); }, "slot_mapping");
 }
 
+// Every tensor a call writes gives each element its own memory (the dense MLA kernels'
+// rule): scores whose rows and index rows that share addresses are refused before anything
+// is written, and so is a key cache whose tokens share addresses.
+TEST(SparseMlaIndexer, WrittenTensorsWhoseElementsShareMemoryAreRefused) {
+  IndexerSetup s;
+  s.requests = {{40, 2}, {9, 1}};
+  s.topk = 16;
+  IndexerWorkload w(s);
+  auto expect_error = [](auto&& call, const std::string& needle) {
+    try {
+      call();
+      ADD_FAILURE() << "no error; expected one naming " << needle;
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    }
+  };
+  auto impl = make(w.params);
+  auto plan = impl->plan(w.batch.md, w.key_cache.view, {});
+  const std::vector<std::uint8_t> logits_before = w.logits.bytes, indices_before = w.indices.bytes;
+
+  TensorView scores_alias = w.logits.view;  // every token's scores in one row
+  scores_alias.stride[0] = 0;
+  expect_error([&] { impl->logits(*plan, w.q.view, w.weights.view, w.key_cache.view, scores_alias, {}); },
+               "logits is written, but its strides make elements share memory");
+  TensorView rows_alias = w.indices.view;  // each token's row one entry after the last one's
+  rows_alias.stride[0] = 1;
+  expect_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, w.key_cache.view, rows_alias, {}); },
+               "indices is written, but its strides make elements share memory");
+  EXPECT_EQ(w.logits.bytes, logits_before);
+  EXPECT_EQ(w.indices.bytes, indices_before);
+
+  // The key cache write's cache: every token of a block at one address.
+  const std::vector<std::uint8_t> cache_before = w.key_cache.bytes;
+  TensorView tokens_alias = w.key_cache.view;
+  tokens_alias.stride[1] = 0;
+  expect_error([&] { impl->write_cache(*plan, w.k.view, tokens_alias, {}); }, "key_cache blocks must be contiguous");
+  EXPECT_EQ(w.key_cache.bytes, cache_before);
+}
+
 }  // namespace
 }  // namespace attnsel::kernel::sparse_mla

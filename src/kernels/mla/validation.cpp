@@ -174,6 +174,7 @@ ByteRange byte_range(const TensorView& t) {
 
 void check_no_overlap(const TensorView& output, std::string_view output_name, const TensorView& input,
                       std::string_view input_name) {
+  check_distinct_elements(output, output_name);
   const ByteRange o = byte_range(output), i = byte_range(input);
   if (o.begin == nullptr || i.begin == nullptr) return;
   if (o.begin < i.end && i.begin < o.end)

@@ -55,7 +55,9 @@ void check_distinct_elements(const TensorView& t, std::string_view name);
 /// A call's cache against the plan's geometry (shape, strides, dtype, device).
 void check_planned_cache(const TensorView& cache, const StepShape& plan);
 
-/// ValueError when the memory `output` may write overlaps the memory of `input`.
+/// A tensor the kernel writes against one it reads: ValueError when `output`'s own elements
+/// share memory (check_distinct_elements) or when the memory `output` may write overlaps the
+/// memory of `input`.
 void check_no_overlap(const TensorView& output, std::string_view output_name, const TensorView& input,
                       std::string_view input_name);
 
