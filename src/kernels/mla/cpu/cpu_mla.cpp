@@ -69,28 +69,13 @@ class CpuMlaImpl final : public MlaImpl {
 
   void update(StepPlan& base, const AttentionMetadata& md, Stream) const override {
     CpuMlaPlan& plan = own(base);
-    TensorView geometry;  // the plan's cache geometry (its data is not read)
-    geometry.ndim = 3;
-    geometry.dtype = plan.shape().cache_dtype;
-    geometry.device = DeviceKind::cpu;
-    for (int d : {0, 1}) {
-      geometry.shape[d] = plan.shape().cache_shape[d];
-      geometry.stride[d] = plan.shape().key_strides[d];
-    }
-    geometry.shape[2] = plan.shape().cache_shape[3];
-    geometry.stride[2] = 1;
-    build(plan, md, geometry);
+    build(plan, md, planned_cache_geometry(plan.shape(), DeviceKind::cpu));
   }
 
   void write_cache(const StepPlan& base, const TensorView& kv_c, const TensorView& k_pe, const TensorView& cache,
                    Stream) const override {
     const CpuMlaPlan& plan = own(base);
-    if (!plan.shape().slot_mapping)
-      throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-                       "was empty), so there is nowhere to write");
-    const int T = plan.batch.num_actual_tokens;
-    check_tensor(kv_c, "kv_c", {T, params_.dims.kv_lora_rank}, params_.dtype, plan.shape());
-    check_tensor(k_pe, "k_pe", {T, params_.dims.qk_rope_head_dim}, params_.dtype, plan.shape());
+    check_latent_write_inputs(plan.shape(), params_.dims, params_.dtype, kv_c, k_pe);
     check_cache(plan, cache);
     check_no_overlap(cache, "cache", kv_c, "kv_c");
     check_no_overlap(cache, "cache", k_pe, "k_pe");
@@ -148,14 +133,7 @@ class CpuMlaImpl final : public MlaImpl {
     if (plan_maker(base) != &kCpuMlaPlanMaker)
       throw ValueError("this plan was not made by a CPU_MLA implementation: build it with this layer's plan()");
     auto& plan = const_cast<CpuMlaPlan&>(static_cast<const CpuMlaPlan&>(base));
-    const StepShape& s = plan.shape();
-    if (s.num_heads != params_.dims.num_heads || s.dtype != params_.dtype ||
-        s.batch_invariant != params_.batch_invariant)
-      throw ValueError(fmt::format("the layer ({} heads, {}{}) is not in the plan's group ({} heads, {}{}): build one "
-                                   "plan per KV-cache group",
-                                   params_.dims.num_heads, to_string(params_.dtype),
-                                   params_.batch_invariant ? ", batch-invariant" : "", s.num_heads, to_string(s.dtype),
-                                   s.batch_invariant ? ", batch-invariant" : ""));
+    check_plan_group(plan.shape(), params_.dims.num_heads, params_.dtype, params_.batch_invariant);
     return plan;
   }
 
