@@ -65,8 +65,8 @@ void require_slot_mapping(const StepShape& plan);
 void check_planned_cache(const TensorView& cache, const StepShape& plan);
 
 /// A tensor the kernel writes against one it reads: ValueError when `output`'s own elements
-/// share memory (kernels/tensor_checks.hpp's check_distinct_elements) or when the memory `output` may write overlaps the
-/// memory of `input`.
+/// share memory (kernels/tensor_checks.hpp's check_distinct_elements) or when the memory
+/// `output` may write overlaps the memory of `input`.
 void check_no_overlap(const TensorView& output, std::string_view output_name, const TensorView& input,
                       std::string_view input_name);
 
