@@ -65,6 +65,7 @@ struct ATTNSEL_API LayerRequest {
   std::optional<AttentionType> attn_type;
   std::optional<int> num_heads;
   bool has_sliding_window = false;
+  bool use_dummy = false;
 };
 
 }  // namespace attnsel
