@@ -51,7 +51,6 @@ struct ATTNSEL_API BackendCapabilities {
   bool dcp = false;                               ///< derived from the impl class (opt-in, docs/DECISIONS.md)
   bool device_cpu_query_lens_mismatch = true;     ///< supports_device_cpu_query_lens_mismatch()
   bool rswa = false;                              ///< R-SWA; no vLLM backend declares it yet
-  bool dummy = false;                             ///< the dummy flag
   bool alibi_sqrt = false;                        ///< supports_alibi_sqrt()
   bool forward_includes_kv_cache_update = true;   ///< forward_includes_kv_cache_update
 

@@ -65,7 +65,6 @@ struct ATTNSEL_API LayerRequest {
   std::optional<AttentionType> attn_type;
   std::optional<int> num_heads;
   bool has_sliding_window = false;
-  bool use_dummy = false;
 };
 
 }  // namespace attnsel

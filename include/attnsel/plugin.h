@@ -107,8 +107,6 @@ typedef uint32_t attnsel_kv_cache_layout;
 #define ATTNSEL_FEATURE_QUERY_LENS_MISMATCH (1ull << 14)  /**< supports_device_cpu_query_lens_mismatch() */
 #define ATTNSEL_FEATURE_FORWARD_UPDATES_KV (1ull << 15)   /**< forward_includes_kv_cache_update() */
 #define ATTNSEL_FEATURE_ALL_V1_0 ((1ull << 16) - 1)
-#define ATTNSEL_FEATURE_DUMMY (1ull << 16)            /**< supports_dummy() */
-#define ATTNSEL_FEATURE_ALL_V1_1 ((1ull << 17) - 1)
 /** vLLM's defaults for a standard (non-MLA) backend: KV connector, adaptive
  *  verification and a forward that updates the cache are on, everything else off. */
 #define ATTNSEL_FEATURE_VLLM_DEFAULTS \

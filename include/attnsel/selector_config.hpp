@@ -34,7 +34,6 @@ struct ATTNSEL_API AttentionSelectorConfig {
   bool use_adaptive_verification = false;
   bool use_dcp = false;
   bool use_rswa = false;
-  bool use_dummy = false;
 
   bool operator==(const AttentionSelectorConfig&) const = default;
   std::size_t hash() const noexcept;

@@ -121,9 +121,6 @@ const CapabilityCheck kChecks[] = {
      .to_engine = [](EngineConfig& e, bool on) {
        if (on) e.rswa_window = 128;
      }},
-    {.capability = "dummy", .declared = &C::dummy, .flag = "use_dummy", .requested = &S::use_dummy,
-     .reason = "dummy not supported", .plugin_bit = ATTNSEL_FEATURE_DUMMY, .cli_flag = "--use-dummy",
-     .cli_help = "a dummy flag", .layer_argument = &L::use_dummy},
     {.custom = check_combination},
     // Declared capabilities that selection does not check.
     {.capability = "alibi_sqrt", .declared = &C::alibi_sqrt, .applies = never, .plugin_bit = ATTNSEL_FEATURE_ALIBI_SQRT},

@@ -87,7 +87,7 @@ TEST(CapabilityChecks, EveryCapabilityHasItsOwnPluginBitAndTheBitsAreAbiOnePoint
     EXPECT_EQ(all_bits & check.plugin_bit, 0u) << check.capability << " shares a bit";
     all_bits |= check.plugin_bit;
   }
-  EXPECT_EQ(all_bits, ATTNSEL_FEATURE_ALL_V1_1);
+  EXPECT_EQ(all_bits, ATTNSEL_FEATURE_ALL_V1_0);
 }
 
 TEST(CapabilityChecks, EverySelectorFlagHasVllmsNameAsJsonKeyACliFlagAndASource) {
@@ -110,7 +110,7 @@ TEST(CapabilityChecks, EverySelectorFlagHasVllmsNameAsJsonKeyACliFlagAndASource)
     EXPECT_NE(check.layer_argument == nullptr, check.from_engine == nullptr) << check.flag;
     EXPECT_EQ(check.from_engine == nullptr, check.to_engine == nullptr) << check.flag;
   }
-  EXPECT_EQ(flags, 14);  // every boolean field of vLLM's AttentionSelectorConfig, plus use_rswa
+  EXPECT_EQ(flags, 13);  // every boolean field of vLLM's AttentionSelectorConfig, plus use_rswa
 }
 
 TEST(CapabilityChecks, TheFlagListIsTheTablesFlagRowsInOrderAndFindsEachByName) {
@@ -193,7 +193,7 @@ TEST(CapabilityChecks, DeclaringACapabilityPassesItsCheckAndRemovingTheDeclarati
     // Not requested: the declaration does not matter.
     EXPECT_THAT(RecordBackend(undeclared).validate_configuration(plain_config(), env), IsEmpty()) << check.flag;
   }
-  EXPECT_EQ(rows, 12);
+  EXPECT_EQ(rows, 11);
 }
 
 TEST(CapabilityChecks, ThePluginAdapterAndTheListReadTheSameBits) {
@@ -238,7 +238,7 @@ TEST(CapabilityChecks, ReasonsComeInVllmsOrderThenTheBackendsOwn) {
                           "batch invariance not supported", "KV connector not supported", "PCP not supported",
                           "DCP not supported",
                           "device-cpu query lens mismatch not supported, this is needed for adaptive verification",
-                          "R-SWA not supported", "dummy not supported", "joint rule", "own rule"));
+                          "R-SWA not supported", "joint rule", "own rule"));
 }
 
 }  // namespace
