@@ -13,11 +13,23 @@ namespace {
 
 // vLLM's AttentionSelectorConfig fields, in its declaration order. A selector flag that vLLM
 // has is named here at vLLM's place; one it does not have is printed after these, when true.
-constexpr std::string_view kVllmFields[] = {
-    "head_size",          "dtype",          "kv_cache_dtype",      "block_size",       "use_mla",
-    "has_sink",           "use_sparse",     "use_mm_prefix",       "use_per_head_quant_scales",
-    "attn_type",          "has_sliding_window", "use_non_causal",  "use_batch_invariant",
-    "use_kv_connector",   "use_adaptive_verification", "use_pcp",  "use_dcp"};
+constexpr std::string_view kVllmFields[] = {"head_size",
+                                            "dtype",
+                                            "kv_cache_dtype",
+                                            "block_size",
+                                            "use_mla",
+                                            "has_sink",
+                                            "use_sparse",
+                                            "use_mm_prefix",
+                                            "use_per_head_quant_scales",
+                                            "attn_type",
+                                            "has_sliding_window",
+                                            "use_non_causal",
+                                            "use_batch_invariant",
+                                            "use_kv_connector",
+                                            "use_adaptive_verification",
+                                            "use_pcp",
+                                            "use_dcp"};
 
 bool is_vllm_field(std::string_view name) { return std::ranges::find(kVllmFields, name) != std::end(kVllmFields); }
 
