@@ -25,6 +25,7 @@ namespace attnsel::kernel::sparse_mla {
 namespace {
 
 using testing::Buffer;
+using testing::expect_value_error;
 using testing::Request;
 using testing::SparseSetup;
 using testing::SparseWorkload;
@@ -443,25 +444,17 @@ TEST(SparseMlaLayerChecks, BadInputIsRefusedBeforeAnythingIsWritten) {
   s.requests = {{40, 1}, {30, 1}};
   s.topk = 32;
   SparseWorkload w(s);
-  auto expect_error = [](auto&& call, const std::string& needle) {
-    try {
-      call();
-      ADD_FAILURE() << "no error; expected one naming " << needle;
-    } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   auto impl = make(w.params);
   auto plan = impl->plan(w.batch.md, w.cache.view, {}, with_lse());
   std::vector<std::int32_t> rows = w.physical;
   rows[35] = w.batch.num_blocks * 64;
   Buffer bad = w.indices_buffer(rows);
   w.poison_outputs();
-  expect_error([&] { impl->attend_latent(*plan, w.q_latent.view, bad.view, w.cache.view, w.latent_out.view, {}, &w.lse.view); },
+  expect_value_error([&] { impl->attend_latent(*plan, w.q_latent.view, bad.view, w.cache.view, w.latent_out.view, {}, &w.lse.view); },
                "indices[1][3]");
   rows[35] = -2;
   Buffer negative = w.indices_buffer(rows);
-  expect_error([&] { impl->attend_latent(*plan, w.q_latent.view, negative.view, w.cache.view, w.latent_out.view, {}); },
+  expect_value_error([&] { impl->attend_latent(*plan, w.q_latent.view, negative.view, w.cache.view, w.latent_out.view, {}); },
                "indices[1][3] = -2");
   EXPECT_TRUE(std::isnan(kernel::reference::load(w.latent_out.bytes.data(), ScalarType::bf16, 0)));  // untouched
 
@@ -469,40 +462,87 @@ TEST(SparseMlaLayerChecks, BadInputIsRefusedBeforeAnythingIsWritten) {
   p.dtype = ScalarType::f16;
   p.kv_b_proj = {};
   p.kv_cache_dtype = CacheDType::fp8_ds_mla;
-  expect_error([&] { make(p); }, "fp8_ds_mla");
+  expect_value_error([&] { make(p); }, "fp8_ds_mla");
   p = w.params;
   p.kv_cache_dtype = CacheDType::fp8;
-  expect_error([&] { make(p); }, "fp8_ds_mla");
+  expect_value_error([&] { make(p); }, "fp8_ds_mla");
   p = w.params;
   p.topk = 0;
-  expect_error([&] { make(p); }, "topk");
+  expect_value_error([&] { make(p); }, "topk");
   p = w.params;
   p.dims.kv_lora_rank = 256;
   p.kv_b_proj = {};
-  expect_error([&] { make(p); }, "kv_lora_rank");
+  expect_value_error([&] { make(p); }, "kv_lora_rank");
   // Blocks with padding between them: a physical row would not address a token.
   std::vector<std::uint16_t> padded(static_cast<std::size_t>(w.batch.num_blocks) * (64 * 576 + 64));
   const std::int64_t shape[3] = {w.batch.num_blocks, 64, 576}, strides[3] = {64 * 576 + 64, 576, 1};
   const TensorView gap = TensorView::strided(padded.data(), ScalarType::bf16, shape, strides);
-  expect_error([&] { impl->plan(w.batch.md, gap, {}, {}); }, "packed");
+  expect_value_error([&] { impl->plan(w.batch.md, gap, {}, {}); }, "packed");
   auto no_lse = impl->plan(w.batch.md, w.cache.view, {}, {});
-  expect_error([&] { impl->attend_latent(*no_lse, w.q_latent.view, w.physical_buf.view, w.cache.view, w.latent_out.view, {}, &w.lse.view); },
+  expect_value_error([&] { impl->attend_latent(*no_lse, w.q_latent.view, w.physical_buf.view, w.cache.view, w.latent_out.view, {}, &w.lse.view); },
                "SparseMlaPlanOptions::lse");
   Buffer short_rows(ScalarType::i32, {2, 31});
-  expect_error([&] { impl->execute(*plan, w.q.view, short_rows.view, w.cache.view, w.output.view, {}); }, "indices");
+  expect_value_error([&] { impl->execute(*plan, w.q.view, short_rows.view, w.cache.view, w.output.view, {}); }, "indices");
   SparseMlaLayerParams latent_only = w.params;
   latent_only.kv_b_proj = {};
   auto lonely = make(latent_only);
   auto lonely_plan = lonely->plan(w.batch.md, w.cache.view, {}, {});
-  expect_error([&] { lonely->execute(*lonely_plan, w.q.view, w.local_buf.view, w.cache.view, w.output.view, {}); },
+  expect_value_error([&] { lonely->execute(*lonely_plan, w.q.view, w.local_buf.view, w.cache.view, w.output.view, {}); },
                "kv_b_proj");
   MlaLayerParams dense;
   dense.dims.num_heads = w.params.dims.num_heads;
   dense.scale = w.params.scale;
   auto mla = mla::cpu::make_cpu_mla_impl(dense);
   auto dense_plan = mla->plan(w.batch.md, w.cache.view, {}, {});
-  expect_error([&] { impl->attend_latent(*dense_plan, w.q_latent.view, w.physical_buf.view, w.cache.view, w.latent_out.view, {}); },
+  expect_value_error([&] { impl->attend_latent(*dense_plan, w.q_latent.view, w.physical_buf.view, w.cache.view, w.latent_out.view, {}); },
                "not made by a CPU sparse MLA");
+}
+
+// Every tensor a call writes gives each element its own memory (the dense MLA kernels'
+// rule): an output whose heads, a latent output whose rows, an lse whose rows and physical
+// index rows that share addresses are refused before anything is written, and so is a cache
+// whose tokens overlap.
+TEST(SparseMlaLayerChecks, WrittenTensorsWhoseElementsShareMemoryAreRefused) {
+  SparseSetup s;
+  s.requests = {{40, 1}, {30, 2}};
+  s.topk = 32;
+  SparseWorkload w(s);
+  auto impl = make(w.params);
+  SparseMlaPlanOptions o = with_lse();
+  o.decode_query_len = 2;
+  auto plan = impl->plan(w.batch.md, w.cache.view, {}, o);
+  w.poison_outputs();
+
+  TensorView heads_alias = w.output.view;  // every head of a token at one address
+  heads_alias.stride[1] = 0;
+  expect_value_error([&] { impl->execute(*plan, w.q.view, w.local_buf.view, w.cache.view, heads_alias, {}); },
+               "output is written, but its strides make elements share memory");
+  TensorView rows_alias = w.latent_out.view;  // tokens interleaved with the heads of the one before
+  rows_alias.stride[0] = rows_alias.stride[1];
+  expect_value_error([&] { impl->attend_latent(*plan, w.q_latent.view, w.physical_buf.view, w.cache.view, rows_alias, {}, &w.lse.view); },
+               "out is written, but its strides make elements share memory");
+  TensorView lse_alias = w.lse.view;  // each token's row one element after the last one's
+  lse_alias.stride[0] = 1;
+  expect_value_error([&] { impl->attend_latent(*plan, w.q_latent.view, w.physical_buf.view, w.cache.view, w.latent_out.view, {}, &lse_alias); },
+               "lse is written, but its strides make elements share memory");
+  for (const Buffer* b : {&w.output, &w.latent_out, &w.lse})
+    for (std::size_t i = 0; i < b->bytes.size() / element_size(b->view.dtype); ++i)
+      ASSERT_TRUE(std::isnan(kernel::reference::load(b->bytes.data(), b->view.dtype, static_cast<std::int64_t>(i))));
+
+  Buffer physical = w.indices_buffer(w.local);
+  const std::vector<std::uint8_t> physical_before = physical.bytes;
+  TensorView index_rows_alias = physical.view;  // each token's row one entry after the last one's
+  index_rows_alias.stride[0] = 1;
+  expect_value_error([&] { impl->physical_indices(*plan, w.local_buf.view, index_rows_alias, {}); },
+               "physical is written, but its strides make elements share memory");
+  EXPECT_EQ(physical.bytes, physical_before);
+
+  // The cache write's cache: token rows that overlap their neighbours.
+  const std::vector<std::uint8_t> cache_before = w.cache.bytes;
+  TensorView tokens_alias = w.cache.view;
+  tokens_alias.stride[1] = 64;
+  expect_value_error([&] { impl->write_cache(*plan, w.kv_c.view, w.k_pe.view, tokens_alias, {}); }, "cache rows overlap");
+  EXPECT_EQ(w.cache.bytes, cache_before);
 }
 
 }  // namespace

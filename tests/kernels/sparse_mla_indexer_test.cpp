@@ -21,6 +21,7 @@ namespace attnsel::kernel::sparse_mla {
 namespace {
 
 using testing::Buffer;
+using testing::expect_value_error;
 using testing::IndexerSetup;
 using testing::IndexerWorkload;
 using testing::Request;
@@ -331,53 +332,76 @@ TEST(SparseMlaIndexer, BadInputIsRefusedNamingTheArgument) {
   s.requests = {{40, 2}};
   s.topk = 16;
   IndexerWorkload w(s);
-  auto expect_error = [](auto&& call, const std::string& needle) {
-    try {
-      call();
-      ADD_FAILURE() << "no error; expected one naming " << needle;
-    } catch (const ValueError& e) {
-      EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-    }
-  };
   IndexerLayerParams bad = w.params;
   bad.head_dim = 64;
-  expect_error([&] { make(bad); }, "head_dim");
+  expect_value_error([&] { make(bad); }, "head_dim");
   bad = w.params;
   bad.num_heads = 0;
-  expect_error([&] { make(bad); }, "num_heads");
+  expect_value_error([&] { make(bad); }, "num_heads");
   bad = w.params;
   bad.topk = 0;
-  expect_error([&] { make(bad); }, "topk");
+  expect_value_error([&] { make(bad); }, "topk");
   auto impl = make(w.params);
   Buffer wrong_cache(ScalarType::u8, {4, 64, 128});
-  expect_error([&] { impl->plan(w.batch.md, wrong_cache.view, {}); }, "key_cache");
+  expect_value_error([&] { impl->plan(w.batch.md, wrong_cache.view, {}); }, "key_cache");
   Buffer bf16_cache(ScalarType::bf16, {4, 64, 132});
-  expect_error([&] { impl->plan(w.batch.md, bf16_cache.view, {}); }, "key_cache");
+  expect_value_error([&] { impl->plan(w.batch.md, bf16_cache.view, {}); }, "key_cache");
   IndexerPlanOptions o;
   o.decode_query_len = 0;
-  expect_error([&] { impl->plan(w.batch.md, w.key_cache.view, {}, o); }, "decode_query_len");
+  expect_value_error([&] { impl->plan(w.batch.md, w.key_cache.view, {}, o); }, "decode_query_len");
   auto plan = impl->plan(w.batch.md, w.key_cache.view, {});
   Buffer narrow(ScalarType::f32, {2, 39});
-  expect_error([&] { impl->logits(*plan, w.q.view, w.weights.view, w.key_cache.view, narrow.view, {}); }, "logits");
+  expect_value_error([&] { impl->logits(*plan, w.q.view, w.weights.view, w.key_cache.view, narrow.view, {}); }, "logits");
   Buffer wrong_weights(ScalarType::f16, {2, 64});
-  expect_error([&] { impl->top_k(*plan, w.q.view, wrong_weights.view, w.key_cache.view, w.indices.view, {}); },
+  expect_value_error([&] { impl->top_k(*plan, w.q.view, wrong_weights.view, w.key_cache.view, w.indices.view, {}); },
                "weights");
   Buffer short_rows(ScalarType::i32, {2, 15});
-  expect_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, w.key_cache.view, short_rows.view, {}); },
+  expect_value_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, w.key_cache.view, short_rows.view, {}); },
                "indices");
   Buffer wrong_q(ScalarType::bf16, {2, 63, 128});
-  expect_error([&] { impl->top_k(*plan, wrong_q.view, w.weights.view, w.key_cache.view, w.indices.view, {}); }, "q");
+  expect_value_error([&] { impl->top_k(*plan, wrong_q.view, w.weights.view, w.key_cache.view, w.indices.view, {}); }, "q");
   Buffer other_cache(ScalarType::u8, {w.batch.num_blocks + 1, 64, 132});
-  expect_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, other_cache.view, w.indices.view, {}); },
+  expect_value_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, other_cache.view, w.indices.view, {}); },
                "key_cache");
   // Indices written into the queries' memory.
   TensorView aliased = TensorView::contiguous(w.q.bytes.data(), ScalarType::i32, {2, 16});
-  expect_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, w.key_cache.view, aliased, {}); }, "overlaps");
+  expect_value_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, w.key_cache.view, aliased, {}); }, "overlaps");
   // A plan without slots cannot write.
   AttentionMetadata no_slots = w.batch.md;
   no_slots.slot_mapping = {};
   auto read_only = impl->plan(no_slots, w.key_cache.view, {});
-  expect_error([&] { impl->write_cache(*read_only, w.k.view, w.key_cache.view, {}); }, "slot_mapping");
+  expect_value_error([&] { impl->write_cache(*read_only, w.k.view, w.key_cache.view, {}); }, "slot_mapping");
+}
+
+// Every tensor a call writes gives each element its own memory (the dense MLA kernels'
+// rule): scores whose rows and index rows that share addresses are refused before anything
+// is written, and so is a key cache whose tokens share addresses.
+TEST(SparseMlaIndexer, WrittenTensorsWhoseElementsShareMemoryAreRefused) {
+  IndexerSetup s;
+  s.requests = {{40, 2}, {9, 1}};
+  s.topk = 16;
+  IndexerWorkload w(s);
+  auto impl = make(w.params);
+  auto plan = impl->plan(w.batch.md, w.key_cache.view, {});
+  const std::vector<std::uint8_t> logits_before = w.logits.bytes, indices_before = w.indices.bytes;
+
+  TensorView scores_alias = w.logits.view;  // every token's scores in one row
+  scores_alias.stride[0] = 0;
+  expect_value_error([&] { impl->logits(*plan, w.q.view, w.weights.view, w.key_cache.view, scores_alias, {}); },
+               "logits is written, but its strides make elements share memory");
+  TensorView rows_alias = w.indices.view;  // each token's row one entry after the last one's
+  rows_alias.stride[0] = 1;
+  expect_value_error([&] { impl->top_k(*plan, w.q.view, w.weights.view, w.key_cache.view, rows_alias, {}); },
+               "indices is written, but its strides make elements share memory");
+  EXPECT_EQ(w.logits.bytes, logits_before);
+  EXPECT_EQ(w.indices.bytes, indices_before);
+
+  // The key cache write's cache: every token of a block at one address.
+  const std::vector<std::uint8_t> cache_before = w.key_cache.bytes;
+  TensorView tokens_alias = w.key_cache.view;
+  tokens_alias.stride[1] = 0;
+  expect_value_error([&] { impl->write_cache(*plan, w.k.view, tokens_alias, {}); }, "key_cache blocks must be contiguous");
+  EXPECT_EQ(w.key_cache.bytes, cache_before);
 }
 
 }  // namespace

@@ -2,7 +2,8 @@
 // past the used blocks) over caches whose rows nobody wrote are poisoned (NaN bytes), the
 // indexer's inputs (queries, head weights, keys written by the reference writer), the
 // sparse attention's inputs (FlashMLA-like latents and queries, kv_b_proj as the MLA tests
-// scale it) and index rows with -1 scattered and trailing; DeepGEMM's calc_diff.
+// scale it) and index rows with -1 scattered and trailing; DeepGEMM's calc_diff; the check
+// that a call is refused with a ValueError naming the problem.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "attnsel/errors.hpp"
 #include "attnsel/sparse_mla.hpp"
 #include "kernels/attention/reference.hpp"
 #include "kernels/sparse_mla/reference.hpp"
@@ -29,6 +31,17 @@ using mla::testing::Buffer;
 using mla::testing::compare;
 using mla::testing::Request;
 using mla::testing::Tolerance;
+
+/// A test failure unless call() throws a ValueError whose message contains `needle`.
+template <class F>
+void expect_value_error(F&& call, const std::string& needle) {
+  try {
+    call();
+    ADD_FAILURE() << "no error; expected one naming " << needle;
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
 
 /// DeepGEMM's calc_diff (vLLM's indexer tests): 1 - 2Σxy / Σ(x² + y²) over the cells where
 /// the reference is finite (a cell where only one side is finite counts as a difference of 1).

@@ -8,6 +8,8 @@
 #include "attnsel/errors.hpp"
 #include "attnsel/kernel.hpp"
 #include "kernels/attention/semantics.hpp"
+#include "kernels/batch_layout.hpp"
+#include "kernels/tensor_checks.hpp"
 
 namespace attnsel::kernel {
 
@@ -30,12 +32,7 @@ void check_rank_and_last_stride(const TensorView& t, std::string_view name, int 
 
 // A tensor the kernel writes must give every element its own memory, as PyTorch refuses
 // writes into expanded or self-overlapping tensors.
-void check_no_overlap(const TensorView& t, std::string_view name) {
-  if (!t.has_distinct_elements())
-    fail(fmt::format("{} is written, but its strides make elements share memory (stride 0 or interleaved rows or "
-                     "heads): give every element its own memory, e.g. a contiguous tensor: {}",
-                     name, t.describe()));
-}
+void check_no_overlap(const TensorView& t, std::string_view name) { check_distinct_elements(t, name); }
 
 void check_activation_dtype(const TensorView& t, std::string_view name) {
   if (!is_float_activation(t.dtype))
@@ -91,33 +88,9 @@ void check_cache(const LayerParams& p, const KVCacheView& cache, ScalarType mode
                      to_string(cache.value.dtype)));
 }
 
-// query_start_loc and num_actual_tokens; returns nothing, throws on the first problem.
-void check_query_layout(const AttentionMetadata& md) {
-  if (md.num_seqs < 0) fail(fmt::format("num_seqs = {} is negative", md.num_seqs));
-  if (md.num_actual_tokens < 0) fail(fmt::format("num_actual_tokens = {} is negative", md.num_actual_tokens));
-  const auto n = static_cast<std::size_t>(md.num_seqs);
-  if (md.query_start_loc.size() < n + 1)
-    fail(fmt::format("query_start_loc has {} entries; num_seqs = {} needs {}", md.query_start_loc.size(), md.num_seqs,
-                     n + 1));
-  if (md.query_start_loc[0] != 0) fail(fmt::format("query_start_loc[0] = {}; it must be 0", md.query_start_loc[0]));
-  for (std::size_t i = 0; i < n; ++i)
-    if (md.query_start_loc[i + 1] < md.query_start_loc[i])
-      fail(fmt::format("query_start_loc must be non-decreasing: query_start_loc[{}] = {} < query_start_loc[{}] = {}",
-                       i + 1, md.query_start_loc[i + 1], i, md.query_start_loc[i]));
-  if (md.query_start_loc[n] != md.num_actual_tokens)
-    fail(fmt::format("query_start_loc[num_seqs] = {} but num_actual_tokens = {}; they must be equal",
-                     md.query_start_loc[n], md.num_actual_tokens));
-}
-
 void check_sequences(const LayerParams& p, const KVCacheView& cache, const AttentionMetadata& md) {
+  check_request_arrays(md);
   const auto n = static_cast<std::size_t>(md.num_seqs);
-  if (md.seq_lens.size() < n)
-    fail(fmt::format("seq_lens has {} entries; num_seqs = {} needs {}", md.seq_lens.size(), md.num_seqs, n));
-  if (md.max_blocks_per_seq < 0) fail(fmt::format("max_blocks_per_seq = {} is negative", md.max_blocks_per_seq));
-  const std::size_t table_needed = n * static_cast<std::size_t>(md.max_blocks_per_seq);
-  if (md.block_table.size() < table_needed)
-    fail(fmt::format("block_table has {} entries; num_seqs x max_blocks_per_seq = {} x {} needs {}",
-                     md.block_table.size(), md.num_seqs, md.max_blocks_per_seq, table_needed));
   const std::int64_t block_size = cache.key.shape[1];
   const std::int64_t num_blocks = cache.key.shape[0];
   const bool self_attention = p.attn_type != AttentionType::encoder_decoder;
@@ -130,26 +103,11 @@ void check_sequences(const LayerParams& p, const KVCacheView& cache, const Atten
       fail(fmt::format("sequence {} has {} new tokens but seq_lens[{}] = {}; a sequence's context includes its new "
                        "tokens, so seq_len >= query_len",
                        s, q_len, s, seq_len));
-    const std::int64_t capacity = static_cast<std::int64_t>(md.max_blocks_per_seq) * block_size;
-    if (seq_len > capacity)
-      fail(fmt::format("seq_lens[{}] = {} is longer than its blocks hold: max_blocks_per_seq x block_size = {} x {} "
-                       "= {} tokens",
-                       s, seq_len, md.max_blocks_per_seq, block_size, capacity));
-    const std::int64_t used = (seq_len + block_size - 1) / block_size;
-    for (std::int64_t b = 0; b < used; ++b) {
-      const std::int32_t id = md.block_table[s * static_cast<std::size_t>(md.max_blocks_per_seq) +
-                                             static_cast<std::size_t>(b)];
-      if (id < 0 || id >= num_blocks)
-        fail(fmt::format("block_table[{}][{}] = {} is outside the KV cache: valid block ids are [0, {})", s, b, id,
-                         num_blocks));
-    }
+    check_request_blocks(md, s, num_blocks, block_size, "KV cache");
     max_q = std::max<int>(max_q, static_cast<int>(q_len));
     max_s = std::max<int>(max_s, static_cast<int>(seq_len));
   }
-  if (md.max_query_len < max_q)
-    fail(fmt::format("max_query_len = {} is smaller than the longest query ({} tokens)", md.max_query_len, max_q));
-  if (md.max_seq_len < max_s)
-    fail(fmt::format("max_seq_len = {} is smaller than the longest sequence ({} tokens)", md.max_seq_len, max_s));
+  check_max_lengths(md, max_q, max_s);
 }
 
 void check_slots(const KVCacheView& cache, const AttentionMetadata& md) {

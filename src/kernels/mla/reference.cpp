@@ -52,6 +52,14 @@ double softmax(const std::vector<double>& s, std::int64_t n, std::vector<double>
 
 }  // namespace
 
+Result Result::empty(std::int64_t tokens, int num_heads, int width) {
+  Result r;
+  r.width = width;
+  r.out.assign(idx(tokens) * idx(num_heads) * idx(width), 0.0);
+  r.lse.assign(idx(tokens) * idx(num_heads), kNegInf);
+  return r;
+}
+
 void write_cache(const MlaLayerParams& p, const TensorView& kv_c, const TensorView& k_pe, const TensorView& cache,
                  std::span<const std::int64_t> slot_mapping, int num_tokens) {
   const CacheFormat format = cache_format(p);
@@ -94,10 +102,7 @@ Result attend(const MlaLayerParams& p, const AttentionMetadata& md, int decode_q
   const int head_rows = nope + dv;
   const std::vector<double> w = weights(p);
   const BatchSplit split = split_decodes_and_prefills(md.query_start_loc, md.num_seqs, decode_query_len);
-  Result r;
-  r.width = dv;
-  r.out.assign(idx(md.num_actual_tokens) * idx(N) * idx(dv), 0.0);
-  r.lse.assign(idx(md.num_actual_tokens) * idx(N), kNegInf);
+  Result r = Result::empty(md.num_actual_tokens, N, dv);
   for (int s = 0; s < md.num_seqs; ++s) {
     const int t0 = md.query_start_loc[idx(s)], s_q = md.query_start_loc[idx(s) + 1] - t0;
     const std::int64_t L = md.seq_lens[idx(s)];
@@ -147,10 +152,7 @@ Result attend_latent(const MlaLayerParams& p, const AttentionMetadata& md, int d
                      const TensorView& q_latent, const TensorView& cache) {
   const int N = p.dims.num_heads, rank = p.dims.kv_lora_rank, latent = p.dims.latent_size();
   const BatchSplit split = split_decodes_and_prefills(md.query_start_loc, md.num_seqs, decode_query_len);
-  Result r;
-  r.width = rank;
-  r.out.assign(idx(split.num_decode_tokens) * idx(N) * idx(rank), 0.0);
-  r.lse.assign(idx(split.num_decode_tokens) * idx(N), kNegInf);
+  Result r = Result::empty(split.num_decode_tokens, N, rank);
   for (int s = 0; s < split.num_decodes; ++s) {
     const int t0 = md.query_start_loc[idx(s)], s_q = md.query_start_loc[idx(s) + 1] - t0;
     const std::int64_t L = md.seq_lens[idx(s)];

@@ -26,6 +26,8 @@ struct Result {
   std::vector<double> out;
   std::vector<double> lse;
   int width = 0;
+  /// Rows that see no key yet: outputs 0, LSEs -inf.
+  static Result empty(std::int64_t tokens, int num_heads, int width);
 };
 
 /// vLLM's concat_and_cache_mla: token t < num_tokens with slot_mapping[t] >= 0 writes kv_c[t]

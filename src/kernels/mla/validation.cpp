@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "attnsel/errors.hpp"
+#include "kernels/tensor_checks.hpp"
 
 namespace attnsel::kernel::mla {
 
@@ -141,11 +142,25 @@ void check_tensor(const TensorView& t, std::string_view name, std::initializer_l
   if (t.numel() > 0 && t.data == nullptr) fail(fmt::format("{} has a null data pointer: {}", name, t.describe()));
 }
 
-void check_distinct_elements(const TensorView& t, std::string_view name) {
-  if (!t.has_distinct_elements())
-    fail(fmt::format("{} is written, but its strides make elements share memory (stride 0 or interleaved rows or "
-                     "heads): give every element its own memory, e.g. a contiguous tensor: {}",
-                     name, t.describe()));
+void check_plan_group(const StepShape& plan, int num_heads, ScalarType dtype, bool batch_invariant) {
+  if (plan.num_heads != num_heads || plan.dtype != dtype || plan.batch_invariant != batch_invariant)
+    fail(fmt::format("the layer ({} heads, {}{}) is not in the plan's group ({} heads, {}{}): build one plan per "
+                     "KV-cache group",
+                     num_heads, to_string(dtype), batch_invariant ? ", batch-invariant" : "", plan.num_heads,
+                     to_string(plan.dtype), plan.batch_invariant ? ", batch-invariant" : ""));
+}
+
+void require_slot_mapping(const StepShape& plan) {
+  if (!plan.slot_mapping)
+    fail("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping was empty), so "
+         "there is nowhere to write");
+}
+
+void check_latent_write_inputs(const StepShape& plan, const MlaDims& d, ScalarType dtype, const TensorView& kv_c,
+                               const TensorView& k_pe) {
+  require_slot_mapping(plan);
+  check_tensor(kv_c, "kv_c", {plan.num_actual_tokens, d.kv_lora_rank}, dtype, plan);
+  check_tensor(k_pe, "k_pe", {plan.num_actual_tokens, d.qk_rope_head_dim}, dtype, plan);
 }
 
 void check_planned_cache(const TensorView& cache, const StepShape& s) {
@@ -174,6 +189,7 @@ ByteRange byte_range(const TensorView& t) {
 
 void check_no_overlap(const TensorView& output, std::string_view output_name, const TensorView& input,
                       std::string_view input_name) {
+  check_distinct_elements(output, output_name);
   const ByteRange o = byte_range(output), i = byte_range(input);
   if (o.begin == nullptr || i.begin == nullptr) return;
   if (o.begin < i.end && i.begin < o.end)

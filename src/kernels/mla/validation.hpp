@@ -48,14 +48,25 @@ void validate_cache(const MlaLayerParams& p, const TensorView& cache, DeviceKind
 void check_tensor(const TensorView& t, std::string_view name, std::initializer_list<std::int64_t> dims,
                   ScalarType dtype, const StepShape& plan);
 
-/// ValueError when `t`, which the kernel writes, has strides that give two of its elements
-/// one address (stride 0, or rows or heads interleaved): PyTorch refuses such writes too.
-void check_distinct_elements(const TensorView& t, std::string_view name);
+/// A plan used by a layer's call: ValueError unless it was built for the layer's group
+/// (`num_heads`, `dtype` and batch invariance, the StepShape's).
+void check_plan_group(const StepShape& plan, int num_heads, ScalarType dtype, bool batch_invariant);
+
+/// The new tokens' inputs of a latent cache write: a plan whose batch came with a slot
+/// mapping, kv_c [num_actual_tokens, kv_lora_rank] and k_pe [num_actual_tokens,
+/// qk_rope_head_dim] of `dtype` (check_tensor).
+void check_latent_write_inputs(const StepShape& plan, const MlaDims& d, ScalarType dtype, const TensorView& kv_c,
+                               const TensorView& k_pe);
+
+/// ValueError unless the plan's batch came with a slot mapping: a cache write needs one.
+void require_slot_mapping(const StepShape& plan);
 
 /// A call's cache against the plan's geometry (shape, strides, dtype, device).
 void check_planned_cache(const TensorView& cache, const StepShape& plan);
 
-/// ValueError when the memory `output` may write overlaps the memory of `input`.
+/// A tensor the kernel writes against one it reads: ValueError when `output`'s own elements
+/// share memory (kernels/tensor_checks.hpp's check_distinct_elements) or when the memory
+/// `output` may write overlaps the memory of `input`.
 void check_no_overlap(const TensorView& output, std::string_view output_name, const TensorView& input,
                       std::string_view input_name);
 

@@ -47,16 +47,22 @@ double softmax(const std::vector<double>& logits, const std::vector<char>& valid
   return m + std::log(sum);
 }
 
-// The latents of one token's index row: rows [topk][576] (zeros for -1) and which are valid.
-void gather(const SparseMlaLayerParams& p, const TensorView& cache, const std::int32_t* row, int topk,
-            std::vector<double>& c, std::vector<char>& valid) {
-  c.assign(idx(topk) * kLatent, 0.0);
-  valid.assign(idx(topk), 0);
+// The latents of one token's index row: rows c [topk][576] (zeros for -1) and which are valid.
+struct Gathered {
+  std::vector<double> c;
+  std::vector<char> valid;
+};
+
+Gathered gather(const SparseMlaLayerParams& p, const TensorView& cache, const std::int32_t* row, int topk) {
+  Gathered g;
+  g.c.assign(idx(topk) * kLatent, 0.0);
+  g.valid.assign(idx(topk), 0);
   for (int k = 0; k < topk; ++k) {
     if (row[k] < 0) continue;
-    valid[idx(k)] = 1;
-    for (int e = 0; e < kLatent; ++e) c[idx(k) * kLatent + idx(e)] = latent_entry(p, cache, row[k], e);
+    g.valid[idx(k)] = 1;
+    for (int e = 0; e < kLatent; ++e) g.c[idx(k) * kLatent + idx(e)] = latent_entry(p, cache, row[k], e);
   }
+  return g;
 }
 
 }  // namespace
@@ -215,25 +221,21 @@ double latent_entry(const SparseMlaLayerParams& p, const TensorView& cache, std:
 Result attend_latent(const SparseMlaLayerParams& p, const TensorView& q_latent, const std::vector<std::int32_t>& indices,
                      const TensorView& cache, int tokens) {
   const int N = p.dims.num_heads, topk = p.topk;
-  Result r;
-  r.width = kRank;
-  r.out.assign(idx(tokens) * idx(N) * kRank, 0.0);
-  r.lse.assign(idx(tokens) * idx(N), kNegInf);
+  Result r = Result::empty(tokens, N, kRank);
   for (int t = 0; t < tokens; ++t) {
-    std::vector<double> c;
-    std::vector<char> valid;
-    gather(p, cache, indices.data() + idx(t) * idx(topk), topk, c, valid);
+    const Gathered g = gather(p, cache, indices.data() + idx(t) * idx(topk), topk);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; ++n) {
       std::vector<double> qn(kLatent), logits(idx(topk), 0.0), prob(idx(topk), 0.0);
       for (int e = 0; e < kLatent; ++e) qn[idx(e)] = load(q_latent, t * q_latent.stride[0] + n * q_latent.stride[1] + e);
       for (int k = 0; k < topk; ++k)
-        if (valid[idx(k)]) logits[idx(k)] = static_cast<double>(p.scale) * dot(qn.data(), c.data() + idx(k) * kLatent, kLatent);
-      r.lse[idx(t) * idx(N) + idx(n)] = softmax(logits, valid, prob);
+        if (g.valid[idx(k)])
+          logits[idx(k)] = static_cast<double>(p.scale) * dot(qn.data(), g.c.data() + idx(k) * kLatent, kLatent);
+      r.lse[idx(t) * idx(N) + idx(n)] = softmax(logits, g.valid, prob);
       double* o = r.out.data() + (idx(t) * idx(N) + idx(n)) * kRank;
       for (int k = 0; k < topk; ++k)
-        if (valid[idx(k)])
-          for (int e = 0; e < kRank; ++e) o[e] += prob[idx(k)] * c[idx(k) * kLatent + idx(e)];
+        if (g.valid[idx(k)])
+          for (int e = 0; e < kRank; ++e) o[e] += prob[idx(k)] * g.c[idx(k) * kLatent + idx(e)];
     }
   }
   return r;
@@ -247,30 +249,25 @@ Result attend(const SparseMlaLayerParams& p, const TensorView& q, const std::vec
   std::vector<double> w(idx(wv.shape[0]) * kRank);  // kv_b_proj in double
   for (std::int64_t row = 0; row < wv.shape[0]; ++row)
     for (int l = 0; l < kRank; ++l) w[idx(row) * kRank + idx(l)] = load(wv, row * wv.stride[0] + l);
-  Result r;
-  r.width = dv;
-  r.out.assign(idx(tokens) * idx(N) * idx(dv), 0.0);
-  r.lse.assign(idx(tokens) * idx(N), kNegInf);
+  Result r = Result::empty(tokens, N, dv);
   for (int t = 0; t < tokens; ++t) {
-    std::vector<double> c;
-    std::vector<char> valid;
-    gather(p, cache, indices.data() + idx(t) * idx(topk), topk, c, valid);
+    const Gathered g = gather(p, cache, indices.data() + idx(t) * idx(topk), topk);
 #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; ++n) {
       const double* wn = w.data() + idx(n) * idx(nope + dv) * kRank;
       std::vector<double> qn(idx(nope + kRope)), logits(idx(topk), 0.0), prob(idx(topk), 0.0), key(idx(nope));
       for (int e = 0; e < nope + kRope; ++e) qn[idx(e)] = load(q, t * q.stride[0] + n * q.stride[1] + e);
       for (int k = 0; k < topk; ++k) {
-        if (!valid[idx(k)]) continue;
-        const double* ck = c.data() + idx(k) * kLatent;
+        if (!g.valid[idx(k)]) continue;
+        const double* ck = g.c.data() + idx(k) * kLatent;
         for (int j = 0; j < nope; ++j) key[idx(j)] = dot(wn + idx(j) * kRank, ck, kRank);
         logits[idx(k)] = static_cast<double>(p.scale) * (dot(qn.data(), key.data(), nope) + dot(qn.data() + nope, ck + kRank, kRope));
       }
-      r.lse[idx(t) * idx(N) + idx(n)] = softmax(logits, valid, prob);
+      r.lse[idx(t) * idx(N) + idx(n)] = softmax(logits, g.valid, prob);
       double* o = r.out.data() + (idx(t) * idx(N) + idx(n)) * idx(dv);
       for (int k = 0; k < topk; ++k) {
-        if (!valid[idx(k)]) continue;
-        const double* ck = c.data() + idx(k) * kLatent;
+        if (!g.valid[idx(k)]) continue;
+        const double* ck = g.c.data() + idx(k) * kLatent;
         for (int j = 0; j < dv; ++j) o[j] += prob[idx(k)] * dot(wn + idx(nope + j) * kRank, ck, kRank);
       }
     }

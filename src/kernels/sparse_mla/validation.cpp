@@ -5,6 +5,7 @@
 #include <string>
 
 #include "attnsel/errors.hpp"
+#include "kernels/mla/step_plan.hpp"
 #include "kernels/mla/validation.hpp"
 #include "kernels/sparse_mla/formats.hpp"
 
@@ -111,6 +112,11 @@ void validate_indexer_layer(const IndexerLayerParams& p, const IndexerKernelLimi
     fail(fmt::format("dtype {} is not an activation dtype; supported: f32, f16, bf16", to_string(p.dtype)));
 }
 
+void check_decode_query_len(std::string_view option, int value, std::string_view kernel, int max) {
+  if (value < 1 || value > max)
+    fail(fmt::format("{} = {}; {} takes 1 to {} query tokens per decode request", option, value, kernel, max));
+}
+
 void validate_key_cache(const IndexerLayerParams& p, const TensorView& key_cache, DeviceKind device) {
   const int token = indexer_token_bytes(p.head_dim);
   check_paged(key_cache, "key_cache", ScalarType::u8, token, device, "head_dim values + a 4-byte scale");
@@ -126,29 +132,7 @@ void validate_key_cache(const IndexerLayerParams& p, const TensorView& key_cache
 
 StepShape step_shape(const mla::MlaBatch& batch, ScalarType dtype, int num_heads, const TensorView& cache,
                      bool batch_invariant) {
-  StepShape s;
-  s.num_seqs = batch.num_seqs;
-  s.num_actual_tokens = batch.num_actual_tokens;
-  s.max_blocks_per_seq = batch.max_blocks_per_seq;
-  s.slot_mapping = batch.slot_mapping.size() == static_cast<std::size_t>(batch.num_actual_tokens) &&
-                   (batch.num_actual_tokens == 0 || !batch.slot_mapping.empty());
-  s.dtype = dtype;
-  s.device = cache.device;
-  s.device_index = cache.device_index;
-  s.num_heads = num_heads;
-  s.num_kv_heads = 1;
-  s.head_size = static_cast<int>(cache.shape[2]);
-  s.cache_dtype = cache.dtype;
-  const std::int64_t shape[4] = {cache.shape[0], cache.shape[1], 1, cache.shape[2]};
-  const std::int64_t strides[4] = {cache.stride[0], cache.stride[1], cache.shape[2], cache.stride[2]};
-  for (int d = 0; d < 4; ++d) {
-    s.cache_shape[d] = shape[d];
-    s.key_strides[d] = strides[d];
-    s.value_strides[d] = strides[d];
-  }
-  s.causal = false;
-  s.batch_invariant = batch_invariant;
-  return s;
+  return mla::row_cache_step_shape(batch, dtype, num_heads, cache, false, batch_invariant);
 }
 
 void check_planned_key_cache(const IndexerLayerParams& p, const TensorView& key_cache, const StepShape& plan,
@@ -170,18 +154,7 @@ void check_indexer_inputs(const IndexerLayerParams& p, const TensorView& q, cons
 }
 
 TensorView planned_key_cache_geometry(const StepShape& shape, DeviceKind device) {
-  TensorView g;  // its data is not read
-  g.ndim = 3;
-  g.dtype = shape.cache_dtype;
-  g.device = device;
-  g.device_index = shape.device_index;
-  g.shape[0] = shape.cache_shape[0];
-  g.shape[1] = shape.cache_shape[1];
-  g.shape[2] = shape.cache_shape[3];
-  g.stride[0] = shape.key_strides[0];
-  g.stride[1] = shape.key_strides[1];
-  g.stride[2] = 1;
-  return g;
+  return mla::planned_cache_geometry(shape, device);
 }
 
 }  // namespace attnsel::kernel::sparse_mla

@@ -6,6 +6,8 @@
 // Thread-safety: pure functions.
 #pragma once
 
+#include <string_view>
+
 #include "attnsel/kernel.hpp"
 #include "attnsel/sparse_mla.hpp"
 #include "kernels/mla/batch.hpp"
@@ -44,6 +46,10 @@ void validate_latent_cache(const SparseMlaLayerParams& p, const TensorView& cach
 /// quantisation block), 1 <= topk <= limits.max_topk, an activation dtype.
 void validate_indexer_layer(const IndexerLayerParams& p, const IndexerKernelLimits& limits);
 
+/// A plan option's decode_query_len (`option` names it): 1 to `max` query tokens per decode
+/// request of `kernel`.
+void check_decode_query_len(std::string_view option, int value, std::string_view kernel, int max);
+
 /// The key cache of plan(): u8 [num_blocks >= 1, block_size >= 1, head_dim + 4], each
 /// block's bytes contiguous (token stride head_dim + 4, unit stride) and blocks that do not
 /// overlap.
@@ -60,12 +66,13 @@ void check_indexer_inputs(const IndexerLayerParams& p, const TensorView& q, cons
                           const StepShape& plan);
 
 /// The plan's key-cache geometry as a view without data, so a plan can be rebuilt from its
-/// shape alone (update()).
+/// shape alone (update()): kernels/mla/step_plan.hpp's planned_cache_geometry.
 TensorView planned_key_cache_geometry(const StepShape& shape, DeviceKind device);
 
 /// The StepShape of a plan over `cache` ([num_blocks, block_size, width]): the batch's size,
 /// the activation dtype, heads, and the cache's geometry as [num_blocks, block_size, 1,
-/// width] (what kernels/mla/validation.hpp's check_planned_cache compares).
+/// width] (what kernels/mla/validation.hpp's check_planned_cache compares); not causal
+/// (kernels/mla/step_plan.hpp's row_cache_step_shape).
 StepShape step_shape(const mla::MlaBatch& batch, ScalarType dtype, int num_heads, const TensorView& cache,
                      bool batch_invariant);
 

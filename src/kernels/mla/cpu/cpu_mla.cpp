@@ -69,28 +69,13 @@ class CpuMlaImpl final : public MlaImpl {
 
   void update(StepPlan& base, const AttentionMetadata& md, Stream) const override {
     CpuMlaPlan& plan = own(base);
-    TensorView geometry;  // the plan's cache geometry (its data is not read)
-    geometry.ndim = 3;
-    geometry.dtype = plan.shape().cache_dtype;
-    geometry.device = DeviceKind::cpu;
-    for (int d : {0, 1}) {
-      geometry.shape[d] = plan.shape().cache_shape[d];
-      geometry.stride[d] = plan.shape().key_strides[d];
-    }
-    geometry.shape[2] = plan.shape().cache_shape[3];
-    geometry.stride[2] = 1;
-    build(plan, md, geometry);
+    build(plan, md, planned_cache_geometry(plan.shape(), DeviceKind::cpu));
   }
 
   void write_cache(const StepPlan& base, const TensorView& kv_c, const TensorView& k_pe, const TensorView& cache,
                    Stream) const override {
     const CpuMlaPlan& plan = own(base);
-    if (!plan.shape().slot_mapping)
-      throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-                       "was empty), so there is nowhere to write");
-    const int T = plan.batch.num_actual_tokens;
-    check_tensor(kv_c, "kv_c", {T, params_.dims.kv_lora_rank}, params_.dtype, plan.shape());
-    check_tensor(k_pe, "k_pe", {T, params_.dims.qk_rope_head_dim}, params_.dtype, plan.shape());
+    check_latent_write_inputs(plan.shape(), params_.dims, params_.dtype, kv_c, k_pe);
     check_cache(plan, cache);
     check_no_overlap(cache, "cache", kv_c, "kv_c");
     check_no_overlap(cache, "cache", k_pe, "k_pe");
@@ -109,7 +94,6 @@ class CpuMlaImpl final : public MlaImpl {
     check_tensor(kv_c, "kv_c", {T, d.kv_lora_rank}, params_.dtype, plan.shape());
     check_tensor(k_pe, "k_pe", {T, d.qk_rope_head_dim}, params_.dtype, plan.shape());
     check_tensor(output, "output", {T, d.num_heads, d.v_head_dim}, params_.dtype, plan.shape());
-    check_distinct_elements(output, "output");
     check_cache(plan, cache);
     for (const auto& [input, name] : {std::pair{&q, "q"}, std::pair{&kv_c, "kv_c"}, std::pair{&k_pe, "k_pe"},
                                       std::pair{&cache, "cache"}})
@@ -126,7 +110,6 @@ class CpuMlaImpl final : public MlaImpl {
     const int T = plan.batch.split.num_decode_tokens;
     check_tensor(q_latent, "q_latent", {T, d.num_heads, d.latent_size()}, params_.dtype, plan.shape());
     check_tensor(out, "out", {T, d.num_heads, d.kv_lora_rank}, params_.dtype, plan.shape());
-    check_distinct_elements(out, "out");
     check_cache(plan, cache);
     check_no_overlap(out, "out", q_latent, "q_latent");
     check_no_overlap(out, "out", cache, "cache");
@@ -134,7 +117,6 @@ class CpuMlaImpl final : public MlaImpl {
       if (!plan.lse())
         throw ValueError("decode_latent with an lse output needs a plan built with MlaPlanOptions::lse");
       check_tensor(*lse, "lse", {T, d.num_heads}, ScalarType::f32, plan.shape());
-      check_distinct_elements(*lse, "lse");
       for (const auto& [other, name] : {std::pair{&q_latent, "q_latent"}, std::pair{&cache, "cache"},
                                         std::pair{&out, "out"}})
         check_no_overlap(*lse, "lse", *other, name);
@@ -151,14 +133,7 @@ class CpuMlaImpl final : public MlaImpl {
     if (plan_maker(base) != &kCpuMlaPlanMaker)
       throw ValueError("this plan was not made by a CPU_MLA implementation: build it with this layer's plan()");
     auto& plan = const_cast<CpuMlaPlan&>(static_cast<const CpuMlaPlan&>(base));
-    const StepShape& s = plan.shape();
-    if (s.num_heads != params_.dims.num_heads || s.dtype != params_.dtype ||
-        s.batch_invariant != params_.batch_invariant)
-      throw ValueError(fmt::format("the layer ({} heads, {}{}) is not in the plan's group ({} heads, {}{}): build one "
-                                   "plan per KV-cache group",
-                                   params_.dims.num_heads, to_string(params_.dtype),
-                                   params_.batch_invariant ? ", batch-invariant" : "", s.num_heads, to_string(s.dtype),
-                                   s.batch_invariant ? ", batch-invariant" : ""));
+    check_plan_group(plan.shape(), params_.dims.num_heads, params_.dtype, params_.batch_invariant);
     return plan;
   }
 

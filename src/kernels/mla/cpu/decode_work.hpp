@@ -6,10 +6,30 @@
 // Thread-safety: pure function.
 #pragma once
 
+#include <cstdint>
+#include <vector>
+
 #include "kernels/attention/cpu/work_plan.hpp"
 #include "kernels/mla/batch.hpp"
 
 namespace attnsel::kernel::mla::cpu {
+
+/// Split until every core has this many items: enough for the dynamic schedule to even out
+/// a core slowed down by other work.
+inline constexpr int kItemsPerCore = 4;
+
+/// The relative cost of an item of `rows` query rows over `keys` keys.
+double item_cost(std::int64_t keys, int rows);
+
+/// Heads per item: all of them up to kMaxRows, else even groups.
+int heads_per_item(int num_heads);
+
+/// Appends `it` to `out` whole when parts < 2, else as `parts` items on boundaries of
+/// kTileKeys keys (so that every part streams whole tiles) of its first `keys_read` keys, the
+/// last one running to it.key_end: a split group of `plan` (each part its partial slot),
+/// each part costed by the keys it reads.
+void append_split(kernel::cpu::WorkPlan& plan, const kernel::cpu::WorkItem& it, std::int64_t keys_read,
+                  std::int64_t parts, std::vector<kernel::cpu::WorkItem>& out);
 
 struct DecodeSplitOptions {
   int cores = 1;           ///< the cores the plan spreads over (not the team that runs it)

@@ -10,6 +10,7 @@
 // Thread-safety: a PackedMatrix is immutable; gemm() may run concurrently on distinct outputs.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -57,5 +58,18 @@ void gemm(const GemmArgs& g);
 /// Rows one gemm() call should take for good cache use (a block of A stays in L2 while
 /// every column block of B passes over it); callers split larger products into such calls.
 inline constexpr int kGemmRowBlock = 64;
+
+/// Runs task(head, first row, rows) for every head < heads and block of at most
+/// kGemmRowBlock of `rows` rows, spread over `team` threads of the caller's OpenMP team.
+template <class Task>
+void for_head_row_blocks(int heads, std::int64_t rows, int team, Task task) {
+  const std::int64_t blocks = (rows + kGemmRowBlock - 1) / kGemmRowBlock;
+  const std::int64_t tasks = heads * blocks;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(team) if (tasks > 1)
+  for (std::int64_t t = 0; t < tasks; ++t) {
+    const std::int64_t r0 = t % blocks * kGemmRowBlock;
+    task(static_cast<int>(t / blocks), r0, static_cast<int>(std::min<std::int64_t>(kGemmRowBlock, rows - r0)));
+  }
+}
 
 }  // namespace attnsel::kernel::mla::cpu

@@ -29,12 +29,11 @@
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
 #include "kernels/mla/cpu/latent_decode.hpp"
+#include "kernels/mla/cpu/tile_state.hpp"
 
 #ifndef ATTNSEL_MLA_LATENT_ONCE
 #define ATTNSEL_MLA_LATENT_ONCE
 namespace attnsel::kernel::mla::cpu::latent_detail {
-
-using kernel::cpu::kMaxRows;
 
 constexpr int kD = 576;                 // query and key width: the latent
 constexpr int kDV = 512;                // value width: the latent's first entries
@@ -49,13 +48,9 @@ constexpr int kStageSlots = kTileRuns + 1;  // staged runs: a tile's, and the ne
 constexpr int prefetch_runs(ScalarType k) { return k == ScalarType::bf16 ? 1 : 2; }
 constexpr int kL1Ahead = 2;             // 64-byte steps a run's own lines reach L1 ahead of use
 
-constexpr std::size_t kQpBytes = std::size_t{kPairs} * kMaxRows * 4;
-constexpr std::size_t kSBytes = std::size_t{kTileKeys} * kMaxRows * 4;
-constexpr std::size_t kPpBytes = std::size_t{kTileKeys / 2} * kMaxRows * 4;
-constexpr std::size_t kOBytes = std::size_t{kMaxRows} * kDV * 4;
-constexpr std::size_t kRowStateBytes = std::size_t{kMaxRows} * 4;
+constexpr TileStateBytes kTileStateBytes = tile_state_bytes(kD, kTileKeys, kDV);
 constexpr std::size_t kStageBytes = std::size_t{kStageSlots} * kRunKeys * kRowBytes;
-constexpr std::size_t kScratchBytes = kQpBytes + kSBytes + kPpBytes + kOBytes + 4 * kRowStateBytes + kStageBytes;
+constexpr std::size_t kScratchBytes = kTileStateBytes.total() + kStageBytes;
 
 // Cache rows of keys [key0, key0 + n) of the item's request, located without a division per key.
 inline void locate_rows(const kernel::cpu::LayerCtx& c, int seq, std::int64_t key0, int n, std::size_t elem,
@@ -89,15 +84,7 @@ using kernel::cpu::WorkItem;
 // Scratch: the tile state, then the staged runs [kStageSlots][kRunKeys][kD].
 HWY_INLINE TileState CarveScratch(void* base, std::uint16_t*& stage) {
   auto* b = static_cast<std::uint8_t*>(base);
-  TileState t;
-  t.qp = reinterpret_cast<std::uint32_t*>(b), b += kQpBytes;
-  t.s = reinterpret_cast<float*>(b), b += kSBytes;
-  t.pp = reinterpret_cast<std::uint32_t*>(b), b += kPpBytes;
-  t.o = reinterpret_cast<float*>(b), b += kOBytes;
-  t.m = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  t.l = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  t.alpha = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  t.pos = reinterpret_cast<float*>(b), b += kRowStateBytes;
+  const TileState t = CarveTileState(b, kTileStateBytes);
   stage = reinterpret_cast<std::uint16_t*>(b);
   return t;
 }

@@ -10,7 +10,7 @@
 #include <string_view>
 
 #include "attnsel/errors.hpp"
-#include "kernels/half.hpp"
+#include "kernels/element_access.hpp"
 #include "kernels/mla/validation.hpp"
 
 namespace attnsel::kernel::mla::cpu {
@@ -50,21 +50,9 @@ bool same_view(const TensorView& a, const TensorView& b) {
   return true;
 }
 
-float load(const TensorView& t, std::int64_t i) {
-  switch (t.dtype) {
-    case ScalarType::f32: return static_cast<const float*>(t.data)[i];
-    case ScalarType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(t.data)[i]);
-    default: return half_to_float(static_cast<const std::uint16_t*>(t.data)[i]);
-  }
-}
+float load(const TensorView& t, std::int64_t i) { return load_activation(t.dtype, t.data, i); }
 
-void store(const TensorView& t, std::int64_t i, float v) {
-  switch (t.dtype) {
-    case ScalarType::f32: static_cast<float*>(t.data)[i] = v; break;
-    case ScalarType::bf16: static_cast<std::uint16_t*>(t.data)[i] = float_to_bf16(v); break;
-    default: static_cast<std::uint16_t*>(t.data)[i] = float_to_half(v); break;
-  }
-}
+void store(const TensorView& t, std::int64_t i, float v) { store_activation(t.dtype, t.data, i, v); }
 
 }  // namespace
 

@@ -6,8 +6,8 @@
 #include <cstring>
 
 #include "kernels/attention/cpu/work.hpp"
+#include "kernels/element_access.hpp"
 #include "kernels/fp8.hpp"
-#include "kernels/half.hpp"
 #include "kernels/mla/cpu/gemm.hpp"
 #include "kernels/mla/cpu/merge_attn_states.hpp"
 #include "kernels/mla/cpu/prefill_attention.hpp"
@@ -17,21 +17,6 @@
 namespace attnsel::kernel::mla::cpu {
 
 namespace {
-
-std::uint8_t* at(const TensorView& t, std::int64_t i, std::int64_t j = 0, std::int64_t k = 0) {
-  std::int64_t off = i * t.stride[0];
-  if (t.ndim > 1) off += j * t.stride[1];
-  if (t.ndim > 2) off += k * t.stride[2];
-  return static_cast<std::uint8_t*>(t.data) + off * static_cast<std::int64_t>(element_size(t.dtype));
-}
-
-void store(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
-  switch (t) {
-    case ScalarType::f32: reinterpret_cast<float*>(base)[i] = v; break;
-    case ScalarType::bf16: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
-    default: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_half(v); break;
-  }
-}
 
 // A workspace of per-head rows seen as [rows, heads, width], each head's rows contiguous: an
 // attention item then reads rows `width` elements apart, not heads · width (a power-of-two
@@ -48,32 +33,28 @@ void up_project(const LayerStep& s, const TensorView& latents, const TensorView&
   const MlaDims& d = s.params.dims;
   const int N = d.num_heads, nope = d.qk_nope_head_dim;
   const std::size_t rope_bytes = static_cast<std::size_t>(d.qk_rope_head_dim) * element_size(rope.dtype);
-  const std::int64_t blocks = (rows + kGemmRowBlock - 1) / kGemmRowBlock;
-  const std::int64_t tasks = N * blocks;
-#pragma omp parallel for schedule(dynamic, 1) num_threads(s.team()) if (tasks > 1)
-  for (std::int64_t task = 0; task < tasks; ++task) {
-    const int n = static_cast<int>(task / blocks);
-    const std::int64_t r0 = task % blocks * kGemmRowBlock, m = std::min<std::int64_t>(kGemmRowBlock, rows - r0);
+  for_head_row_blocks(N, rows, s.team(), [&](int n, std::int64_t r0, int m) {
     GemmArgs g;
-    g.a = at(latents, r0);
+    g.a = element_at(latents, r0);
     g.a_type = latents.dtype;
     g.a_stride = latents.stride[0];
-    g.m = static_cast<int>(m);
+    g.m = m;
     g.b = &s.weights.up[static_cast<std::size_t>(n)];
     g.n_begin = 0;
     g.n_end = nope;
-    g.c = at(keys, r0, n);
+    g.c = element_at(keys, r0, n);
     g.c_type = keys.dtype;
     g.c_stride = keys.stride[0];
     gemm(g);
     g.n_begin = nope;
     g.n_end = nope + d.v_head_dim;
-    g.c = at(values, r0, n);
+    g.c = element_at(values, r0, n);
     g.c_type = values.dtype;
     g.c_stride = values.stride[0];
     gemm(g);
-    for (std::int64_t r = r0; r < r0 + m; ++r) std::memcpy(at(keys, r, n, nope), at(rope, r), rope_bytes);
-  }
+    for (std::int64_t r = r0; r < r0 + m; ++r)
+      std::memcpy(element_at(keys, r, n, nope), element_at(rope, r), rope_bytes);
+  });
 }
 
 // The CPU attention kernel's view of one prefill pass: queries `q` (prefill rows), keys and
@@ -89,18 +70,9 @@ kernel::cpu::LayerCtx pass_ctx(const LayerStep& s, const PrefillPass& pass, cons
   c.group = 1;
   c.qk_scale = s.params.scale;
   c.causal = causal;
-  c.q_type = q.dtype;
-  c.out_type = out.dtype;
   c.kv = keys.dtype;
   c.bf16_dot = s.bf16_dot;
-  c.query = static_cast<const std::uint8_t*>(q.data);
-  c.q_stride[0] = q.stride[0];
-  c.q_stride[1] = q.stride[1];
-  c.out = static_cast<std::uint8_t*>(out.data);
-  c.o_stride[0] = out.stride[0];
-  c.o_stride[1] = out.stride[1];
-  c.lse = lse;
-  c.lse_stride = d.num_heads;
+  bind_rows(c, q, out, lse, d.num_heads);
   c.key_cache = static_cast<const std::uint8_t*>(keys.data);
   c.value_cache = static_cast<const std::uint8_t*>(values.data);
   c.k_stride[0] = keys.stride[0];
@@ -115,13 +87,7 @@ kernel::cpu::LayerCtx pass_ctx(const LayerStep& s, const PrefillPass& pass, cons
 }
 
 void run_pass(const LayerStep& s, const PrefillPass& pass, const kernel::cpu::LayerCtx& c) {
-  ItemMemory memory;
-  memory.scratch = s.plan.scratch.as<std::byte>();
-  memory.scratch_stride = s.plan.scratch_stride;
-  memory.threads = s.team();
-  memory.partials = s.plan.partials.as<float>();
-  memory.parts_left = s.plan.split_parts_left.get();
-  run_items(c, pass.work, memory, prefill_kernel_runs(c) ? run_prefill_item : kernel::cpu::process_item);
+  run_items(c, pass.work, s.item_memory(), prefill_kernel_runs(c) ? run_prefill_item : kernel::cpu::process_item);
 }
 
 // A chunk's cached rows into `gathered` (activation dtype), fp8 dequantised.
@@ -144,12 +110,12 @@ void gather(const LayerStep& s, const ContextChunkPass& chunk, const TensorView&
       const auto* src = static_cast<const std::uint8_t*>(cache.data) +
                         (block * cache.stride[0] + (pos % b.block_size) * cache.stride[1]) *
                             static_cast<std::int64_t>(element_size(cache.dtype));
-      std::uint8_t* dst = at(gathered, gt.row + pos - gt.begin);
+      std::uint8_t* dst = element_at(gathered, gt.row + pos - gt.begin);
       if (!s.format.fp8) {
         std::memcpy(dst, src, static_cast<std::size_t>(latent) * element_size(act));
         continue;
       }
-      for (int e = 0; e < latent; ++e) store(act, dst, e, kE4m3[src[e]] * s.params.k_scale);
+      for (int e = 0; e < latent; ++e) store_activation(act, dst, e, kE4m3[src[e]] * s.params.k_scale);
     }
   }
 }
@@ -166,7 +132,7 @@ void execute_prefill(const LayerStep& s, const TensorView& q, const TensorView& 
   const int N = d.num_heads, dqk = d.qk_head_size(), dv = d.v_head_dim;
   auto rows_from = [&](const TensorView& t) {  // the view of the prefill rows of a [tokens, ...] tensor
     TensorView v = t;
-    v.data = at(t, t0);
+    v.data = element_at(t, t0);
     v.shape[0] = T;
     return v;
   };
@@ -195,7 +161,7 @@ void execute_prefill(const LayerStep& s, const TensorView& q, const TensorView& 
   const TensorView chunk_keys = head_major(plan.chunk_keys, act, max_rows, N, dqk);
   const TensorView chunk_values = head_major(plan.chunk_values, act, max_rows, N, dv);
   TensorView rope = gathered;  // the gathered latents' rope keys
-  rope.data = at(gathered, 0, d.kv_lora_rank);
+  rope.data = element_at(gathered, 0, d.kv_lora_rank);
   rope.shape[1] = d.qk_rope_head_dim;
   for (std::size_t c = 0; c < plan.chunks.size(); ++c) {
     const ContextChunkPass& chunk = plan.chunks[c];

@@ -24,24 +24,19 @@
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/half.hpp"
 #include "kernels/mla/cpu/prefill_attention.hpp"
+#include "kernels/mla/cpu/tile_state.hpp"
 
 #ifndef ATTNSEL_MLA_PREFILL_ONCE
 #define ATTNSEL_MLA_PREFILL_ONCE
 namespace attnsel::kernel::mla::cpu::prefill_detail {
 
-using kernel::cpu::kMaxRows;
-
 constexpr int kD = 192;         // query and key width: [k_nope | k_pe]
 constexpr int kDV = 128;        // value width
 constexpr int kTileKeys = 32;   // keys per online-softmax step
 
-constexpr std::size_t kQpBytes = std::size_t{kD / 2} * kMaxRows * 4;
-constexpr std::size_t kSBytes = std::size_t{kTileKeys} * kMaxRows * 4;
-constexpr std::size_t kPpBytes = std::size_t{kTileKeys / 2} * kMaxRows * 4;
-constexpr std::size_t kOBytes = std::size_t{kMaxRows} * kDV * 4;
-constexpr std::size_t kRowStateBytes = std::size_t{kMaxRows} * 4;
+constexpr TileStateBytes kTileStateBytes = tile_state_bytes(kD, kTileKeys, kDV);
 constexpr std::size_t kStageBytes = std::size_t{kTileKeys} * (kD + kDV) * 2;
-constexpr std::size_t kScratchBytes = kQpBytes + kSBytes + kPpBytes + kOBytes + 4 * kRowStateBytes + kStageBytes;
+constexpr std::size_t kScratchBytes = kTileStateBytes.total() + kStageBytes;
 
 // Whether the item's keys are consecutive workspace rows (the passes' tables make them so).
 inline bool consecutive_rows(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkItem& it) {
@@ -69,15 +64,7 @@ using kernel::cpu::WorkItem;
 // Scratch: the tile state, then the staged keys [kTileKeys][kD] and values [kTileKeys][kDV].
 HWY_INLINE TileState CarveScratch(void* base, std::uint16_t*& stage_k, std::uint16_t*& stage_v) {
   auto* b = static_cast<std::uint8_t*>(base);
-  TileState t;
-  t.qp = reinterpret_cast<std::uint32_t*>(b), b += kQpBytes;
-  t.s = reinterpret_cast<float*>(b), b += kSBytes;
-  t.pp = reinterpret_cast<std::uint32_t*>(b), b += kPpBytes;
-  t.o = reinterpret_cast<float*>(b), b += kOBytes;
-  t.m = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  t.l = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  t.alpha = reinterpret_cast<float*>(b), b += kRowStateBytes;
-  t.pos = reinterpret_cast<float*>(b), b += kRowStateBytes;
+  const TileState t = CarveTileState(b, kTileStateBytes);
   stage_k = reinterpret_cast<std::uint16_t*>(b);
   stage_v = stage_k + std::size_t{kTileKeys} * kD;
   return t;

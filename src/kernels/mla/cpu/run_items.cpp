@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "kernels/half.hpp"
+#include "kernels/element_access.hpp"
 
 namespace attnsel::kernel::mla::cpu {
 
@@ -18,51 +18,58 @@ using kernel::cpu::PartialView;
 using kernel::cpu::SplitGroup;
 using kernel::cpu::WorkItem;
 
-void store(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
-  switch (t) {
-    case ScalarType::f32: reinterpret_cast<float*>(base)[i] = v; break;
-    case ScalarType::bf16: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
-    default: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_half(v); break;
-  }
-}
-
-// out = Σ_i o_i e^{m_i - M} / Σ_i l_i e^{m_i - M} over the splits that saw a key (l_i > 0),
-// M their largest maximum; lse = M + ln(denominator); no split saw a key: 0 and -inf.
 void merge_group(const LayerCtx& c, const SplitGroup& g, float* partials) {
-  const int D = c.value_size();  // at most kMaxHeadSize
-  float acc[kernel::cpu::kMaxHeadSize];
-  const std::size_t slot_floats = kernel::cpu::partial_slot_floats(D);
-  for (int j = 0; j < g.rows.kv_heads; ++j) {
-    const WorkItem rows = g.rows.head(j, c.group);
-    const int heads = rows.head_end - rows.head_begin;
-    auto part = [&](int i) {
-      return kernel::cpu::partial_for(partials + static_cast<std::size_t>(g.first_slot + i) * slot_floats, D, j);
-    };
-    for (int r = 0; r < rows.num_rows(); ++r) {
-      const int token = rows.token_begin + r / heads;
-      const int head = rows.head_begin + r % heads;
-      float M = -HUGE_VALF;
-      for (int i = 0; i < g.count; ++i)
-        if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
-      std::fill(acc, acc + D, 0.0f);
-      float denom = 0.0f;
-      for (int i = 0; i < g.count; ++i) {
-        const PartialView pv = part(i);
-        if (pv.l[r] <= 0.0f) continue;
-        const float w = std::exp(pv.m[r] - M);
-        denom += pv.l[r] * w;
-        const float* o = pv.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
-        for (int d = 0; d < D; ++d) acc[d] += o[d] * w;
-      }
-      const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-      const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
-      for (int d = 0; d < D; ++d) store(c.out_type, c.out, base + d, acc[d] * inv);
-      if (c.lse) c.lse[token * c.lse_stride + head] = denom > 0.0f ? M + std::log(denom) : -HUGE_VALF;
-    }
-  }
+  const std::size_t slot_floats = kernel::cpu::partial_slot_floats(c.value_size());
+  for (int j = 0; j < g.rows.kv_heads; ++j)
+    merge_partials(c, g.rows.head(j, c.group), j, partials + static_cast<std::size_t>(g.first_slot) * slot_floats,
+                   g.count);
 }
 
 }  // namespace
+
+void bind_rows(LayerCtx& c, const TensorView& q, const TensorView& out, float* lse, std::int64_t lse_stride) {
+  c.q_type = q.dtype;
+  c.query = static_cast<const std::uint8_t*>(q.data);
+  c.q_stride[0] = q.stride[0];
+  c.q_stride[1] = q.stride[1];
+  c.out_type = out.dtype;
+  c.out = static_cast<std::uint8_t*>(out.data);
+  c.o_stride[0] = out.stride[0];
+  c.o_stride[1] = out.stride[1];
+  c.lse = lse;
+  c.lse_stride = lse_stride;
+}
+
+void merge_partials(const LayerCtx& c, const WorkItem& rows, int kv_head, float* first, int count) {
+  const int D = c.value_size();  // at most kMaxHeadSize
+  float acc[kernel::cpu::kMaxHeadSize];
+  const std::size_t slot_floats = kernel::cpu::partial_slot_floats(D);
+  auto part = [&](int i) {
+    return kernel::cpu::partial_for(first + static_cast<std::size_t>(i) * slot_floats, D, kv_head);
+  };
+  const int heads = rows.head_end - rows.head_begin;
+  for (int r = 0; r < rows.num_rows(); ++r) {
+    const int token = rows.token_begin + r / heads;
+    const int head = rows.head_begin + r % heads;
+    float M = -HUGE_VALF;
+    for (int i = 0; i < count; ++i)
+      if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
+    std::fill(acc, acc + D, 0.0f);
+    float denom = 0.0f;
+    for (int i = 0; i < count; ++i) {
+      const PartialView pv = part(i);
+      if (pv.l[r] <= 0.0f) continue;
+      const float w = std::exp(pv.m[r] - M);
+      denom += pv.l[r] * w;
+      const float* o = pv.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
+      for (int d = 0; d < D; ++d) acc[d] += o[d] * w;
+    }
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
+    for (int d = 0; d < D; ++d) store_activation(c.out_type, c.out, base + d, acc[d] * inv);
+    if (c.lse) c.lse[token * c.lse_stride + head] = denom > 0.0f ? M + std::log(denom) : -HUGE_VALF;
+  }
+}
 
 void run_items(const LayerCtx& c, const kernel::cpu::WorkPlan& work, const ItemMemory& memory, ItemKernel compute) {
   const auto n_items = static_cast<std::int64_t>(work.items.size());

@@ -15,6 +15,7 @@
 #include "attnsel/kernel.hpp"
 #include "attnsel/mla.hpp"
 #include "kernels/mla/cpu/plan.hpp"
+#include "kernels/mla/cpu/run_items.hpp"
 #include "kernels/mla/cpu/weights.hpp"
 #include "kernels/mla/validation.hpp"
 
@@ -28,6 +29,7 @@ struct LayerStep {
   CacheFormat format;
   bool bf16_dot = false;  ///< the attention passes use AVX-512-BF16 dot products
   int team() const;       ///< the threads a step runs on: the caller's team, at most plan.threads
+  ItemMemory item_memory() const;  ///< the plan's scratch and partial slots, for run_items on team()
 };
 
 /// The latent attention of the plan's decode requests: q_latent [decode tokens, heads,

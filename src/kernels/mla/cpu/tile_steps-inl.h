@@ -54,6 +54,20 @@ struct TileState {
   float* pos;         // each row's position [rp]
 };
 
+// The tile state at `b` (sizes `bytes`, tile_state.hpp); `b` moves past it.
+HWY_INLINE TileState CarveTileState(std::uint8_t*& b, const TileStateBytes& bytes) {
+  TileState t;
+  t.qp = reinterpret_cast<std::uint32_t*>(b), b += bytes.qp;
+  t.s = reinterpret_cast<float*>(b), b += bytes.s;
+  t.pp = reinterpret_cast<std::uint32_t*>(b), b += bytes.pp;
+  t.o = reinterpret_cast<float*>(b), b += bytes.o;
+  t.m = reinterpret_cast<float*>(b), b += bytes.row_state;
+  t.l = reinterpret_cast<float*>(b), b += bytes.row_state;
+  t.alpha = reinterpret_cast<float*>(b), b += bytes.row_state;
+  t.pos = reinterpret_cast<float*>(b), b += bytes.row_state;
+  return t;
+}
+
 // Query pairs qp[dp][r] of rows r < rp (zeros past the item's rows): row r is token
 // token_begin + r / heads, head head_begin + r % heads; positions, m, l and O start.
 template <int D, int DV>

@@ -44,11 +44,8 @@ class CpuIndexerImpl final : public IndexerImpl {
   std::unique_ptr<StepPlan> plan(const AttentionMetadata& md, const TensorView& key_cache, Stream,
                                  const IndexerPlanOptions& options) const override {
     validate_key_cache(params_, key_cache, DeviceKind::cpu);
-    const IndexerKernelLimits lim = limits();
-    if (options.decode_query_len < 1 || options.decode_query_len > lim.max_decode_query_len)
-      throw ValueError(fmt::format("IndexerPlanOptions::decode_query_len = {}; the CPU indexer takes 1 to {} query "
-                                   "tokens per decode request",
-                                   options.decode_query_len, lim.max_decode_query_len));
+    check_decode_query_len("IndexerPlanOptions::decode_query_len", options.decode_query_len, "the CPU indexer",
+                           limits().max_decode_query_len);
     if (options.logits_bytes < 0)
       throw ValueError(fmt::format("IndexerPlanOptions::logits_bytes = {} is negative (0 = the kernel's default)",
                                    options.logits_bytes));
@@ -65,9 +62,7 @@ class CpuIndexerImpl final : public IndexerImpl {
 
   void write_cache(const StepPlan& base, const TensorView& k, const TensorView& key_cache, Stream) const override {
     const CpuIndexerPlan& plan = own(base);
-    if (!plan.shape().slot_mapping)
-      throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-                       "was empty), so there is nowhere to write");
+    mla::require_slot_mapping(plan.shape());
     mla::check_tensor(k, "k", {plan.batch.num_actual_tokens, params_.head_dim}, params_.dtype, plan.shape());
     check_planned_key_cache(params_, key_cache, plan.shape(), DeviceKind::cpu);
     mla::check_no_overlap(key_cache, "key_cache", k, "k");

@@ -10,6 +10,7 @@
 
 #include "attnsel/errors.hpp"
 #include "kernels/attention/cpu/work.hpp"
+#include "kernels/mla/step_plan.hpp"
 #include "kernels/mla/validation.hpp"
 #include "kernels/sparse_mla/cpu/sparse_plan.hpp"
 #include "kernels/sparse_mla/cpu/sparse_steps.hpp"
@@ -54,11 +55,8 @@ class CpuSparseMlaImpl final : public SparseMlaImpl {
     validate_latent_cache(params_, cache, DeviceKind::cpu);
     if (cache.shape[0] * cache.shape[1] > std::numeric_limits<std::int32_t>::max())
       throw ValueError(fmt::format("cache {} holds more than 2^31 - 1 rows: index rows are int32", cache.describe()));
-    const SparseMlaKernelLimits lim = limits();
-    if (options.decode_query_len < 1 || options.decode_query_len > lim.max_decode_query_len)
-      throw ValueError(fmt::format("SparseMlaPlanOptions::decode_query_len = {}; {} takes 1 to {} query tokens per "
-                                   "decode request",
-                                   options.decode_query_len, kKernelName, lim.max_decode_query_len));
+    check_decode_query_len("SparseMlaPlanOptions::decode_query_len", options.decode_query_len, kKernelName,
+                           limits().max_decode_query_len);
     auto plan = std::make_unique<CpuSparseMlaPlan>();
     plan->options = options;
     build(*plan, md, cache);
@@ -67,28 +65,13 @@ class CpuSparseMlaImpl final : public SparseMlaImpl {
 
   void update(StepPlan& base, const AttentionMetadata& md, Stream) const override {
     CpuSparseMlaPlan& plan = own(base);
-    TensorView geometry;  // the plan's cache geometry (its data is not read)
-    geometry.ndim = 3;
-    geometry.dtype = plan.shape().cache_dtype;
-    geometry.device = DeviceKind::cpu;
-    for (int d : {0, 1}) {
-      geometry.shape[d] = plan.shape().cache_shape[d];
-      geometry.stride[d] = plan.shape().key_strides[d];
-    }
-    geometry.shape[2] = plan.shape().cache_shape[3];
-    geometry.stride[2] = 1;
-    build(plan, md, geometry);
+    build(plan, md, mla::planned_cache_geometry(plan.shape(), DeviceKind::cpu));
   }
 
   void write_cache(const StepPlan& base, const TensorView& kv_c, const TensorView& k_pe, const TensorView& cache,
                    Stream) const override {
     const CpuSparseMlaPlan& plan = own(base);
-    if (!plan.shape().slot_mapping)
-      throw ValueError("write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-                       "was empty), so there is nowhere to write");
-    const int T = plan.batch.num_actual_tokens;
-    mla::check_tensor(kv_c, "kv_c", {T, params_.dims.kv_lora_rank}, params_.dtype, plan.shape());
-    mla::check_tensor(k_pe, "k_pe", {T, params_.dims.qk_rope_head_dim}, params_.dtype, plan.shape());
+    mla::check_latent_write_inputs(plan.shape(), params_.dims, params_.dtype, kv_c, k_pe);
     check_cache(plan, cache);
     mla::check_no_overlap(cache, "cache", kv_c, "kv_c");
     mla::check_no_overlap(cache, "cache", k_pe, "k_pe");
@@ -156,14 +139,7 @@ class CpuSparseMlaImpl final : public SparseMlaImpl {
     if (plan_maker(base) != &kCpuSparseMlaPlanMaker)
       throw ValueError("this plan was not made by a CPU sparse MLA implementation: build it with this layer's plan()");
     auto& plan = const_cast<CpuSparseMlaPlan&>(static_cast<const CpuSparseMlaPlan&>(base));
-    const StepShape& s = plan.shape();
-    if (s.num_heads != params_.dims.num_heads || s.dtype != params_.dtype ||
-        s.batch_invariant != params_.batch_invariant)
-      throw ValueError(fmt::format("the layer ({} heads, {}{}) is not in the plan's group ({} heads, {}{}): build one "
-                                   "plan per KV-cache group",
-                                   params_.dims.num_heads, to_string(params_.dtype),
-                                   params_.batch_invariant ? ", batch-invariant" : "", s.num_heads, to_string(s.dtype),
-                                   s.batch_invariant ? ", batch-invariant" : ""));
+    mla::check_plan_group(plan.shape(), params_.dims.num_heads, params_.dtype, params_.batch_invariant);
     return plan;
   }
 

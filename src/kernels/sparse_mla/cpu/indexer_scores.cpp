@@ -8,6 +8,7 @@
 #include <cstring>
 #include <limits>
 
+#include "kernels/element_access.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
 #include "kernels/sparse_mla/cpu/fp8_rows.hpp"
@@ -32,13 +33,7 @@ const std::array<std::uint16_t, 256>& e4m3_as_bf16() {
   return table;
 }
 
-float load(const TensorView& t, std::int64_t offset) {
-  switch (t.dtype) {
-    case ScalarType::f32: return static_cast<const float*>(t.data)[offset];
-    case ScalarType::bf16: return bf16_to_float(static_cast<const std::uint16_t*>(t.data)[offset]);
-    default: return half_to_float(static_cast<const std::uint16_t*>(t.data)[offset]);
-  }
-}
+float load(const TensorView& t, std::int64_t offset) { return load_activation(t.dtype, t.data, offset); }
 
 // Token t's heads quantised into its matrix ([head_dim × padded heads]: column h is head h's
 // e4m3 values, as bf16 pairs or f32), and its head weights w' (0 for the padding heads).

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/element_access.hpp"
 #include "kernels/half.hpp"
 #include "kernels/sparse_mla/cpu/sparse_steps.hpp"
 #include "kernels/sparse_mla/formats.hpp"
@@ -36,17 +37,14 @@ void write_latent_rows(const SparseStep& s, const TensorView& kv_c, const Tensor
   const mla::MlaBatch& b = s.plan.batch;
   const MlaDims& d = s.params.dims;
   const std::size_t elem = element_size(s.params.dtype);
-  const std::size_t stored = element_size(cache.dtype);
   const int tokens = b.num_actual_tokens;
 #pragma omp parallel for schedule(static) num_threads(s.team()) if (tokens >= 256)
   for (int t = 0; t < tokens; ++t) {
     const std::int64_t slot = b.slot_mapping[static_cast<std::size_t>(t)];
     if (slot < 0) continue;
-    auto* row = static_cast<std::uint8_t*>(cache.data) +
-                ((slot / b.block_size) * cache.stride[0] + (slot % b.block_size) * cache.stride[1]) *
-                    static_cast<std::int64_t>(stored);
-    const auto* latent = static_cast<const std::uint8_t*>(kv_c.data) + t * kv_c.stride[0] * static_cast<std::int64_t>(elem);
-    const auto* rope = static_cast<const std::uint8_t*>(k_pe.data) + t * k_pe.stride[0] * static_cast<std::int64_t>(elem);
+    std::uint8_t* row = paged_row(cache, b.block_size, slot);
+    const std::uint8_t* latent = element_at(kv_c, t);
+    const std::uint8_t* rope = element_at(k_pe, t);
     if (s.format.ds_mla) {
       write_record(row, reinterpret_cast<const std::uint16_t*>(latent), reinterpret_cast<const std::uint16_t*>(rope));
     } else {

@@ -8,7 +8,7 @@
 #include <cstring>
 
 #include "kernels/attention/cpu/work.hpp"
-#include "kernels/half.hpp"
+#include "kernels/mla/cpu/run_items.hpp"
 #include "kernels/sparse_mla/cpu/fp8_rows.hpp"
 #include "kernels/sparse_mla/cpu/sparse_steps.hpp"
 #include "kernels/sparse_mla/formats.hpp"
@@ -68,45 +68,7 @@ void dequantise_rows(const TensorView& cache, const std::int32_t* row_ids, int n
   }
 }
 
-void store(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
-  switch (t) {
-    case ScalarType::f32: reinterpret_cast<float*>(base)[i] = v; break;
-    case ScalarType::bf16: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
-    default: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_half(v); break;
-  }
-}
-
 PartialView view(float* slot) { return kernel::cpu::partial_for(slot, kRank, 0); }
-
-// out = Σ_i o_i e^{m_i - M} / Σ_i l_i e^{m_i - M} over the `count` partial slots from `first`
-// that saw a key (l_i > 0), M their largest maximum; lse = M + ln(denominator); none saw a
-// key: 0 and -inf.
-void finish_rows(const LayerCtx& c, const WorkItem& rows, float* first, int count) {
-  const std::size_t slot_floats = kernel::cpu::partial_slot_floats(kRank);
-  auto part = [&](int i) { return view(first + static_cast<std::size_t>(i) * slot_floats); };
-  const int heads = rows.head_end - rows.head_begin;
-  float acc[kRank];
-  for (int r = 0; r < rows.num_rows(); ++r) {
-    float M = -HUGE_VALF;
-    for (int i = 0; i < count; ++i)
-      if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
-    std::fill(acc, acc + kRank, 0.0f);
-    float denom = 0.0f;
-    for (int i = 0; i < count; ++i) {
-      const PartialView pv = part(i);
-      if (pv.l[r] <= 0.0f) continue;
-      const float w = std::exp(pv.m[r] - M);
-      denom += pv.l[r] * w;
-      const float* o = pv.o + static_cast<std::size_t>(r) * kRank;
-      for (int d = 0; d < kRank; ++d) acc[d] += o[d] * w;
-    }
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-    const int token = rows.token_begin + r / heads, head = rows.head_begin + r % heads;
-    const std::int64_t base = token * c.o_stride[0] + head * c.o_stride[1];
-    for (int d = 0; d < kRank; ++d) store(c.out_type, c.out, base + d, acc[d] * inv);
-    if (c.lse) c.lse[token * c.lse_stride + head] = denom > 0.0f ? M + std::log(denom) : -HUGE_VALF;
-  }
-}
 
 // running ← running ⊕ chunk, both unnormalised partials of the same rows.
 void fold(const PartialView& running, const PartialView& chunk, int rows) {
@@ -161,7 +123,7 @@ void run_ds_mla_item(const LayerCtx& c, const WorkItem& it, const std::int32_t* 
     }
     return;
   }
-  finish_rows(c, it, sc.running, 1);
+  mla::cpu::merge_partials(c, it, 0, sc.running, 1);
 }
 
 }  // namespace
@@ -182,17 +144,8 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
   base.group = s.params.dims.num_heads;
   base.qk_scale = s.params.scale;
   base.causal = false;  // causality came from the indexer
-  base.q_type = s.params.dtype;
-  base.out_type = out.dtype;
   base.bf16_dot = s.bf16_dot;
-  base.query = static_cast<const std::uint8_t*>(q_latent.data);
-  base.q_stride[0] = q_latent.stride[0];
-  base.q_stride[1] = q_latent.stride[1];
-  base.out = static_cast<std::uint8_t*>(out.data);
-  base.o_stride[0] = out.stride[0];
-  base.o_stride[1] = out.stride[1];
-  base.lse = lse;
-  base.lse_stride = lse_stride;
+  mla::cpu::bind_rows(base, q_latent, out, lse, lse_stride);
   base.num_kv_heads = 1;
   base.block_size = 1;  // a "block" is one gathered row
   if (ds_mla) {
@@ -249,8 +202,9 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1 && n_groups > 1)
   for (std::int64_t g = 0; g < n_groups; ++g) {
     const kernel::cpu::SplitGroup& group = plan.work.splits[static_cast<std::size_t>(g)];
-    finish_rows(base, group.rows, plan.partials.as<float>() + static_cast<std::size_t>(group.first_slot) * slot_floats,
-                group.count);
+    mla::cpu::merge_partials(base, group.rows, 0,
+                             plan.partials.as<float>() + static_cast<std::size_t>(group.first_slot) * slot_floats,
+                             group.count);
   }
 }
 

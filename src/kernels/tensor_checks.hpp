@@ -1,0 +1,16 @@
+// Host checks of a kernel's tensors that every kernel family makes. ValueError naming the
+// argument and the problem.
+// Thread-safety: pure functions.
+#pragma once
+
+#include <string_view>
+
+#include "attnsel/kernel.hpp"
+
+namespace attnsel::kernel {
+
+/// ValueError when `t`, which the kernel writes, has strides that give two of its elements
+/// one address (stride 0, or rows or heads interleaved): PyTorch refuses such writes too.
+void check_distinct_elements(const TensorView& t, std::string_view name);
+
+}  // namespace attnsel::kernel
