@@ -6,7 +6,6 @@
 #include <cstdio>
 
 #include "json_output.hpp"
-#include "run_report.hpp"
 #include "mla_options.hpp"
 #include "runtime/ceilings.hpp"
 #include "runtime/mla_bench_job.hpp"
@@ -150,7 +149,11 @@ int run_mla_bench(const MlaBenchRequest& o) {
                   {"dtype", std::string(kernel::to_string(layer.dtype))},
                   {"kv_cache_dtype", std::string(cache_dtype_name(layer.kv_cache_dtype))},
                   {"block_size", layer.block_size}}},
-                {"ceilings", ceilings_json(ceil)},
+                {"ceilings",
+                 {{"read_gb_per_s", ceil.read_gbps},
+                  {"fp32_gflop_per_s", ceil.fp32_gflops},
+                  {"bf16_gflop_per_s", ceil.bf16_gflops},
+                  {"threads", ceil.threads}}},
                 {"results", results}});
   return all_checked ? kExitChosen : kExitCheckFailed;
 }

@@ -120,7 +120,7 @@ nlohmann::json check_json(const runtime::CheckResult& c) {
           {"fp8_queries", c.fp8_queries}};
 }
 
-nlohmann::json report_json(const RunRequest& o, const ChosenBackend& chosen, const runtime::RunReport& r,
+nlohmann::ordered_json report_json(const RunRequest& o, const ChosenBackend& chosen, const runtime::RunReport& r,
                            const MeasuredCeilings& ceil) {
   const runtime::RunSpec& spec = r.spec;
   const Selection& s = chosen.selection;

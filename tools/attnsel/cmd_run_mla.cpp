@@ -99,7 +99,7 @@ void print_header(const RunRequest& o, const ChosenMlaBackend& chosen, const run
   std::fflush(stdout);
 }
 
-nlohmann::json report_json(const RunRequest& o, const ChosenMlaBackend& chosen, const runtime::MlaRunReport& r,
+nlohmann::ordered_json report_json(const RunRequest& o, const ChosenMlaBackend& chosen, const runtime::MlaRunReport& r,
                            const runtime::Ceilings& ceil) {
   const runtime::MlaRunSpec& spec = r.spec;
   const Selection& s = *chosen.selection;

@@ -17,7 +17,8 @@ namespace attnsel::cli {
 /// "gflop_per_s", "plan_us_per_step", "host_us_per_layer", "step_us", "layer_us"}.
 nlohmann::json phase_json(const runtime::PhaseStats& p);
 
-/// {"read_gb_per_s", "fp32_gflop_per_s", "bf16_gflop_per_s", "threads"}: the host's ceilings.
+/// {"bf16_gflop_per_s", "fp32_gflop_per_s", "read_gb_per_s", "threads"}: the host's ceilings
+/// (keys in order, as `attnsel run` and `attnsel bench` print them).
 nlohmann::json ceilings_json(const runtime::Ceilings& c);
 
 /// "1.5 GiB", or "300 MiB" below one GiB.
