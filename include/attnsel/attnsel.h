@@ -40,7 +40,7 @@ extern "C" {
 #endif
 
 #define ATTNSEL_C_API_MAJOR 2u
-#define ATTNSEL_C_API_MINOR 2u
+#define ATTNSEL_C_API_MINOR 3u
 
 /** Marks the functions libattnsel.so exports. */
 #if defined(__GNUC__) || defined(__clang__)
@@ -94,6 +94,8 @@ typedef struct attnsel_select_request {
   const char* attn_type;               /**< "decoder", "encoder", "encoder_only", "encoder_decoder"; NULL = decoder */
   int32_t num_heads;                   /**< > 0: given; 0 = not given */
   const char* run_cache_dtype;         /**< the run's CacheConfig.cache_dtype; NULL = kv_cache_dtype or "auto" */
+  /* The selector flags of C API 2.2, one field each. A flag is on when its field is nonzero or
+   * attnsel_select_request_set_flag turned it on; flags added since have no field. */
   uint8_t use_mla;
   uint8_t has_sink;
   uint8_t use_sparse;
@@ -107,10 +109,29 @@ typedef struct attnsel_select_request {
   uint8_t use_dcp;                     /**< decode context parallelism (size > 1) */
   uint8_t use_adaptive_verification;   /**< speculative decoding with adaptive verification */
   uint8_t use_rswa;                    /**< the model uses R-SWA */
+  /** Since C API 2.3: the selector flags turned on by name, bit i for flag i of
+   *  attnsel_list_selector_flags. Set it with attnsel_select_request_set_flag. */
+  uint64_t flags;
 } attnsel_select_request;
 
 /** Zeroes the request, sets struct_size and the defaults (head_size 128). */
 ATTNSEL_C_API void attnsel_select_request_init(attnsel_select_request* request);
+
+/** Since C API 2.3. Turns the selector flag `name` (vLLM's AttentionSelectorConfig field name,
+ *  e.g. "has_sink", "use_dcp") on (value != 0) or off, whichever flag the library knows,
+ *  with or without a field of its own above. VALUE_ERROR naming the valid flags for an
+ *  unknown name; the request is then unchanged. */
+ATTNSEL_C_API attnsel_status attnsel_select_request_set_flag(attnsel_select_request* request, const char* name,
+                                                            int value);
+
+/** Since C API 2.3. The selector flags the library knows, in the order of their bits in
+ *  attnsel_select_request.flags: {"flags": [{"name", "cli_flag", "help", "source", "capability"}],
+ *  "config_fields": [...]}. "source" is "layer" (get_attn_backend's argument) or "engine"
+ *  (an engine setting); "capability" is the capability a backend declares to serve it, as
+ *  `attnsel list` names it; "config_fields" is every field of AttentionSelectorConfig in the
+ *  order vLLM declares it, the flags vLLM lacks last. As `attnsel select --list-flags --json`
+ *  prints it. */
+ATTNSEL_C_API attnsel_status attnsel_list_selector_flags(char** out_json);
 
 /** One backend a selection considered. */
 typedef struct attnsel_candidate {

@@ -6,13 +6,15 @@
 // keys. validate_configuration, the plugin adapter, `attnsel list`, the generated docs,
 // the CLI's boolean selector flags and the JSON output all read this table.
 //
-// Adding a vLLM selector flag: a field in AttentionSelectorConfig (and LayerRequest when a
-// layer passes it), the capability's field in BackendCapabilities, one row here, and the
-// backends that declare it.
+// A selector flag is one row here: the C API (attnsel_select_request_set_flag,
+// attnsel_list_selector_flags), the Python package's keyword arguments, the CLI, the JSON
+// output and docs/selector-flags.md are read from it. docs/ADDING_A_FLAG.md says what
+// adding one touches.
 //
 // Thread-safety: the table is immutable static data.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -75,6 +77,14 @@ ATTNSEL_API std::span<const CapabilityCheck> capability_checks();
 ATTNSEL_API std::vector<std::string> run_capability_checks(const AttentionSelectorConfig& config,
                                                            const BackendCapabilities& capabilities,
                                                            const std::optional<DeviceCapability>& device_capability);
+
+/// The selector flags: the rows with a `flag`, in table order (the order of the C API's
+/// flag indices and of `attnsel select --list-flags`).
+ATTNSEL_API std::span<const CapabilityCheck* const> selector_flags();
+
+/// The index in selector_flags() of the flag named `name` (vLLM's field name); ValueError
+/// naming the valid flags when there is none.
+ATTNSEL_API std::size_t selector_flag_index(std::string_view name);
 
 /// The boolean capabilities in table order: (name, declared) for each row with a name.
 ATTNSEL_API std::vector<std::pair<std::string_view, bool>> capability_flags(const BackendCapabilities& capabilities);

@@ -88,7 +88,8 @@ def main(argv=None):
     s.add_argument("--backend-per-kind", action="append", metavar="KIND=NAME")
     s.add_argument("--json", action="store_true")
     for name in _SWITCHES:
-        s.add_argument("--" + name.replace("_", "-"), dest=name, action="store_true")
+        s.add_argument(L.SELECTOR_FLAGS[name]["cli_flag"], dest=name, action="store_true",
+                       help=L.SELECTOR_FLAGS[name]["help"])
     s.set_defaults(run=_select)
 
     lst = sub.add_parser("list", help="every registered backend with its capabilities (JSON)")

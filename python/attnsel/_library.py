@@ -9,7 +9,7 @@ from ._convert import c_text
 from ._errors import error_for_status
 
 C_API_MAJOR = 2
-C_API_MINOR = 2  # the MLA kernels' functions (attnsel_mla_*) came with 2.2
+C_API_MINOR = 3  # the selector flags by name (attnsel_select_request_set_flag) came with 2.3
 
 
 def version_problem(path, version):
@@ -48,10 +48,12 @@ class SelectRequest(ctypes.Structure):
         ("attn_type", c_char_p),
         ("num_heads", c_int32),
         ("run_cache_dtype", c_char_p),
-    ] + [(name, c_uint8) for name in (
+    ] + [(name, c_uint8) for name in (  # C API 2.2's flag fields; later flags are set by name
         "use_mla", "has_sink", "use_sparse", "use_mm_prefix", "use_per_head_quant_scales",
         "has_sliding_window", "use_non_causal", "use_batch_invariant", "use_kv_connector", "use_pcp",
-        "use_dcp", "use_adaptive_verification", "use_rswa")]
+        "use_dcp", "use_adaptive_verification", "use_rswa")] + [
+        ("flags", ctypes.c_uint64),
+    ]
 
 
 class Candidate(ctypes.Structure):
@@ -218,6 +220,8 @@ _SIGNATURES = {
     "attnsel_version": (c_char_p, []),
     "attnsel_free_string": (None, [c_void_p]),
     "attnsel_select_request_init": (None, [_P(SelectRequest)]),
+    "attnsel_select_request_set_flag": (status_t, [_P(SelectRequest), c_char_p, ctypes.c_int]),
+    "attnsel_list_selector_flags": (status_t, [_P(c_void_p)]),
     "attnsel_select": (status_t, [_P(SelectRequest), _P(c_void_p)]),
     "attnsel_selection_destroy": (None, [c_void_p]),
     "attnsel_selection_backend": (c_char_p, [c_void_p]),
@@ -380,3 +384,10 @@ def encode(text, name="a string argument"):
 def string_array(items, name="a list of strings"):
     items = [encode(item, f"{name}[{i}]") for i, item in enumerate(items)]
     return (c_char_p * len(items))(*items) if items else None, len(items)
+
+
+# The selector flags, from the library's table of checks: the keyword arguments of select()
+# and validate_configuration(), and with CONFIG_FIELDS the fields of AttentionSelectorConfig.
+_flag_list = call_json(lib.attnsel_list_selector_flags)
+SELECTOR_FLAGS = {flag["name"]: flag for flag in _flag_list["flags"]}  # in the table's order
+CONFIG_FIELDS = tuple(_flag_list["config_fields"])  # vLLM's order, attnsel's own flags last

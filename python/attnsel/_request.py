@@ -6,9 +6,7 @@ from typing import Optional
 from . import _library as L
 from ._convert import c_int, mapping
 
-_SWITCHES = ("use_mla", "has_sink", "use_sparse", "use_mm_prefix", "use_per_head_quant_scales",
-             "has_sliding_window", "use_non_causal", "use_batch_invariant", "use_kv_connector", "use_pcp",
-             "use_dcp", "use_adaptive_verification", "use_rswa")
+_SWITCHES = tuple(L.SELECTOR_FLAGS)  # the selector's boolean fields, as the library's table names them
 
 
 def dtype_name(dtype) -> Optional[str]:
@@ -66,5 +64,5 @@ def _request(platform=None, mode=None, facts=(), attention_backend=None, attenti
     r.num_heads = c_int(num_heads or 0, "num_heads")
     r.run_cache_dtype = text(run_cache_dtype, "run_cache_dtype")
     for name, value in switches.items():
-        setattr(r, name, 1 if value else 0)
+        L.check(L.lib.attnsel_select_request_set_flag(ctypes.byref(r), L.encode(name), 1 if value else 0))
     return r, keep

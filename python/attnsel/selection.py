@@ -1,7 +1,8 @@
 """Selection: attnsel.select (one layer, explained) and vLLM's get_attn_backend."""
+import collections
 import ctypes
 import dataclasses
-from typing import List, NamedTuple, Optional
+from typing import List, Optional
 
 from . import _library as L
 from ._convert import config_json
@@ -10,26 +11,20 @@ from .config import get_current_platform, get_current_vllm_config
 from ._request import _SWITCHES, _request, dtype_name  # noqa: F401 (re-exported)
 from .registry import BackendClass, BackendMember, MambaAttentionBackendEnum, _member_by_name
 
-class AttentionSelectorConfig(NamedTuple):
-    """vLLM's AttentionSelectorConfig: the key of a selection, with vLLM's field names."""
-    head_size: int
-    dtype: str
-    kv_cache_dtype: Optional[str]
-    block_size: Optional[int]
-    use_mla: bool = False
-    has_sink: bool = False
-    use_sparse: bool = False
-    use_mm_prefix: bool = False
-    use_per_head_quant_scales: bool = False
-    attn_type: str = "decoder"
-    has_sliding_window: bool = False
-    use_non_causal: bool = False
-    use_batch_invariant: bool = False
-    use_kv_connector: bool = False
-    use_pcp: bool = False
-    use_adaptive_verification: bool = False
-    use_dcp: bool = False
-    use_rswa: bool = False
+
+def _config_defaults():
+    """The defaults of AttentionSelectorConfig's fields after vLLM's four required ones."""
+    required = ("head_size", "dtype", "kv_cache_dtype", "block_size")
+    assert L.CONFIG_FIELDS[:len(required)] == required, L.CONFIG_FIELDS
+    return ["decoder" if name == "attn_type" else False for name in L.CONFIG_FIELDS[len(required):]]
+
+
+class AttentionSelectorConfig(collections.namedtuple("AttentionSelectorConfig", L.CONFIG_FIELDS,
+                                                     defaults=_config_defaults())):
+    """vLLM's AttentionSelectorConfig: the key of a selection, with vLLM's field names in vLLM's
+    order (head_size, dtype, kv_cache_dtype, block_size, the flags, attn_type), attnsel's own
+    flags last. The fields come from the library's table of selector flags."""
+    __slots__ = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -85,16 +85,16 @@ def test_selection_struct_accessors():
 
 def test_versions():
     assert attnsel.c_api_version[0] == L.C_API_MAJOR == 2
-    assert attnsel.c_api_version[1] >= L.C_API_MINOR == 2
+    assert attnsel.c_api_version[1] >= L.C_API_MINOR == 3
     assert attnsel.__version__.count(".") == 2
 
 
 def test_a_library_of_another_major_or_an_older_minor_version_is_refused_by_name():
-    assert L.version_problem("libattnsel.so", 2 << 16 | 2) is None
+    assert L.version_problem("libattnsel.so", 2 << 16 | 3) is None
     assert L.version_problem("libattnsel.so", 2 << 16 | 7) is None
-    assert L.version_problem("old.so", 2 << 16 | 1) == \
-        "old.so implements attnsel's C API 2.1; this package needs 2.2 or a later 2.x"
-    assert "C API 3.0; this package needs 2.2" in L.version_problem("new.so", 3 << 16)
+    assert L.version_problem("old.so", 2 << 16 | 2) == \
+        "old.so implements attnsel's C API 2.2; this package needs 2.3 or a later 2.x"
+    assert "C API 3.0; this package needs 2.3" in L.version_problem("new.so", 3 << 16)
 
 
 def test_list_facts():

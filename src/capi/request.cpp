@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "attnsel/capability_checks.hpp"
 #include "attnsel/engine_args.hpp"
 #include "attnsel/engine_facts.hpp"
 #include "capi/status.hpp"
@@ -43,7 +44,7 @@ std::shared_ptr<Platform> make_request_platform(const char* spec, const char* mo
 }
 
 SelectInputs read_select_request(const attnsel_select_request& r) {
-  require_struct(r.struct_size, sizeof(attnsel_select_request), "attnsel_select_request");
+  require_struct(r.struct_size, kSelectRequestMinimumSize, "attnsel_select_request");
   SelectInputs in;
   LayerRequest& layer = in.layer;
   if (r.head_size <= 0) throw ValueError(fmt::format("head_size must be positive, got {}", r.head_size));
@@ -55,12 +56,10 @@ SelectInputs read_select_request(const attnsel_select_request& r) {
     layer.dtype = *d;
   }
   if (r.kv_cache_dtype != nullptr) layer.kv_cache_dtype = cache_dtype_from(r.kv_cache_dtype);
-  layer.use_mla = r.use_mla;
-  layer.has_sink = r.has_sink;
-  layer.use_sparse = r.use_sparse;
-  layer.use_mm_prefix = r.use_mm_prefix;
-  layer.use_per_head_quant_scales = r.use_per_head_quant_scales;
-  layer.has_sliding_window = r.has_sliding_window;
+  const std::vector<bool> flags = requested_flags(r);
+  for (std::size_t i = 0; i < flags.size(); ++i)
+    if (const CapabilityCheck& flag = *selector_flags()[i]; flag.layer_argument != nullptr)
+      layer.*flag.layer_argument = flags[i];
   layer.attn_type = AttentionType::decoder;
   if (r.attn_type != nullptr) {
     layer.attn_type = parse_attn_type(r.attn_type);
@@ -81,7 +80,7 @@ SelectInputs read_select_request(const attnsel_select_request& r) {
 }
 
 EngineConfig read_engine_config(const attnsel_select_request& r) {
-  require_struct(r.struct_size, sizeof(attnsel_select_request), "attnsel_select_request");
+  require_struct(r.struct_size, kSelectRequestMinimumSize, "attnsel_select_request");
   EngineConfig engine;
   auto given = [](const char* text) { return text ? std::optional<std::string_view>(text) : std::nullopt; };
   engine.attention = make_attention_config(given(r.attention_backend), given(r.attention_config));
@@ -97,15 +96,11 @@ EngineConfig read_engine_config(const attnsel_select_request& r) {
     engine.cache.block_size = r.block_size;
     engine.cache.user_specified_block_size = true;
   }
-  engine.attention.use_non_causal = engine.attention.use_non_causal || r.use_non_causal;
-  engine.batch_invariant = r.use_batch_invariant;
-  engine.kv_transfer_instance = r.use_kv_connector;
-  // Only "> 1" reaches the selector; 2 is the smallest parallel size that turns it on.
-  engine.prefill_context_parallel_size = r.use_pcp ? 2 : 1;
-  engine.decode_context_parallel_size = r.use_dcp ? 2 : 1;
-  engine.adaptive_verification = r.use_adaptive_verification;
-  // Only "is set" reaches the selector; 128 is the window of vLLM's own R-SWA test.
-  if (r.use_rswa) engine.rswa_window = 128;
+  // A flag only turns its setting on: a switch the attention config set stays set.
+  const std::vector<bool> flags = requested_flags(r);
+  for (std::size_t i = 0; i < flags.size(); ++i)
+    if (const CapabilityCheck& flag = *selector_flags()[i]; flag.to_engine != nullptr && flags[i])
+      flag.to_engine(engine, true);
   return engine;
 }
 

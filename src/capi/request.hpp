@@ -2,6 +2,7 @@
 // the layer, built exactly as `attnsel select` builds them from its flags.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,6 +21,14 @@ struct SelectInputs {
   AttentionSelectorConfig config;
   std::optional<BackendMember> requested;
 };
+
+/// The size of attnsel_select_request in C API 2.2, the oldest a caller may pass (the `flags`
+/// word came with 2.3).
+inline constexpr std::size_t kSelectRequestMinimumSize = offsetof(attnsel_select_request, flags);
+
+/// Which selector flags the request turns on (its 2.2 fields or its `flags` bits), indexed
+/// as selector_flags().
+std::vector<bool> requested_flags(const attnsel_select_request& request);
 
 /// The platform alone (ValueError for a malformed spec, mode or fact).
 std::shared_ptr<Platform> make_request_platform(const char* spec, const char* mode,

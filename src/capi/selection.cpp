@@ -167,7 +167,7 @@ attnsel_status attnsel_list_facts(const attnsel_select_request* request, char** 
     require(request, "request");
     require(out_json, "out_json");
     *out_json = nullptr;
-    require_struct(request->struct_size, sizeof(attnsel_select_request), "attnsel_select_request");
+    require_struct(request->struct_size, kSelectRequestMinimumSize, "attnsel_select_request");
     const std::shared_ptr<const Platform> platform = with_engine(
         make_request_platform(request->platform, request->mode, assignments(request->facts, request->num_facts, "facts")),
         read_engine_config(*request));

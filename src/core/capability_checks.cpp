@@ -5,7 +5,11 @@
 #include "attnsel/capability_checks.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <vector>
+
+#include "attnsel/errors.hpp"
 #include "attnsel/plugin.h"
 
 namespace attnsel {
@@ -146,6 +150,26 @@ std::vector<std::string> run_capability_checks(const AttentionSelectorConfig& co
   if (capabilities.own_checks)
     for (std::string& r : capabilities.own_checks(config)) reasons.push_back(std::move(r));
   return reasons;
+}
+
+std::span<const CapabilityCheck* const> selector_flags() {
+  static const std::vector<const CapabilityCheck*> flags = [] {
+    std::vector<const CapabilityCheck*> out;
+    for (const CapabilityCheck& check : kChecks)
+      if (check.requested != nullptr) out.push_back(&check);
+    return out;
+  }();
+  return flags;
+}
+
+std::size_t selector_flag_index(std::string_view name) {
+  const std::span<const CapabilityCheck* const> flags = selector_flags();
+  std::vector<std::string_view> names;
+  for (std::size_t i = 0; i < flags.size(); ++i) {
+    if (flags[i]->flag == name) return i;
+    names.push_back(flags[i]->flag);
+  }
+  throw ValueError(fmt::format("unknown selector flag '{}'; valid flags are: {}", name, fmt::join(names, ", ")));
 }
 
 std::vector<std::pair<std::string_view, bool>> capability_flags(const BackendCapabilities& capabilities) {

@@ -73,6 +73,30 @@ static void test_select(void) {
   }
 }
 
+/* The selector flags by name (C API 2.3): the same selection as the field of 2.2, and an
+ * unknown name refused with the valid ones. */
+static void test_selector_flags(void) {
+  attnsel_select_request r;
+  attnsel_selection* s = NULL;
+  char* json = NULL;
+  attnsel_select_request_init(&r);
+  r.platform = "cuda:10.0";
+  r.head_size = 576;
+  r.block_size = 16;
+  CHECK(attnsel_select_request_set_flag(&r, "use_mla", 1) == ATTNSEL_STATUS_OK);
+  CHECK(attnsel_select(&r, &s) == ATTNSEL_STATUS_OK);
+  if (s != NULL) {
+    CHECK(strcmp(attnsel_selection_backend(s), "TRITON_MLA") == 0);
+    attnsel_selection_destroy(s);
+  }
+  CHECK(attnsel_select_request_set_flag(&r, "use_everything", 1) == ATTNSEL_STATUS_VALUE_ERROR);
+  CHECK(contains(attnsel_last_error(), "unknown selector flag 'use_everything'; valid flags are: "));
+  CHECK(contains(attnsel_last_error(), "has_sink"));
+  CHECK(attnsel_list_selector_flags(&json) == ATTNSEL_STATUS_OK);
+  CHECK(contains(json, "\"name\": \"use_mla\"") && contains(json, "\"cli_flag\": \"--use-mla\""));
+  attnsel_free_string(json);
+}
+
 /* vLLM's platform messages: the CPU's block-size warning for a block size the user gave. */
 static void test_platform_messages(void) {
   attnsel_select_request r;
@@ -837,6 +861,7 @@ static void test_bad_input_keeps_its_meaning(void) {
 int main(int argc, char** argv) {
   test_versions();
   test_select();
+  test_selector_flags();
   test_platform_messages();
   test_select_failures();
   test_bad_input_keeps_its_meaning();

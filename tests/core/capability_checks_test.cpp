@@ -4,10 +4,13 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <set>
+#include <span>
 #include <string>
 
 #include "attnsel/capability_checks.hpp"
+#include "attnsel/errors.hpp"
 #include "attnsel/plugin.h"
 #include "attnsel/selector.hpp"
 
@@ -108,6 +111,43 @@ TEST(CapabilityChecks, EverySelectorFlagHasVllmsNameAsJsonKeyACliFlagAndASource)
     EXPECT_EQ(check.from_engine == nullptr, check.to_engine == nullptr) << check.flag;
   }
   EXPECT_EQ(flags, 13);  // every boolean field of vLLM's AttentionSelectorConfig, plus use_rswa
+}
+
+TEST(CapabilityChecks, TheFlagListIsTheTablesFlagRowsInOrderAndFindsEachByName) {
+  std::vector<const CapabilityCheck*> rows;
+  for (const CapabilityCheck& check : capability_checks())
+    if (check.requested != nullptr) rows.push_back(&check);
+  const std::span<const CapabilityCheck* const> flags = selector_flags();
+  EXPECT_EQ(std::vector<const CapabilityCheck*>(flags.begin(), flags.end()), rows);
+  for (std::size_t i = 0; i < flags.size(); ++i) EXPECT_EQ(selector_flag_index(flags[i]->flag), i);
+  try {
+    selector_flag_index("use_everything");
+    ADD_FAILURE() << "an unknown flag was found";
+  } catch (const ValueError& e) {
+    EXPECT_THAT(e.what(), ::testing::StartsWith("unknown selector flag 'use_everything'; valid flags are: use_mm_prefix, "
+                                                "use_mla, has_sink"));
+  }
+}
+
+TEST(CapabilityChecks, TheConfigFieldsAreVllmsThenTheOtherFlagsEachOnce) {
+  const std::vector<std::string_view> fields = selector_config_fields();
+  EXPECT_THAT(std::vector<std::string_view>(fields.begin(), fields.begin() + 4),
+              ElementsAre("head_size", "dtype", "kv_cache_dtype", "block_size"));
+  EXPECT_EQ(std::count(fields.begin(), fields.end(), "attn_type"), 1);
+  for (const CapabilityCheck* flag : selector_flags())
+    EXPECT_EQ(std::count(fields.begin(), fields.end(), flag->flag), 1) << flag->flag;
+  EXPECT_EQ(fields.size(), selector_flags().size() + 5);  // no name that is neither a flag nor a field
+  EXPECT_EQ(fields.back(), "use_rswa");                    // not vLLM's: after vLLM's fields
+  // repr() prints the fields in this order, every flag of vLLM's, the others only when true.
+  AttentionSelectorConfig c = plain_config();
+  c.use_rswa = true;
+  std::size_t at = 0;
+  for (std::string_view field : fields) {
+    const std::size_t found = c.repr().find(std::string(field) + "=", at);
+    EXPECT_NE(found, std::string::npos) << field << " in " << c.repr();
+    at = found;
+  }
+  EXPECT_EQ(plain_config().repr().find("use_rswa"), std::string::npos);
 }
 
 TEST(CapabilityChecks, EverySelectorFlagChangesTheConfigsHash) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "attnsel/capability_checks.hpp"
 #include "attnsel/engine_facts.hpp"
 #include "attnsel/registry.hpp"
 #include "attnsel/selector.hpp"
@@ -11,6 +12,7 @@
 #include "common_options.hpp"
 #include "json_output.hpp"
 #include "report/facts_json.hpp"
+#include "report/selector_flags_json.hpp"
 
 namespace attnsel::cli {
 
@@ -22,6 +24,8 @@ struct SelectOptions {
   LayerOptions layer;
   OutputOptions output;
   bool list_facts = false;
+  bool list_flags = false;
+  bool markdown = false;
 };
 
 // Everything the command line describes, built in the usage phase.
@@ -112,8 +116,24 @@ int list_facts(const SelectOptions& o) {
   return kExitChosen;
 }
 
+int list_flags(const SelectOptions& o) {
+  if (o.output.json) {
+    print_json(report::selector_flags_json());
+  } else if (o.markdown) {
+    fmt::print("{}", report::selector_flags_markdown());
+  } else {
+    fmt::print("Selector flags (the C API's and the Python package's names; a backend serves a flag when it "
+               "declares the capability):\n");
+    for (const CapabilityCheck* flag : selector_flags())
+      fmt::print("  {}  {}  [{}; capability {}]\n      {}\n", flag->flag, flag->cli_flag,
+                 flag->layer_argument != nullptr ? "layer" : "engine", flag->capability, flag->cli_help);
+  }
+  return kExitChosen;
+}
+
 int run_select(const SelectOptions& o) {
   if (o.list_facts) return run_command(o.output.json, [&] { return list_facts(o); });
+  if (o.list_flags) return run_command(o.output.json, [&] { return list_flags(o); });
   std::optional<SelectInputs> in;
   auto on_failure = [&](Failure& f) {
     if (!in) return;  // the command line itself was wrong
@@ -153,6 +173,11 @@ void add_select_command(CLI::App& app, CommandContext& context) {
   options->output.add_to(*sub);
   sub->add_flag("--list-facts", options->list_facts,
                 "document every runtime fact with its value on the chosen platform, and exit");
+  CLI::Option* list_flags_option = sub->add_flag("--list-flags", options->list_flags,
+                                          "document every selector flag (its CLI flag, C API and Python name), and exit");
+  sub->add_flag("--markdown", options->markdown, "with --list-flags: a Markdown table (for the docs)")
+      ->needs(list_flags_option)
+      ->excludes(sub->get_option("--json"));
   sub->callback([options, &context] { context.run = [options] { return run_select(*options); }; });
 }
 
