@@ -86,6 +86,11 @@ ATTNSEL_API std::span<const CapabilityCheck* const> selector_flags();
 /// naming the valid flags when there is none.
 ATTNSEL_API std::size_t selector_flag_index(std::string_view name);
 
+/// AttentionSelectorConfig's field names: vLLM's, in the order of its AttentionSelectorConfig
+/// (vllm/v1/attention/selector.py), then the selector flags vLLM does not have, in table
+/// order. This is repr()'s order and that of the Python package's AttentionSelectorConfig.
+ATTNSEL_API std::vector<std::string_view> selector_config_fields();
+
 /// The boolean capabilities in table order: (name, declared) for each row with a name.
 ATTNSEL_API std::vector<std::pair<std::string_view, bool>> capability_flags(const BackendCapabilities& capabilities);
 

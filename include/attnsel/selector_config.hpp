@@ -5,16 +5,13 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <string_view>
-#include <vector>
 
 #include "attnsel/export.hpp"
 #include "attnsel/types.hpp"
 
 namespace attnsel {
 
-/// Thread-safety: a plain value. Each boolean field is one selector flag: one row of the
-/// table of checks (attnsel/capability_checks.hpp), which every other door reads.
+/// Thread-safety: a plain value.
 struct ATTNSEL_API AttentionSelectorConfig {
   int head_size = 0;
   DType dtype = DType::bfloat16;
@@ -38,14 +35,9 @@ struct ATTNSEL_API AttentionSelectorConfig {
   bool operator==(const AttentionSelectorConfig&) const = default;
   std::size_t hash() const noexcept;
   /// vLLM's __repr__: "AttentionSelectorConfig(head_size=128, dtype=torch.bfloat16, ...)".
-  /// The flags vLLM does not print (use_rswa) are appended, each only when true.
+  /// use_rswa, absent from vLLM's printed form, is appended only when true.
   std::string repr() const;
 };
-
-/// The field names in the order of vLLM's AttentionSelectorConfig (vllm/v1/attention/selector.py),
-/// then the selector flags vLLM does not have, in table order: repr()'s order and the Python
-/// package's AttentionSelectorConfig fields.
-ATTNSEL_API std::vector<std::string_view> selector_config_fields();
 
 struct ATTNSEL_API AttentionSelectorConfigHash {
   std::size_t operator()(const AttentionSelectorConfig& c) const noexcept { return c.hash(); }
