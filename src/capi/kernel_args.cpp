@@ -8,11 +8,23 @@
 #include <set>
 
 #include "attnsel/errors.hpp"
+#include "attnsel/registry.hpp"
 #include "capi/status.hpp"
 
 namespace attnsel::capi {
 
 using kernel::TensorView;
+
+std::shared_ptr<const AttentionBackend> named_backend(const char* backend) {
+  require(backend, "backend");
+  return AttentionBackendEnum.from_user_text(backend).get_attention_class();
+}
+
+std::shared_ptr<const AttentionBackend> backend_with_kernel(const char* backend) {
+  std::shared_ptr<const AttentionBackend> cls = named_backend(backend);
+  if (!cls->has_kernel()) throw NotImplementedError(cls->missing_kernel_reason());
+  return cls;
+}
 
 TensorView view(const DLTensor* t, std::string_view what) {
   require(t, what);

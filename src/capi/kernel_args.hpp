@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "attnsel/attnsel.h"
+#include "attnsel/backend.hpp"
 #include "attnsel/kernel.hpp"
 
 /// A step plan made by a standard or an MLA kernel (each refuses the other's).
@@ -16,6 +17,12 @@ struct attnsel_step_plan {
 };
 
 namespace attnsel::capi {
+
+/// The backend a caller names (as AttentionBackendEnum reads user text); ValueError for NULL
+/// or a name it does not know.
+std::shared_ptr<const AttentionBackend> named_backend(const char* backend);
+/// The same, NotImplementedError when the backend has no kernel to create here.
+std::shared_ptr<const AttentionBackend> backend_with_kernel(const char* backend);
 
 /// The view of a DLPack tensor; ValueError naming `what` (NULL, unsupported dtype, ...).
 kernel::TensorView view(const DLTensor* t, std::string_view what);

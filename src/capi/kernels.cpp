@@ -18,7 +18,6 @@
 #include "attnsel/attnsel.h"
 #include "attnsel/backend.hpp"
 #include "attnsel/kernel.hpp"
-#include "attnsel/registry.hpp"
 #include "capi/kernel_args.hpp"
 #include "capi/status.hpp"
 
@@ -106,46 +105,28 @@ using namespace attnsel::capi;
 extern "C" {
 
 void attnsel_layer_params_init(attnsel_layer_params* params) {
-  if (params == nullptr) return;
-  *params = attnsel_layer_params{};
-  params->struct_size = sizeof(attnsel_layer_params);
+  if (!reset_struct(params)) return;
   params->causal = 1;
   params->k_scale = 1.0f;
   params->v_scale = 1.0f;
 }
 
-void attnsel_batch_init(attnsel_batch* batch) {
-  if (batch == nullptr) return;
-  *batch = attnsel_batch{};
-  batch->struct_size = sizeof(attnsel_batch);
-}
+void attnsel_batch_init(attnsel_batch* batch) { reset_struct(batch); }
 
-void attnsel_plan_options_init(attnsel_plan_options* options) {
-  if (options == nullptr) return;
-  *options = attnsel_plan_options{};
-  options->struct_size = sizeof(attnsel_plan_options);
-}
+void attnsel_plan_options_init(attnsel_plan_options* options) { reset_struct(options); }
 
-void attnsel_kernel_info_init(attnsel_kernel_info* info) {
-  if (info == nullptr) return;
-  *info = attnsel_kernel_info{};
-  info->struct_size = sizeof(attnsel_kernel_info);
-}
+void attnsel_kernel_info_init(attnsel_kernel_info* info) { reset_struct(info); }
 
 attnsel_status attnsel_kernel_create(const char* backend, const attnsel_layer_params* params, attnsel_kernel** out) {
-  if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
-  *out = nullptr;
-  return guarded([&] {
-    require(backend, "backend");
+  return guarded_out(out, [&] {
+    require(backend, "backend");  // the NULL arguments first, in their order
     require(params, "params");
-    const BackendMember member = AttentionBackendEnum.from_user_text(backend);
-    const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
-    if (!cls->has_kernel()) throw NotImplementedError(cls->missing_kernel_reason());
+    const std::shared_ptr<const AttentionBackend> cls = backend_with_kernel(backend);
     auto k = std::make_unique<attnsel_kernel>();
     k->impl = cls->make_impl(layer_params(*params));
     k->info = k->impl->kernel_info();
     if (k->info.preferred_layout) k->layout = layout_name(*k->info.preferred_layout);
-    *out = k.release();
+    return k;
   });
 }
 
@@ -161,9 +142,7 @@ attnsel_status attnsel_kernel_get_info(const attnsel_kernel* kernel, attnsel_ker
 attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* dtype, const char* kv_cache_dtype,
                                                attnsel_kernel_info* out) {
   return guarded([&] {
-    require(backend, "backend");
-    const BackendMember member = AttentionBackendEnum.from_user_text(backend);
-    const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
+    const std::shared_ptr<const AttentionBackend> cls = named_backend(backend);
     ScalarType activation = ScalarType::bf16;
     if (dtype != nullptr) {
       const std::optional<DType> d = parse_dtype(dtype);
@@ -180,15 +159,13 @@ attnsel_status attnsel_backend_get_kernel_info(const char* backend, const char* 
 attnsel_status attnsel_kernel_plan(const attnsel_kernel* kernel, const attnsel_batch* batch, const DLTensor* key_cache,
                                    const DLTensor* value_cache, DLDataType dtype, const attnsel_plan_options* options,
                                    attnsel_stream stream, attnsel_step_plan** out) {
-  if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
-  *out = nullptr;
-  return guarded([&] {
+  return guarded_out(out, [&] {
     require(kernel, "kernel");
     const kernel::AttentionMetadata md = metadata(batch);
     const KVCacheView cache = cache_view(key_cache, value_cache);
     auto plan = std::make_unique<attnsel_step_plan>();
     plan->plan = kernel->impl->plan(md, cache, activation_dtype(dtype), stream_of(stream), plan_options(options));
-    *out = plan.release();
+    return plan;
   });
 }
 

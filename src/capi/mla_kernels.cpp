@@ -14,7 +14,6 @@
 #include "attnsel/attnsel.h"
 #include "attnsel/backend.hpp"
 #include "attnsel/mla.hpp"
-#include "attnsel/registry.hpp"
 #include "capi/kernel_args.hpp"
 #include "capi/status.hpp"
 
@@ -80,9 +79,7 @@ using namespace attnsel::capi;
 extern "C" {
 
 void attnsel_mla_layer_params_init(attnsel_mla_layer_params* params) {
-  if (params == nullptr) return;
-  *params = attnsel_mla_layer_params{};
-  params->struct_size = sizeof(attnsel_mla_layer_params);
+  if (!reset_struct(params)) return;
   const kernel::MlaDims deepseek;
   params->kv_lora_rank = deepseek.kv_lora_rank;
   params->qk_rope_head_dim = deepseek.qk_rope_head_dim;
@@ -92,32 +89,21 @@ void attnsel_mla_layer_params_init(attnsel_mla_layer_params* params) {
 }
 
 void attnsel_mla_plan_options_init(attnsel_mla_plan_options* options) {
-  if (options == nullptr) return;
-  *options = attnsel_mla_plan_options{};
-  options->struct_size = sizeof(attnsel_mla_plan_options);
-  options->decode_query_len = 1;
+  if (reset_struct(options)) options->decode_query_len = 1;
 }
 
-void attnsel_mla_step_summary_init(attnsel_mla_step_summary* summary) {
-  if (summary == nullptr) return;
-  *summary = attnsel_mla_step_summary{};
-  summary->struct_size = sizeof(attnsel_mla_step_summary);
-}
+void attnsel_mla_step_summary_init(attnsel_mla_step_summary* summary) { reset_struct(summary); }
 
 attnsel_status attnsel_mla_kernel_create(const char* backend, const attnsel_mla_layer_params* params,
                                          attnsel_mla_kernel** out) {
-  if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
-  *out = nullptr;
-  return guarded([&] {
-    require(backend, "backend");
+  return guarded_out(out, [&] {
+    require(backend, "backend");  // the NULL arguments first, in their order
     require(params, "params");
-    const BackendMember member = AttentionBackendEnum.from_user_text(backend);
-    const std::shared_ptr<const AttentionBackend> cls = member.get_attention_class();
-    if (!cls->has_kernel()) throw NotImplementedError(cls->missing_kernel_reason());
+    const std::shared_ptr<const AttentionBackend> cls = backend_with_kernel(backend);
     auto k = std::make_unique<attnsel_mla_kernel>();
     k->impl = cls->make_mla_impl(mla_params(*params));
     k->info = k->impl->kernel_info();
-    *out = k.release();
+    return k;
   });
 }
 
@@ -144,14 +130,12 @@ attnsel_status attnsel_mla_kernel_limits(const attnsel_mla_kernel* kernel, int32
 attnsel_status attnsel_mla_kernel_plan(const attnsel_mla_kernel* kernel, const attnsel_batch* batch,
                                        const DLTensor* cache, const attnsel_mla_plan_options* options,
                                        attnsel_stream stream, attnsel_step_plan** out) {
-  if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
-  *out = nullptr;
-  return guarded([&] {
+  return guarded_out(out, [&] {
     const kernel::MlaImpl& impl = impl_of(kernel);
     const kernel::AttentionMetadata md = metadata(batch);
     auto plan = std::make_unique<attnsel_step_plan>();
     plan->plan = impl.plan(md, view(cache, "cache"), stream_of(stream), plan_options(options));
-    *out = plan.release();
+    return plan;
   });
 }
 

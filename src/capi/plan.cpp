@@ -45,9 +45,7 @@ ModelSpec read_model(const attnsel_plan_request& r) {
 extern "C" {
 
 void attnsel_plan_request_init(attnsel_plan_request* request) {
-  if (request == nullptr) return;
-  *request = attnsel_plan_request{};
-  request->struct_size = sizeof(attnsel_plan_request);
+  if (!reset_struct(request)) return;
   request->tensor_parallel_size = 1;
   request->decode_context_parallel_size = 1;
   request->prefill_context_parallel_size = 1;

@@ -85,10 +85,7 @@ using namespace attnsel::capi;
 extern "C" {
 
 void attnsel_select_request_init(attnsel_select_request* request) {
-  if (request == nullptr) return;
-  *request = attnsel_select_request{};
-  request->struct_size = sizeof(attnsel_select_request);
-  request->head_size = 128;
+  if (reset_struct(request)) request->head_size = 128;
 }
 
 attnsel_status attnsel_select(const attnsel_select_request* request, attnsel_selection** out) {

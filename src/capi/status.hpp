@@ -38,6 +38,26 @@ attnsel_status guarded(F&& body) noexcept {
   }
 }
 
+/// An entry point that makes an object for the caller: `make` (returning a std::unique_ptr
+/// to it) runs through `guarded`, and *out receives the object, or NULL when it failed;
+/// `out` itself must not be NULL.
+template <class T, class F>
+attnsel_status guarded_out(T** out, F&& make) noexcept {
+  if (out == nullptr) return fail(ATTNSEL_STATUS_VALUE_ERROR, "out must not be NULL");
+  *out = nullptr;
+  return guarded([&] { *out = make().release(); });
+}
+
+/// The body of every attnsel_*_init: zeroes the caller's struct and sets its struct_size;
+/// false, and nothing done, for NULL.
+template <class T>
+bool reset_struct(T* s) noexcept {
+  if (s == nullptr) return false;
+  *s = T{};
+  s->struct_size = sizeof(T);
+  return true;
+}
+
 /// ValueError naming the argument when a required pointer is NULL.
 void require(const void* pointer, std::string_view what);
 

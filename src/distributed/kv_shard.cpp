@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "attnsel/errors.hpp"
+#include "runtime/host_batch.hpp"
 
 namespace attnsel::distributed {
 
@@ -61,15 +62,12 @@ KVShard::KVShard(const kernel::KVCacheView& source, const kernel::AttentionMetad
     throw ValueError("a DCP shard needs caches whose head dimension is contiguous (stride 1)");
   const int block_size = source.block_size(), kv_heads = source.num_kv_heads(), head_size = source.head_size();
   num_seqs_ = md.num_seqs;
-  num_tokens_ = md.num_actual_tokens;
   query_start_loc_.assign(md.query_start_loc.begin(), md.query_start_loc.end());
-  max_query_len_ = md.max_query_len;
 
   // Rank 0 holds the most tokens of every sequence: its block count sizes the table.
   for (int s = 0; s < num_seqs_; ++s) {
     const std::int64_t local = layout.local_seq_len(md.seq_lens[static_cast<std::size_t>(s)], rank);
     seq_lens_.push_back(static_cast<std::int32_t>(local));
-    max_seq_len_ = std::max(max_seq_len_, static_cast<int>(local));
     const std::int64_t most = layout.local_seq_len(md.seq_lens[static_cast<std::size_t>(s)], 0);
     max_blocks_per_seq_ = std::max(max_blocks_per_seq_, static_cast<int>((most + block_size - 1) / block_size));
   }
@@ -137,17 +135,7 @@ kernel::KVCacheView KVShard::cache() {
 }
 
 kernel::AttentionMetadata KVShard::metadata() const {
-  kernel::AttentionMetadata md;
-  md.num_seqs = num_seqs_;
-  md.num_actual_tokens = num_tokens_;
-  md.query_start_loc = query_start_loc_;
-  md.seq_lens = seq_lens_;
-  md.block_table = block_table_;
-  md.max_blocks_per_seq = max_blocks_per_seq_;
-  md.slot_mapping = slot_mapping_;
-  md.max_query_len = max_query_len_;
-  md.max_seq_len = max_seq_len_;
-  return md;
+  return runtime::batch_metadata(query_start_loc_, seq_lens_, block_table_, max_blocks_per_seq_, slot_mapping_);
 }
 
 }  // namespace attnsel::distributed

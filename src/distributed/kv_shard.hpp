@@ -38,7 +38,7 @@ class KVShard {
   kernel::ScalarType dtype_;
   std::vector<std::int64_t> shape_, strides_;
   runtime::HugeBuffer key_, value_;
-  int num_seqs_ = 0, num_tokens_ = 0, max_blocks_per_seq_ = 0, max_query_len_ = 0, max_seq_len_ = 0;
+  int num_seqs_ = 0, max_blocks_per_seq_ = 0;
   std::vector<std::int32_t> query_start_loc_, seq_lens_, block_table_;
   std::vector<std::int64_t> slot_mapping_;
 };

@@ -48,16 +48,6 @@ bool has_type(const nlohmann::json& v, FieldType t) {
   return true;
 }
 
-// Parses `text` as a JSON object; `option` names the flag in messages.
-nlohmann::json parse_object(std::string_view text, std::string_view option) {
-  // Given but empty is not "not given": say so rather than report a parse error at column 0.
-  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
-    throw ValueError(fmt::format("{} is empty: give a JSON object, e.g. {{}}", option));
-  const nlohmann::json j = model::parse_json(text, option);
-  if (!j.is_object()) throw ValueError(fmt::format("{}: expected a JSON object, got {}", option, describe_json(j)));
-  return j;
-}
-
 // Every key must be known and of its declared type (vLLM's configs forbid extra fields).
 template <std::size_t N>
 void check_fields(const nlohmann::json& object, std::string_view option, const std::array<KnownField, N>& known) {
@@ -76,6 +66,19 @@ void check_fields(const nlohmann::json& object, std::string_view option, const s
       throw ValueError(fmt::format("{}: field '{}': expected {}{}, got {}", option, field->name, type_text(field->type),
                                    field->nullable ? " or null" : "", describe_json(*it)));
   }
+}
+
+// Parses `text` as a JSON object whose every key is known and of its declared type (vLLM's
+// configs forbid extra fields); `option` names the flag in messages.
+template <std::size_t N>
+nlohmann::json parse_object(std::string_view text, std::string_view option, const std::array<KnownField, N>& known) {
+  // Given but empty is not "not given": say so rather than report a parse error at column 0.
+  if (text.find_first_not_of(" \t\r\n") == std::string_view::npos)
+    throw ValueError(fmt::format("{} is empty: give a JSON object, e.g. {{}}", option));
+  const nlohmann::json j = model::parse_json(text, option);
+  if (!j.is_object()) throw ValueError(fmt::format("{}: expected a JSON object, got {}", option, describe_json(j)));
+  check_fields(j, option, known);
+  return j;
 }
 
 constexpr std::array<KnownField, 22> kAttentionConfigFields = {{
@@ -145,8 +148,7 @@ bool KVTransferConfig::is_kv_transfer_instance() const {
 
 AttentionConfig parse_attention_config(std::string_view json_text) {
   constexpr std::string_view kOption = "--attention-config";
-  const nlohmann::json j = parse_object(json_text, kOption);
-  check_fields(j, kOption, kAttentionConfigFields);
+  const nlohmann::json j = parse_object(json_text, kOption, kAttentionConfigFields);
   const ConfigReader c(j, std::string(kOption));
   AttentionConfig config;
   if (auto msa = c.opt_choice("minimax_m3_msa_decode_backend", {"triton", "cutlass"}))
@@ -172,8 +174,7 @@ AttentionConfig parse_attention_config(std::string_view json_text) {
 
 KVTransferConfig parse_kv_transfer_config(std::string_view json_text) {
   constexpr std::string_view kOption = "--kv-transfer-config";
-  const nlohmann::json j = parse_object(json_text, kOption);
-  check_fields(j, kOption, kKVTransferFields);
+  const nlohmann::json j = parse_object(json_text, kOption, kKVTransferFields);
   const ConfigReader c(j, std::string(kOption));
   KVTransferConfig config;
   config.kv_connector = c.opt_string("kv_connector");

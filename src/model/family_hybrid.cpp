@@ -12,8 +12,18 @@ namespace {
 
 constexpr std::int64_t kMaxState = 1 << 20;
 
-void add_attention(ModelSpec& out, int index, const AttentionLayerSpec& a) {
-  out.layers.push_back(attention_layer(index, a));
+// A hybrid's n layers: the attention layer `a` where is_attention(i), the Mamba-like `m`
+// elsewhere.
+template <class IsAttention>
+void interleave_layers(ModelSpec& out, int n, const AttentionLayerSpec& a, const MambaLayerSpec& m,
+                       IsAttention is_attention) {
+  out.num_hidden_layers = n;
+  for (int i = 0; i < n; ++i) {
+    if (is_attention(i))
+      out.layers.push_back(attention_layer(i, a));
+    else
+      out.layers.push_back(mamba_layer(i, m));
+  }
 }
 
 // Mamba-style inner width: `expand * hidden_size` unless given.
@@ -62,14 +72,9 @@ void read_qwen3_next(const ConfigReader& c, ModelSpec& out) {
   g.head_k_dim = c.get_int64("linear_key_head_dim", 1, kMaxHeadSize);
   g.d_conv = c.opt_int64("linear_conv_kernel_dim", 1, 1024).value_or(4);
   g.heads_field = c.field_name("linear_num_value_heads");
-  out.num_hidden_layers = n;
-  for (int i = 0; i < n; ++i) {
-    const bool full = types ? (*types)[static_cast<std::size_t>(i)] == "full_attention" : (i + 1) % interval == 0;
-    if (full)
-      add_attention(out, i, a);
-    else
-      out.layers.push_back(mamba_layer(i, g));
-  }
+  interleave_layers(out, n, a, g, [&](int i) {
+    return types ? (*types)[static_cast<std::size_t>(i)] == "full_attention" : (i + 1) % interval == 0;
+  });
 }
 
 // Jamba: an attention layer every attn_layer_period layers (at attn_layer_offset), Mamba1
@@ -88,13 +93,7 @@ void read_jamba(const ConfigReader& c, ModelSpec& out) {
   m.d_state = c.opt_int64("mamba_d_state", 1, kMaxState).value_or(16);
   m.d_conv = c.opt_int64("mamba_d_conv", 1, 1024).value_or(4);
   m.heads_field = "mamba_expand * hidden_size";
-  out.num_hidden_layers = n;
-  for (int i = 0; i < n; ++i) {
-    if (i % period == offset)
-      add_attention(out, i, a);
-    else
-      out.layers.push_back(mamba_layer(i, m));
-  }
+  interleave_layers(out, n, a, m, [&](int i) { return i % period == offset; });
 }
 
 // Granite-4 hybrids (granitemoehybrid): layer_types of "mamba" (Mamba2) and "attention".
@@ -105,13 +104,7 @@ void read_granite_hybrid(const ConfigReader& c, ModelSpec& out) {
   if (!types) c.fail_missing("layer_types", fmt::format("an array of {} strings, each \"mamba\" or \"attention\"", n));
   const MambaLayerSpec m = mamba2_spec(c, "mamba_n_heads", "mamba_d_head", "mamba_n_groups", "mamba_d_state",
                                        "mamba_d_conv", expanded_width(c, "mamba_expand", 2));
-  out.num_hidden_layers = n;
-  for (int i = 0; i < n; ++i) {
-    if ((*types)[static_cast<std::size_t>(i)] == "attention")
-      add_attention(out, i, a);
-    else
-      out.layers.push_back(mamba_layer(i, m));
-  }
+  interleave_layers(out, n, a, m, [&](int i) { return (*types)[static_cast<std::size_t>(i)] == "attention"; });
 }
 
 // Nemotron-H: hybrid_override_pattern, one character per layer: M = Mamba2, * = attention,
@@ -143,7 +136,7 @@ void read_nemotron_h(const ConfigReader& c, ModelSpec& out) {
   out.num_hidden_layers = n;
   for (int i = 0; i < n; ++i) {
     const char kind = (*pattern)[static_cast<std::size_t>(i)];
-    if (kind == '*') add_attention(out, i, a);
+    if (kind == '*') out.layers.push_back(attention_layer(i, a));
     if (kind == 'M') out.layers.push_back(mamba_layer(i, m));
   }
 }
@@ -159,13 +152,7 @@ void read_minimax(const ConfigReader& c, ModelSpec& out) {
   lin.num_heads = a.num_heads;
   lin.head_dim = a.head_size;
   lin.heads_field = a.heads_field;
-  out.num_hidden_layers = n;
-  for (int i = 0; i < n; ++i) {
-    if ((*kinds)[static_cast<std::size_t>(i)] == 1)
-      add_attention(out, i, a);
-    else
-      out.layers.push_back(mamba_layer(i, lin));
-  }
+  interleave_layers(out, n, a, lin, [&](int i) { return (*kinds)[static_cast<std::size_t>(i)] == 1; });
 }
 
 // LFM2: layer_types of "conv" (short convolution) and "full_attention" (or the older
@@ -186,13 +173,7 @@ void read_lfm2(const ConfigReader& c, ModelSpec& out) {
   conv.intermediate_size = c.get_int64("hidden_size", 1, kMaxWidth);
   conv.d_conv = c.opt_int64("conv_L_cache", 1, 1024).value_or(3);
   conv.heads_field = c.field_name("hidden_size");
-  out.num_hidden_layers = n;
-  for (int i = 0; i < n; ++i) {
-    if (is_attention[static_cast<std::size_t>(i)])
-      add_attention(out, i, a);
-    else
-      out.layers.push_back(mamba_layer(i, conv));
-  }
+  interleave_layers(out, n, a, conv, [&](int i) { return is_attention[static_cast<std::size_t>(i)]; });
 }
 
 // Mamba / Falcon-Mamba: every layer is a Mamba1 mixer.

@@ -8,21 +8,23 @@
 
 namespace attnsel::platforms {
 
-/// Platform::with_facts for a concrete platform P: a P on the same device, mode and host.
+/// What every concrete platform P shares: Platform's constructor, and with_facts giving a P
+/// on the same device, mode and host.
 template <class P>
-std::shared_ptr<Platform> copy_with_facts(const P& platform, RuntimeFacts facts) {
-  auto copy = std::make_shared<P>(platform.env().device, std::move(facts), platform.mode());
-  copy->host_detail = platform.host_detail;
-  return copy;
-}
-
-/// NVIDIA GPUs (vllm/platforms/cuda.py).
-class CudaPlatform final : public Platform {
+class PlatformOf : public Platform {
  public:
   using Platform::Platform;
   std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
-    return copy_with_facts(*this, std::move(facts));
+    auto copy = std::make_shared<P>(env().device, std::move(facts), mode());
+    copy->host_detail = host_detail;
+    return copy;
   }
+};
+
+/// NVIDIA GPUs (vllm/platforms/cuda.py).
+class CudaPlatform final : public PlatformOf<CudaPlatform> {
+ public:
+  using PlatformOf::PlatformOf;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
@@ -33,12 +35,9 @@ class CudaPlatform final : public Platform {
 };
 
 /// AMD GPUs (vllm/platforms/rocm.py), with the AITER switches as facts.
-class RocmPlatform final : public Platform {
+class RocmPlatform final : public PlatformOf<RocmPlatform> {
  public:
-  using Platform::Platform;
-  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
-    return copy_with_facts(*this, std::move(facts));
-  }
+  using PlatformOf::PlatformOf;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::vector<BackendMember> backend_priorities(const AttentionSelectorConfig& config,
@@ -46,36 +45,27 @@ class RocmPlatform final : public Platform {
 };
 
 /// The CPU (vllm/platforms/cpu.py): fixed routing, no priority list.
-class CpuPlatform final : public Platform {
+class CpuPlatform final : public PlatformOf<CpuPlatform> {
  public:
-  using Platform::Platform;
-  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
-    return copy_with_facts(*this, std::move(facts));
-  }
+  using PlatformOf::PlatformOf;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
   std::optional<int> default_block_size() const override { return 128; }
 };
 
 /// Intel GPUs (vllm/platforms/xpu.py): routing rules, each route validated.
-class XpuPlatform final : public Platform {
+class XpuPlatform final : public PlatformOf<XpuPlatform> {
  public:
-  using Platform::Platform;
-  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
-    return copy_with_facts(*this, std::move(facts));
-  }
+  using PlatformOf::PlatformOf;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
 };
 
 /// An out-of-tree platform that does not override get_attn_backend_cls (vLLM's base
 /// Platform): every selection fails with "Invalid attention backend for <device>".
-class OtherPlatform final : public Platform {
+class OtherPlatform final : public PlatformOf<OtherPlatform> {
  public:
-  using Platform::Platform;
-  std::shared_ptr<Platform> with_facts(RuntimeFacts facts) const override {
-    return copy_with_facts(*this, std::move(facts));
-  }
+  using PlatformOf::PlatformOf;
   Selection get_attn_backend_cls(const std::optional<BackendMember>& selected, const AttentionSelectorConfig& config,
                                  std::optional<int> num_heads, CacheDType run_cache_dtype) const override;
 };

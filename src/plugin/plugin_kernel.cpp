@@ -32,10 +32,9 @@ class PluginAttentionImpl final : public kernel::AttentionImpl {
     const attnsel_tensor v = to_c_tensor(value);
     const attnsel_kv_cache c = to_c_cache(cache);
     const attnsel_metadata m = to_c_metadata(md);
-    MessageBuffer error;
-    const int status = call([&] { return ops_->write_kv_cache(instance_, &k, &v, &c, &m, error.ptr(), error.capacity()); });
-    if (status != ATTNSEL_OK)
-      throw RuntimeError(fmt::format("{}: write_kv_cache failed: {}", label_, error.text("no message")));
+    call("write_kv_cache", [&](MessageBuffer& error) {
+      return ops_->write_kv_cache(instance_, &k, &v, &c, &m, error.ptr(), error.capacity());
+    });
   }
 
   void forward(const kernel::TensorView& query, const kernel::KVCacheView& cache, const kernel::AttentionMetadata& md,
@@ -45,20 +44,25 @@ class PluginAttentionImpl final : public kernel::AttentionImpl {
     const attnsel_tensor o = to_c_tensor(output);
     const attnsel_kv_cache c = to_c_cache(cache);
     const attnsel_metadata m = to_c_metadata(md);
-    MessageBuffer error;
-    const int status = call([&] { return ops_->forward(instance_, &q, &c, &m, &o, error.ptr(), error.capacity()); });
-    if (status != ATTNSEL_OK) throw RuntimeError(fmt::format("{}: forward failed: {}", label_, error.text("no message")));
+    call("forward", [&](MessageBuffer& error) {
+      return ops_->forward(instance_, &q, &c, &m, &o, error.ptr(), error.capacity());
+    });
   }
 
  private:
-  // The ABI forbids exceptions; one that escapes a C++ plugin anyway becomes an error here.
+  // Calls the plugin's operation `op` (`f` passes it the error buffer): a failure it reports
+  // becomes a RuntimeError with its message. The ABI forbids exceptions; one that escapes a
+  // C++ plugin anyway becomes an error here.
   template <class F>
-  int call(F&& f) const {
+  void call(std::string_view op, F&& f) const {
+    MessageBuffer error;
+    int status = ATTNSEL_OK;
     try {
-      return f();
+      status = f(error);
     } catch (...) {
       throw RuntimeError(fmt::format("{}: the plugin threw an exception (plugins must not throw across the ABI)", label_));
     }
+    if (status != ATTNSEL_OK) throw RuntimeError(fmt::format("{}: {} failed: {}", label_, op, error.text("no message")));
   }
 
   std::shared_ptr<const SharedLibrary> library_;  // keeps the plugin's code (destroy() too) loaded

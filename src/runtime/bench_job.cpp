@@ -72,12 +72,12 @@ BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, con
   const auto plan = impl->plan(md, w.cache(), w.query().dtype, kernel::Stream{});
   const Comparison cmp = compare_with_reference(w.output(), tokens, want, tolerance_for(*plan));
 
-  const bool bf16 = isa.find("BF16") != std::string::npos && ceilings.bf16_gflops > 0;
+  const ComputePeak peak = compute_peak(ceilings, isa);
   std::unique_ptr<ReadBandwidthProbe> read_probe;
   if (c.decode) read_probe = std::make_unique<ReadBandwidthProbe>(std::size_t{512} << 20, ceilings.threads);
   auto probe = [&] {
     if (c.decode) return read_probe->pass();
-    return bf16 ? measure_bf16_peak(ceilings.threads, 1) : measure_fp32_peak(ceilings.threads, 1);
+    return peak.bf16 ? measure_bf16_peak(ceilings.threads, 1) : measure_fp32_peak(ceilings.threads, 1);
   };
   const double work = c.decode ? static_cast<double>(w.kv_bytes_read()) : w.attention_flops(true);
   std::vector<double> times, ceilings_seen, ratios;
@@ -111,7 +111,7 @@ BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, con
                         c.workload.block_size);
   r.figure = work / r.seconds / 1e9;
   r.ceiling = median(ceilings_seen);
-  r.ceiling_name = c.decode ? "read bandwidth" : bf16 ? "bf16 dot-product peak" : "fp32 FMA peak";
+  r.ceiling_name = c.decode ? "read bandwidth" : fmt::format("{} peak", peak.name);
   r.pct = 100.0 * median(ratios);
   return r;
 }

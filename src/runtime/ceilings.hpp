@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 
 namespace attnsel::runtime {
 
@@ -22,6 +23,16 @@ struct Ceilings {
 /// "read 48.1 GB/s, fp32 FMA 430 GFLOP/s, bf16 dot 800 GFLOP/s  (2 threads, measured now)":
 /// what `attnsel run` and `attnsel bench` print as the host's ceilings.
 std::string describe(const Ceilings& c);
+
+/// The compute peak a kernel's GFLOP/s are read against.
+struct ComputePeak {
+  bool bf16 = false;            ///< the bf16 dot-product peak (else the fp32 FMA peak)
+  double gflops = 0.0;
+  std::string_view name;        ///< "bf16 dot-product" or "fp32 FMA"
+};
+/// The bf16 dot-product peak for a kernel whose instruction set `isa` ("AVX3+BF16", ...)
+/// names BF16 on a CPU that has the peak; the fp32 FMA peak otherwise.
+ComputePeak compute_peak(const Ceilings& c, std::string_view isa);
 
 /// A read-only pass over a buffer far larger than the last-level cache, kept allocated so
 /// that passes can be interleaved with the work they measure.

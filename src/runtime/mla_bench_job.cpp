@@ -157,8 +157,8 @@ MlaBenchResult run_mla_bench_case(const MlaBenchCase& c, const MlaImplFactory& m
     check.add(params, batch, options.decode_query_len, q_view, kv_c, k_pe, cache, out_view, seq, head, 0);
   }
 
-  const bool bf16 = isa.find("BF16") != std::string::npos && ceilings.bf16_gflops > 0;
-  auto probe = [&] { return bf16 ? measure_bf16_peak(ceilings.threads, 1) : measure_fp32_peak(ceilings.threads, 1); };
+  const ComputePeak peak = compute_peak(ceilings, isa);
+  auto probe = [&] { return peak.bf16 ? measure_bf16_peak(ceilings.threads, 1) : measure_fp32_peak(ceilings.threads, 1); };
   const double flops = c.decode ? MlaCounts::decode_flops(d, max_query, batch.sum_seq_lens())
                                 : MlaCounts::prefill_flops(d, batch.causal_pairs());
   std::vector<double> times, latent_times, peaks, ratios, latent_ratios;
@@ -185,7 +185,7 @@ MlaBenchResult run_mla_bench_case(const MlaBenchCase& c, const MlaImplFactory& m
   r.seconds = median(times);
   r.figure = flops / r.seconds / 1e9;
   r.ceiling = median(peaks);
-  r.ceiling_name = bf16 ? "bf16 dot-product peak" : "fp32 FMA peak";
+  r.ceiling_name = fmt::format("{} peak", peak.name);
   r.pct = 100.0 * median(ratios);
   r.target_pct = c.target_pct;
   r.check_passed = check.result().passed();

@@ -36,7 +36,7 @@ std::vector<int> checked_layers(const MlaRunSpec& s) {
 
 // The sizes of a run's memory, from its spec alone (the job and the memory check agree).
 struct MlaGeometry {
-  int chunk = 1, max_tokens = 0;
+  int max_tokens = 0;
   std::int64_t max_len = 0;  ///< positions a request reaches
   std::size_t per_cache = 0, per_weights = 0;
   int distinct_caches = 1, distinct_weights = 1;
@@ -47,10 +47,9 @@ MlaGeometry job_geometry(const MlaRunSpec& s) {
   const kernel::MlaDims& d = s.layer.dims;
   const auto act = kernel::element_size(s.layer.dtype);
   MlaGeometry g;
-  g.chunk = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
-  g.max_tokens = s.batch * std::max(g.chunk, s.new_tokens);
-  g.max_len = std::int64_t(s.context) + std::int64_t(s.decode_steps) * s.new_tokens;
-  const std::int64_t blocks = std::max<std::int64_t>(1, (g.max_len + s.layer.block_size - 1) / s.layer.block_size);
+  g.max_tokens = max_step_tokens(s);
+  g.max_len = max_positions(s);
+  const std::int64_t blocks = blocks_per_sequence(s, s.layer.block_size);
   g.per_cache = static_cast<std::size_t>(blocks * s.batch * s.layer.block_size) *
                 static_cast<std::size_t>(d.latent_size()) * kernel::element_size(s.layer.cache_type());
   g.distinct_caches = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, g.per_cache),
@@ -82,13 +81,7 @@ void check_spec(const MlaRunSpec& s) {
                       "qk_nope_head_dim={}, v_head_dim={}, num_layers={}",
                       d.num_heads, d.kv_lora_rank, d.qk_rope_head_dim, d.qk_nope_head_dim, d.v_head_dim,
                       s.num_layers));
-  require(s.batch > 0, fmt::format("batch = {}; it must be at least 1", s.batch));
-  require(s.context >= 0 && s.decode_steps >= 0 && s.new_tokens > 0,
-          fmt::format("context = {}, decode_steps = {}, new_tokens = {}: context and decode steps must be >= 0 and "
-                      "new tokens >= 1",
-                      s.context, s.decode_steps, s.new_tokens));
-  require(s.context + s.decode_steps > 0, "nothing to run: context and decode_steps are both 0");
-  require(s.layer.block_size > 0, fmt::format("block_size = {}; it must be at least 1", s.layer.block_size));
+  check_steps(s, s.layer.block_size);
   require(s.prefill_chunk_tokens > 0, fmt::format("prefill_chunk_tokens = {}; it must be at least 1",
                                                   s.prefill_chunk_tokens));
 }
@@ -271,43 +264,35 @@ MlaRunReport run_mla_job(const MlaRunSpec& spec, const MlaImplFactory& make_impl
   const kernel::MlaDims& d = spec.layer.dims;
   const std::size_t e_kv = kernel::element_size(spec.layer.cache_type());
   const std::size_t e_act = kernel::element_size(spec.layer.dtype);
-  const int prefill_steps = spec.context > 0 ? (spec.context + g.chunk - 1) / g.chunk : 0;
-  std::int64_t done = 0;
-  const std::int64_t total = static_cast<std::int64_t>(prefill_steps + spec.decode_steps) * spec.num_layers;
+  StepTally tally(spec, spec.num_layers, progress);
   std::uint64_t step_index = 0;
-  for (int i = 0; i < prefill_steps; ++i) {
-    const int cached = i * g.chunk;
-    const int q = std::min(g.chunk, spec.context - cached);
-    report.prefill.seconds += job.step(cached, q, step_index++, report.prefill);
-    report.prefill.steps += 1;
-    report.prefill.tokens += static_cast<double>(q) * spec.batch;
-    report.prefill.kv_bytes += job.batch().sum_seq_lens() * d.latent_size() * static_cast<double>(e_kv) * spec.num_layers;
-    report.prefill.flops += MlaCounts::prefill_flops(d, job.batch().causal_pairs()) * spec.num_layers;
-    if (progress) progress("prefill", done += spec.num_layers, total);
+  for (int i = 0; i < tally.prefill_steps(); ++i) {
+    const int q = tally.prefill_tokens(i);
+    const double seconds = job.step(tally.prefill_cached(i), q, step_index++, report.prefill);
+    tally.count("prefill", report.prefill, q, seconds,
+                job.batch().sum_seq_lens() * d.latent_size() * static_cast<double>(e_kv),
+                MlaCounts::prefill_flops(d, job.batch().causal_pairs()));
   }
   report.prefill_plan = job.plan_description();
-  if (spec.check && prefill_steps > 0) {
-    if (progress) progress("check", done, total);
+  if (spec.check && tally.prefill_steps() > 0) {
+    tally.report("check");
     report.check_prefill = job.check("prefill", true);
   }
   // The first decode step is the decode phase's warm-up, timed apart when more follow (the
   // plan resized for decode batches), as `attnsel run` does for standard attention.
   auto decode_step = [&](int i, PhaseStats& stats) {
-    const int cached = spec.context + i * spec.new_tokens;
-    stats.seconds += job.step(cached, spec.new_tokens, step_index++, stats);
-    stats.steps += 1;
-    stats.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
-    stats.kv_bytes += MlaCounts::decode_bytes(d, spec.batch, spec.new_tokens, job.batch().sum_seq_lens(), e_kv, e_act) *
-                      spec.num_layers;
-    stats.flops += MlaCounts::decode_flops(d, spec.new_tokens, job.batch().sum_seq_lens()) * spec.num_layers;
-    if (progress) progress("decode", done += spec.num_layers, total);
+    const double seconds = job.step(tally.decode_cached(i), spec.new_tokens, step_index++, stats);
+    const double sum_seq_lens = job.batch().sum_seq_lens();
+    tally.count("decode", stats, spec.new_tokens, seconds,
+                MlaCounts::decode_bytes(d, spec.batch, spec.new_tokens, sum_seq_lens, e_kv, e_act),
+                MlaCounts::decode_flops(d, spec.new_tokens, sum_seq_lens));
   };
-  const int first_timed = spec.decode_steps > 1 ? 1 : 0;
-  if (first_timed) decode_step(0, report.decode_warmup);
+  const int first_timed = tally.decode_warmup_steps();
+  if (first_timed > 0) decode_step(0, report.decode_warmup);
   for (int i = first_timed; i < spec.decode_steps; ++i) decode_step(i, report.decode);
   report.decode_plan = job.plan_description();
   if (spec.check && spec.decode_steps > 0) {
-    if (progress) progress("check", done, total);
+    tally.report("check");
     report.check_decode = job.check("decode", false);
   }
   return report;

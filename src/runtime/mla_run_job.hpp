@@ -21,22 +21,18 @@
 #include "runtime/mla_check.hpp"
 #include "runtime/mla_workload.hpp"
 #include "runtime/run_job.hpp"
+#include "runtime/run_steps.hpp"
 
 namespace attnsel::runtime {
 
-struct MlaRunSpec {
+/// An MLA run: the layer's shape, how many layers, and the workload's steps (a sequence
+/// is a request).
+struct MlaRunSpec : RunSteps {
   MlaLayerShape layer;
   int num_layers = 61;
-  int batch = 4;
-  int context = 1024;             ///< prompt tokens per request (prefilled)
-  int new_tokens = 1;             ///< query tokens per request in each decode step
-  int decode_steps = 32;
-  int prefill_chunk_tokens = 8192;  ///< tokens per prefill step across the batch (chunked prefill)
-  bool check = true;
   /// Reference multiply-adds each checked step may spend (mla_reference_cost per sample);
   /// at least one sample is always checked.
   double check_budget = 1e9;
-  std::uint64_t seed = 1;
   /// Layers get their own latent cache while the caches stay under this; beyond it they
   /// share caches round-robin (the working set stays far larger than any CPU cache).
   std::size_t max_cache_bytes = std::size_t{3} << 30;

@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <numeric>
 
 #include "attnsel/errors.hpp"
+#include "runtime/host_batch.hpp"
 #include "runtime/paged_workload.hpp"
 
 namespace attnsel::runtime {
@@ -71,13 +71,7 @@ LatentBatch::LatentBatch(int num_seqs, std::int64_t max_tokens, int block_size, 
     throw ValueError(fmt::format("{} requests × {} blocks exceed the 2^31 block ids a block table holds", num_seqs,
                                  blocks));
   blocks_per_seq_ = static_cast<int>(blocks);
-  block_table_.resize(static_cast<std::size_t>(num_blocks()));
-  std::iota(block_table_.begin(), block_table_.end(), 0);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (std::size_t i = block_table_.size(); i > 1; --i) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    std::swap(block_table_[i - 1], block_table_[x % i]);
-  }
+  block_table_ = shuffled_block_ids(static_cast<std::size_t>(num_blocks()), seed);
   qsl_.assign(1, 0);
 }
 
@@ -110,19 +104,7 @@ void LatentBatch::set_requests(std::span<const int> seq_lens, std::span<const in
 }
 
 kernel::AttentionMetadata LatentBatch::metadata() const {
-  kernel::AttentionMetadata md;
-  md.num_seqs = num_seqs_;
-  md.num_actual_tokens = qsl_.back();
-  md.query_start_loc = qsl_;
-  md.seq_lens = seq_lens_;
-  md.block_table = block_table_;
-  md.max_blocks_per_seq = blocks_per_seq_;
-  md.slot_mapping = slots_;
-  for (int seq = 0; seq < num_seqs_; ++seq) {
-    md.max_query_len = std::max(md.max_query_len, query_len(seq));
-    md.max_seq_len = std::max(md.max_seq_len, seq_len(seq));
-  }
-  return md;
+  return batch_metadata(qsl_, seq_lens_, block_table_, blocks_per_seq_, slots_);
 }
 
 kernel::AttentionMetadata LatentBatch::single(int seq) const {

@@ -10,6 +10,7 @@
 #include "kernels/fp8.hpp"
 #include "kernels/half.hpp"
 #include "kernels/attention/semantics.hpp"
+#include "runtime/host_batch.hpp"
 
 namespace attnsel::runtime {
 
@@ -62,13 +63,17 @@ void fill_uniform(std::span<std::uint8_t> bytes, ScalarType type, float range, s
   for (std::size_t i = 0; i < n; ++i) put(bytes.data(), type, i, rng.uniform(range));
 }
 
-kernel::LayerParams layer_params_for(const WorkloadSpec& w) {
+kernel::LayerParams layer_params_for(const WorkloadShape& shape) {
   kernel::LayerParams p;
-  p.num_heads = w.num_heads;
-  p.num_kv_heads = w.num_kv_heads;
-  p.head_size = w.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(w.head_size));
-  copy_kv_cache_encoding(w, p);
+  p.num_heads = shape.num_heads;
+  p.num_kv_heads = shape.num_kv_heads;
+  p.head_size = shape.head_size;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_size));
+  p.kv_cache_dtype = shape.kv_cache_dtype;
+  p.k_scale = shape.k_scale;
+  p.v_scale = shape.v_scale;
+  p.k_scales = shape.k_scales;
+  p.v_scales = shape.v_scales;
   return p;
 }
 
@@ -186,19 +191,7 @@ kernel::KVCacheView PagedWorkload::cache() {
 }
 
 kernel::AttentionMetadata PagedWorkload::metadata() const {
-  kernel::AttentionMetadata md;
-  md.num_seqs = static_cast<int>(spec_.sequences.size());
-  md.num_actual_tokens = num_tokens_;
-  md.query_start_loc = query_start_loc_;
-  md.seq_lens = seq_lens_;
-  md.block_table = block_table_;
-  md.max_blocks_per_seq = max_blocks_per_seq_;
-  md.slot_mapping = slot_mapping_;
-  for (const SequenceShape& q : spec_.sequences) {
-    md.max_query_len = std::max(md.max_query_len, q.query_len);
-    md.max_seq_len = std::max(md.max_seq_len, q.seq_len);
-  }
-  return md;
+  return batch_metadata(query_start_loc_, seq_lens_, block_table_, max_blocks_per_seq_, slot_mapping_);
 }
 
 std::int64_t PagedWorkload::kv_bytes_read() const {

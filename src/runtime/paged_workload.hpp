@@ -20,12 +20,8 @@ struct SequenceShape {
   int query_len = 0;  ///< new tokens (queries) of this step
 };
 
-/// One batch: its layers' shape, the fp8 scales, the sequences and how the cache is filled.
+/// One batch: its layers' shape, the sequences and how the cache is filled.
 struct WorkloadSpec : WorkloadShape {
-  float k_scale = 1.0f;
-  float v_scale = 1.0f;
-  std::vector<float> k_scales;     ///< fp8: per-KV-head scales (empty = k_scale for every head)
-  std::vector<float> v_scales;
   std::vector<SequenceShape> sequences;
   int spare_blocks = 3;            ///< unused blocks in the cache, so block ids are not dense
   std::uint64_t seed = 1;
@@ -78,21 +74,10 @@ class PagedWorkload {
 /// Fills `bytes` with values uniform in [-range, range) encoded as `type` (deterministic in `seed`).
 void fill_uniform(std::span<std::uint8_t> bytes, kernel::ScalarType type, float range, std::uint64_t seed);
 
-/// A layer matching the workload: its heads and head size, scale 1/sqrt(head size), its
-/// cache dtype and k/v scales, per layer and per KV head (everything else at LayerParams'
-/// defaults).
-kernel::LayerParams layer_params_for(const WorkloadSpec& w);
-
-/// Copies the KV cache's dtype and fp8 scales from a spec that names them as LayerParams
-/// does (WorkloadSpec, RunSpec).
-template <class Spec>
-void copy_kv_cache_encoding(const Spec& s, kernel::LayerParams& p) {
-  p.kv_cache_dtype = s.kv_cache_dtype;
-  p.k_scale = s.k_scale;
-  p.v_scale = s.v_scale;
-  p.k_scales = s.k_scales;
-  p.v_scales = s.v_scales;
-}
+/// A layer of the shape (a batch's, a run's, a DCP job's): its heads and head size, scale
+/// 1/sqrt(head size), its cache dtype and k/v scales, per layer and per KV head (everything
+/// else at LayerParams' defaults: a causal decoder).
+kernel::LayerParams layer_params_for(const WorkloadShape& shape);
 
 /// Strides (elements) of a [num_blocks, block_size, num_kv_heads, head_size] cache view.
 std::vector<std::int64_t> cache_strides(CacheLayout layout, int block_size, int num_kv_heads, int head_size);

@@ -3,15 +3,14 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
 #include <limits>
-#include <numeric>
 #include <vector>
 
 #include "attnsel/errors.hpp"
 #include "kernels/attention/reference.hpp"
 #include "kernels/attention/semantics.hpp"
+#include "runtime/host_batch.hpp"
 #include "runtime/job_memory.hpp"
 
 namespace attnsel::runtime {
@@ -28,15 +27,14 @@ void require(bool ok, const std::string& what) {
 // The sizes of a job's memory, from its spec alone (the job and the memory check agree).
 struct JobGeometry {
   ScalarType cache_type = ScalarType::bf16;
-  int blocks_per_seq = 0, num_blocks = 0, distinct = 1, chunk = 1, max_tokens = 0;
+  int blocks_per_seq = 0, num_blocks = 0, distinct = 1, max_tokens = 0;
   std::size_t per_cache = 0, cache_bytes = 0, query_bytes = 0, kv_input_bytes = 0;
 };
 
 JobGeometry job_geometry(const RunSpec& s) {
   JobGeometry g;
   g.cache_type = kernel::cache_encoding(s.kv_cache_dtype, s.dtype).stored;
-  const std::int64_t total_len = std::int64_t(s.context) + std::int64_t(s.decode_steps) * s.new_tokens;
-  const std::int64_t blocks = std::max<std::int64_t>(1, (total_len + s.block_size - 1) / s.block_size);
+  const std::int64_t blocks = blocks_per_sequence(s, s.block_size);
   require(blocks * s.batch <= std::numeric_limits<std::int32_t>::max(),
           fmt::format("batch {} × {} blocks per sequence exceeds the 2^31 block ids a block table holds; lower "
                       "--batch or --context",
@@ -49,8 +47,7 @@ JobGeometry job_geometry(const RunSpec& s) {
   g.distinct = static_cast<int>(std::clamp<std::size_t>(s.max_cache_bytes / std::max<std::size_t>(1, 2 * g.per_cache), 1,
                                                         static_cast<std::size_t>(s.num_layers)));
   g.cache_bytes = 2 * g.per_cache * static_cast<std::size_t>(g.distinct);
-  g.chunk = std::clamp(s.prefill_chunk_tokens / s.batch, 1, std::max(1, s.context));
-  g.max_tokens = s.batch * std::max(g.chunk, s.new_tokens);
+  g.max_tokens = max_step_tokens(s);
   const std::size_t act = kernel::element_size(s.dtype);
   const auto D = static_cast<std::size_t>(s.head_size);
   g.query_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.num_heads) * D * act;
@@ -63,23 +60,15 @@ std::string gib(std::size_t b) { return fmt::format("{:.1f} GiB", static_cast<do
 // The batch's state: block table, caches (one per distinct layer slot) and step buffers.
 class Job {
  public:
-  Job(const RunSpec& s, const ImplFactory& make_impl) : s_(s), lp_(layer_params(s)) {
+  Job(const RunSpec& s, const ImplFactory& make_impl) : s_(s), lp_(layer_params_for(s)) {
     impl_ = make_impl(lp_);
     const JobGeometry g = job_geometry(s);
     cache_type_ = g.cache_type;
     blocks_per_seq_ = g.blocks_per_seq;
     num_blocks_ = g.num_blocks;
-    // A shuffled table: sequences do not own contiguous memory, as in a real engine.
-    block_table_.resize(static_cast<std::size_t>(num_blocks_));
-    std::iota(block_table_.begin(), block_table_.end(), 0);
-    std::uint64_t x = s.seed * 0x9E3779B97F4A7C15ull + 1;
-    for (std::size_t i = block_table_.size(); i > 1; --i) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      std::swap(block_table_[i - 1], block_table_[x % i]);
-    }
+    block_table_ = shuffled_block_ids(static_cast<std::size_t>(num_blocks_), s.seed);
     distinct_ = g.distinct;
     cache_bytes_ = g.cache_bytes;
-    chunk_ = g.chunk;
     JobInputs in;
     in.query.resize(g.query_bytes);
     in.new_keys.resize(g.kv_input_bytes);
@@ -91,7 +80,6 @@ class Job {
     mem_ = make_job_memory(s.device, {distinct_, g.per_cache}, std::move(in));
   }
 
-  int chunk() const { return chunk_; }
   int distinct() const { return distinct_; }
   std::size_t cache_bytes() const { return cache_bytes_; }
 
@@ -231,17 +219,7 @@ class Job {
     }
   }
   kernel::AttentionMetadata metadata() const {
-    kernel::AttentionMetadata md;
-    md.num_seqs = s_.batch;
-    md.num_actual_tokens = qsl_.back();
-    md.query_start_loc = qsl_;
-    md.seq_lens = seq_lens_;
-    md.block_table = block_table_;
-    md.max_blocks_per_seq = blocks_per_seq_;
-    md.slot_mapping = slots_;
-    md.max_query_len = qsl_.size() > 1 ? qsl_[1] : 0;
-    md.max_seq_len = seq_lens_.empty() ? 0 : *std::max_element(seq_lens_.begin(), seq_lens_.end());
-    return md;
+    return batch_metadata(qsl_, seq_lens_, block_table_, blocks_per_seq_, slots_);
   }
   TensorView view(void* data, int heads, int tokens) { return view(data, heads, mem_->device(), tokens); }
   TensorView view(void* data, int heads, kernel::DeviceKind device, int tokens) {
@@ -259,7 +237,7 @@ class Job {
   kernel::LayerParams lp_;
   std::unique_ptr<kernel::AttentionImpl> impl_;
   ScalarType cache_type_ = ScalarType::bf16;
-  int blocks_per_seq_ = 0, num_blocks_ = 0, distinct_ = 1, chunk_ = 1, last_layer_cache_ = 0;
+  int blocks_per_seq_ = 0, num_blocks_ = 0, distinct_ = 1, last_layer_cache_ = 0;
   std::size_t cache_bytes_ = 0, output_bytes_ = 0;
   std::vector<std::int32_t> block_table_, qsl_, seq_lens_;
   std::vector<std::int64_t> slots_;
@@ -267,31 +245,11 @@ class Job {
   std::unique_ptr<kernel::StepPlan> plan_;  // after mem_: freed on its stream before the stream goes
 };
 
-}  // namespace
-
-kernel::LayerParams layer_params(const RunSpec& spec) {
-  kernel::LayerParams p;
-  p.num_heads = spec.num_heads;
-  p.num_kv_heads = spec.num_kv_heads;
-  p.head_size = spec.head_size;
-  p.scale = 1.0f / std::sqrt(static_cast<float>(spec.head_size));
-  copy_kv_cache_encoding(spec, p);
-  return p;
-}
-
-namespace {
-
 void check_spec(const RunSpec& spec) {
   require(spec.num_heads > 0 && spec.num_kv_heads > 0 && spec.head_size > 0 && spec.num_layers > 0,
           fmt::format("model shape needs positive sizes: num_heads={}, num_kv_heads={}, head_size={}, num_layers={}",
                       spec.num_heads, spec.num_kv_heads, spec.head_size, spec.num_layers));
-  require(spec.batch > 0, fmt::format("batch = {}; it must be at least 1", spec.batch));
-  require(spec.context >= 0 && spec.decode_steps >= 0 && spec.new_tokens > 0,
-          fmt::format("context = {}, decode_steps = {}, new_tokens = {}: context and decode steps must be >= 0 and "
-                      "new tokens >= 1",
-                      spec.context, spec.decode_steps, spec.new_tokens));
-  require(spec.context + spec.decode_steps > 0, "nothing to run: context and decode_steps are both 0");
-  require(spec.block_size > 0, fmt::format("block_size = {}; it must be at least 1", spec.block_size));
+  check_steps(spec, spec.block_size);
 }
 
 }  // namespace
@@ -338,20 +296,12 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
   report.distinct_caches = job.distinct();
   report.cache_bytes = job.cache_bytes();
 
-  const int chunk = job.chunk();
-  const int prefill_steps = spec.context > 0 ? (spec.context + chunk - 1) / chunk : 0;
-  std::int64_t done = 0;
-  const std::int64_t total = static_cast<std::int64_t>(prefill_steps + spec.decode_steps) * spec.num_layers;
-  for (int i = 0; i < prefill_steps; ++i) {
-    const int cached = i * chunk;
-    const int q = std::min(chunk, spec.context - cached);
-    report.prefill.seconds += job.step(cached, q, false, report.prefill);
-    report.prefill.steps += 1;
-    report.prefill.tokens += static_cast<double>(q) * spec.batch;
-    report.prefill.kv_bytes += job.step_kv_bytes() * spec.num_layers;
-    report.prefill.flops += job.step_flops() * spec.num_layers;
-    if (progress) progress("prefill", done += spec.num_layers, total);
-    if (spec.check && i + 1 == prefill_steps) report.check_prefill = job.check("prefill");
+  StepTally tally(spec, spec.num_layers, progress);
+  for (int i = 0; i < tally.prefill_steps(); ++i) {
+    const int q = tally.prefill_tokens(i);
+    const double seconds = job.step(tally.prefill_cached(i), q, false, report.prefill);
+    tally.count("prefill", report.prefill, q, seconds, job.step_kv_bytes(), job.step_flops());
+    if (spec.check && i + 1 == tally.prefill_steps()) report.check_prefill = job.check("prefill");
   }
   // The first decode step is the decode phase's warm-up, timed apart (when more steps
   // follow): it loads the decode kernels and sizes the plan's buffers for decode batches,
@@ -359,21 +309,15 @@ RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progr
   // serves (vLLM captures its decode graphs at start-up: GPUModelRunner.capture_model in
   // vllm/v1/worker/gpu_model_runner.py), so they are not part of its decode rate.
   auto decode_step = [&](int i, PhaseStats& stats, bool timed) {
-    const int cached = spec.context + i * spec.new_tokens;
-    stats.seconds += job.step(cached, spec.new_tokens, true, stats, timed);
-    stats.steps += 1;
-    stats.tokens += static_cast<double>(spec.new_tokens) * spec.batch;
-    stats.kv_bytes += job.step_kv_bytes() * spec.num_layers;
-    stats.flops += job.step_flops() * spec.num_layers;
-    if (progress) progress("decode", done += spec.num_layers, total);
+    const double seconds = job.step(tally.decode_cached(i), spec.new_tokens, true, stats, timed);
+    tally.count("decode", stats, spec.new_tokens, seconds, job.step_kv_bytes(), job.step_flops());
   };
-  int first_timed = 0;
-  if (spec.decode_steps > 1) {  // timed from the step's start to the end of the capture
+  const int first_timed = tally.decode_warmup_steps();
+  if (first_timed > 0) {  // timed from the step's start to the end of the capture
     job.begin_steps();
     decode_step(0, report.decode_warmup, false);
     job.capture_decode_step();
     report.decode_warmup.seconds = job.end_steps();
-    first_timed = 1;
   }
   // Decode steps follow one another without a wait unless sync_steps: the plan update and
   // the launches of step i + 1 overlap step i on the device (the plan's uploads are

@@ -3,6 +3,7 @@
 // attention implementation (any backend's make_impl), with a sample of outputs checked
 // against the double-precision reference, and the throughput measured. The workload lives
 // where the kernel reads (RunSpec::device: host memory, or GPU memory for CUDA kernels).
+// Its layers are layer_params_for(spec) (paged_workload.hpp).
 // Thread-safety: run_job may be called from any thread; it uses the kernels' own threads.
 #pragma once
 
@@ -16,25 +17,15 @@
 #include "attnsel/kernel.hpp"
 #include "runtime/accuracy.hpp"
 #include "runtime/paged_workload.hpp"
+#include "runtime/run_steps.hpp"
 #include "runtime/workload_shape.hpp"
 
 namespace attnsel::runtime {
 
-/// A run: every layer's shape, how many layers, the fp8 scales and the workload's steps.
-struct RunSpec : WorkloadShape {
+/// A run: every layer's shape, how many layers, and the workload's steps.
+struct RunSpec : WorkloadShape, RunSteps {
   int num_layers = 32;
-  float k_scale = 1.0f;      ///< fp8 caches: dequantisation scales (the layer's k_scale/v_scale)
-  float v_scale = 1.0f;
-  std::vector<float> k_scales;  ///< fp8 caches: per-KV-head scales (empty = k_scale/v_scale)
-  std::vector<float> v_scales;
-  int batch = 4;
-  int context = 1024;        ///< prompt tokens per sequence (prefilled)
-  int new_tokens = 1;        ///< query tokens per sequence in each decode step
-  int decode_steps = 32;
-  int prefill_chunk_tokens = 8192;  ///< tokens per prefill step across the batch (chunked prefill)
-  bool check = true;
   int check_tokens = 8;      ///< query tokens sampled for the check, per checked step
-  std::uint64_t seed = 1;
   /// Layers get their own cache while the total stays under this; beyond it, layers
   /// share caches round-robin (the working set stays far larger than any CPU cache).
   std::size_t max_cache_bytes = std::size_t{3} << 30;
@@ -48,22 +39,6 @@ struct RunSpec : WorkloadShape {
   /// updates the plan and issues step i + 1 while the device still runs step i, as an
   /// engine with asynchronous scheduling does, and the decode phase is timed as a whole.
   bool sync_steps = false;
-};
-
-struct PhaseStats {
-  int steps = 0;             ///< batch steps (each runs every layer)
-  double seconds = 0.0;      ///< write_kv_cache + forward, all layers
-  double tokens = 0.0;       ///< query tokens processed (per layer stack)
-  double kv_bytes = 0.0;     ///< K and V bytes attended, all layers (read once each)
-  double flops = 0.0;        ///< 4·q·visible keys·d·heads, all layers
-  double plan_seconds = 0.0;   ///< host time building or updating the step plans
-  double issue_seconds = 0.0;  ///< host time issuing the layers (GPU: launches return before the kernels end)
-  std::int64_t layers = 0;     ///< layer executions (steps × layers)
-  double plan_us_per_step() const { return steps ? plan_seconds / steps * 1e6 : 0.0; }
-  double host_us_per_layer() const { return layers ? issue_seconds / static_cast<double>(layers) * 1e6 : 0.0; }
-  double tokens_per_s() const { return seconds > 0 ? tokens / seconds : 0.0; }
-  double gbps() const { return seconds > 0 ? kv_bytes / seconds / 1e9 : 0.0; }
-  double gflops() const { return seconds > 0 ? flops / seconds / 1e9 : 0.0; }
 };
 
 struct CheckResult {
@@ -93,11 +68,6 @@ struct RunReport {
 };
 
 using ImplFactory = std::function<std::unique_ptr<kernel::AttentionImpl>(const kernel::LayerParams&)>;
-/// Called after every step: (phase "prefill"/"decode"/"check", done, total).
-using Progress = std::function<void(std::string_view phase, std::int64_t done, std::int64_t total)>;
-
-/// The layer parameters the job uses for `spec` (scale 1/sqrt(head_size), causal decoder).
-kernel::LayerParams layer_params(const RunSpec& spec);
 
 /// What a run needs before it starts: host and device bytes, and what is free now.
 struct MemoryNeed {

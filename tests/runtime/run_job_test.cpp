@@ -124,8 +124,8 @@ TEST(RunJob, Fp8CacheWithPerHeadScales) {
   s.kv_cache_dtype = CacheDType::fp8_e4m3;
   s.k_scales = {0.05f, 0.21f};
   s.v_scales = {0.5f, 1.7f};
-  EXPECT_EQ(layer_params(s).k_scales, s.k_scales);
-  EXPECT_EQ(layer_params(s).v_scales, s.v_scales);
+  EXPECT_EQ(layer_params_for(s).k_scales, s.k_scales);
+  EXPECT_EQ(layer_params_for(s).v_scales, s.v_scales);
   auto cpu = [](const kernel::LayerParams& p) { return kernel::cpu::make_cpu_attention_impl(p); };
   EXPECT_TRUE(run_job(s, cpu).check_passed());
   // An implementation that used one scale for every head (here: the per-layer default 1)

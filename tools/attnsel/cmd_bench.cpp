@@ -14,6 +14,7 @@
 #include "commands.hpp"
 #include "common_options.hpp"
 #include "json_output.hpp"
+#include "run_report.hpp"
 #include "runtime/bench_job.hpp"
 #include "runtime/ceilings.hpp"
 #include "runtime/device_ceilings.hpp"
@@ -175,10 +176,7 @@ int run_bench(const BenchOptions& o) {
                 {"device", runtime::device_label(chosen.device)},
                 {"ceilings",
                  gpu ? nlohmann::json{{"device", gpu_ceil.device}, {"read_gb_per_s", gpu_ceil.read_gbps}}
-                     : nlohmann::json{{"read_gb_per_s", ceil.read_gbps},
-                                      {"fp32_gflop_per_s", ceil.fp32_gflops},
-                                      {"bf16_gflop_per_s", ceil.bf16_gflops},
-                                      {"threads", ceil.threads}}},
+                     : ceilings_json(ceil)},
                 {"results", results}});
   return all_checked ? kExitChosen : kExitCheckFailed;
 }

@@ -40,17 +40,17 @@ std::string dcp_capability(const ChosenBackend& chosen, int size) {
                      s.backend, size);
 }
 
-distributed::DcpJobSpec job_spec(const DcpOptions& dcp, const DcpRunRequest& r, const ChosenBackend& chosen) {
+distributed::DcpJobSpec job_spec(const DcpOptions& dcp, const RunRequest& r, const ChosenBackend& chosen) {
   distributed::DcpJobSpec s;
   s.backend = chosen.selection.backend;
   s.world_size = dcp.size;
   s.interleave = dcp.interleave.value_or(1);
   s.shape() = chosen.shape;
   s.num_layers = r.model.num_layers;
-  s.batch = r.batch;
-  s.context = r.context;
-  s.decode_steps = r.decode_steps;
-  s.check = r.check;
+  s.batch = r.steps.batch;
+  s.context = r.steps.context;
+  s.decode_steps = r.steps.decode_steps;
+  s.check = r.steps.check;
   return s;
 }
 
@@ -63,7 +63,7 @@ void print_text(const distributed::DcpReport& r, const ChosenBackend& chosen, co
              r.transport, s.interleave, s.interleave, s.world_size, s.block_size);
   fmt::print("Model:     {} query / {} KV heads, head size {}, {} layer{}; {}, kv-cache {}, {} layout\n", s.num_heads,
              s.num_kv_heads, s.head_size, s.num_layers, s.num_layers == 1 ? "" : "s", kernel::to_string(s.dtype),
-             cache_dtype_name(s.kv_cache_dtype), s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND");
+             cache_dtype_name(s.kv_cache_dtype), layout_label(s.layout));
   fmt::print("Workload:  batch {} × {}-token context, {} decode steps; each shard through the kernel's step plan "
              "with LSE output{}\n",
              s.batch, s.context + 1, s.decode_steps, r.plan.empty() ? std::string() : " (" + r.plan + ")");
@@ -131,7 +131,7 @@ nlohmann::json report_json(const distributed::DcpReport& r, const ChosenBackend&
             {"dtype", kernel::to_string(s.dtype)},
             {"kv_cache_dtype", std::string(cache_dtype_name(s.kv_cache_dtype))},
             {"block_size", s.block_size},
-            {"layout", s.layout == runtime::CacheLayout::nhd ? "NHD" : "HND"}}},
+            {"layout", layout_label(s.layout)}}},
           {"workload", {{"batch", s.batch}, {"seq_len", s.context + 1}, {"decode_steps", s.decode_steps}}},
           {"check",
            r.checked ? nlohmann::json{{"passed", r.comparison.passed()},
@@ -163,12 +163,12 @@ void DcpOptions::require_dcp_for_its_options() const {
     throw UsageError("--cp-kv-cache-interleave-size applies to --dcp runs: pass --dcp R too, or leave it out");
 }
 
-int run_dcp(const DcpOptions& dcp, DcpRunRequest request) {
+int run_dcp(const DcpOptions& dcp, RunRequest request) {
   // Only rank 0 speaks; every rank returns the same exit code, so refusals never hang.
   std::unique_ptr<distributed::MpiSession> session;
   int rank = 0;
   return run_command(request.output.json, [&] {
-    if (request.new_tokens != 1)
+    if (request.steps.new_tokens != 1)
       throw UsageError("--dcp runs decode steps of one new token per sequence: leave --new-tokens at 1");
     (void)request.model.apply_model();
     if (request.model.mla_model)

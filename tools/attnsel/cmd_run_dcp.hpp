@@ -11,8 +11,7 @@
 
 #include <optional>
 
-#include "common_options.hpp"
-#include "workload_options.hpp"
+#include "run_request.hpp"
 
 namespace attnsel::cli {
 
@@ -27,20 +26,9 @@ struct DcpOptions {
   void require_dcp_for_its_options() const;
 };
 
-/// What `attnsel run` parsed that a DCP run uses.
-struct DcpRunRequest {
-  PlatformOptions platform;
-  BackendChoiceOptions backend;
-  ModelOptions model;
-  OutputOptions output;
-  int batch = 4;
-  int context = 1024;
-  int new_tokens = 1;
-  int decode_steps = 32;
-  bool check = true;
-};
-
-/// Runs this process's rank of the group; returns the exit code (on every rank).
-int run_dcp(const DcpOptions& dcp, DcpRunRequest request);
+/// Runs this process's rank of the group with what `attnsel run` parsed (the platform,
+/// backend, model, output and steps; decode steps of one new token); returns the exit code
+/// (on every rank).
+int run_dcp(const DcpOptions& dcp, RunRequest request);
 
 }  // namespace attnsel::cli

@@ -7,29 +7,12 @@
 
 #include <string>
 
-#include "common_options.hpp"
-#include "workload_options.hpp"
+#include "run_request.hpp"
 
 namespace attnsel::cli {
 
-/// The `attnsel run` options an MLA run reads (model_line: apply_model's description).
-struct MlaRunRequest {
-  PlatformOptions platform;
-  BackendChoiceOptions backend;
-  ModelOptions model;
-  OutputOptions output;
-  std::string model_line;
-  int batch = 4;
-  int context = 1024;
-  int new_tokens = 1;
-  int decode_steps = 32;
-  bool check = true;
-  bool ceilings = true;
-  bool progress = true;
-};
-
-/// Runs it and prints the report (text or --json); the exit code (kExitCheckFailed when the
-/// check fails).
-int run_mla(const MlaRunRequest& request);
+/// Runs the request (its model applied: model_line is apply_model's description) and prints
+/// the report (text or --json); the exit code (kExitCheckFailed when the check fails).
+int run_mla(const RunRequest& request, const std::string& model_line);
 
 }  // namespace attnsel::cli

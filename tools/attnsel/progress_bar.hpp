@@ -7,6 +7,8 @@
 #include <string>
 #include <string_view>
 
+#include "runtime/run_steps.hpp"
+
 namespace attnsel::cli {
 
 class ProgressBar {
@@ -17,6 +19,10 @@ class ProgressBar {
   ProgressBar& operator=(const ProgressBar&) = delete;
 
   void update(std::string_view phase, std::int64_t done, std::int64_t total);
+  /// update() as a job's progress callback (the bar must outlive the job).
+  runtime::Progress callback() {
+    return [this](std::string_view phase, std::int64_t done, std::int64_t total) { update(phase, done, total); };
+  }
   /// Erases the bar (if it was drawn).
   void finish();
 
