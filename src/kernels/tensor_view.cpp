@@ -29,23 +29,24 @@ bool TensorView::has_distinct_elements() const {
   return true;
 }
 
+namespace {
+void check_rank(std::size_t ndim) {
+  if (ndim > static_cast<std::size_t>(TensorView::kMaxDims))
+    throw ValueError(fmt::format("a tensor view has at most {} dimensions, got {}", TensorView::kMaxDims, ndim));
+}
+}  // namespace
+
 TensorView TensorView::contiguous(void* data, ScalarType dtype, std::initializer_list<std::int64_t> shape,
                                   DeviceKind device) {
-  if (shape.size() > static_cast<std::size_t>(kMaxDims))
-    throw ValueError(fmt::format("a tensor view has at most {} dimensions, got {}", kMaxDims, shape.size()));
-  TensorView v;
-  v.data = data;
-  v.dtype = dtype;
-  v.device = device;
-  v.ndim = static_cast<int>(shape.size());
-  int i = 0;
-  for (std::int64_t s : shape) v.shape[i++] = s;
+  check_rank(shape.size());
+  const std::span<const std::int64_t> dims(shape.begin(), shape.size());
+  std::array<std::int64_t, kMaxDims> strides{};  // row-major
   std::int64_t stride = 1;
-  for (int d = v.ndim - 1; d >= 0; --d) {
-    v.stride[d] = stride;
-    stride *= v.shape[d];
+  for (std::size_t d = dims.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= dims[d];
   }
-  return v;
+  return strided(data, dtype, dims, std::span(strides.data(), dims.size()), device);
 }
 
 TensorView TensorView::strided(void* data, ScalarType dtype, std::span<const std::int64_t> shape,
@@ -53,8 +54,7 @@ TensorView TensorView::strided(void* data, ScalarType dtype, std::span<const std
   if (shape.size() != strides.size())
     throw ValueError(fmt::format("a tensor view needs one stride per dimension: {} dimensions, {} strides",
                                  shape.size(), strides.size()));
-  if (shape.size() > static_cast<std::size_t>(kMaxDims))
-    throw ValueError(fmt::format("a tensor view has at most {} dimensions, got {}", kMaxDims, shape.size()));
+  check_rank(shape.size());
   TensorView v;
   v.data = data;
   v.dtype = dtype;

@@ -117,6 +117,15 @@ void check_decode_query_len(std::string_view option, int value, std::string_view
     fail(fmt::format("{} = {}; {} takes 1 to {} query tokens per decode request", option, value, kernel, max));
 }
 
+void check_indexer_plan_options(const IndexerPlanOptions& options, const IndexerKernelLimits& limits,
+                                std::string_view kernel) {
+  check_decode_query_len("IndexerPlanOptions::decode_query_len", options.decode_query_len, kernel,
+                         limits.max_decode_query_len);
+  if (options.logits_bytes < 0)
+    fail(fmt::format("IndexerPlanOptions::logits_bytes = {} is negative (0 = the kernel's default)",
+                     options.logits_bytes));
+}
+
 void validate_key_cache(const IndexerLayerParams& p, const TensorView& key_cache, DeviceKind device) {
   const int token = indexer_token_bytes(p.head_dim);
   check_paged(key_cache, "key_cache", ScalarType::u8, token, device, "head_dim values + a 4-byte scale");

@@ -50,6 +50,11 @@ void validate_indexer_layer(const IndexerLayerParams& p, const IndexerKernelLimi
 /// request of `kernel`.
 void check_decode_query_len(std::string_view option, int value, std::string_view kernel, int max);
 
+/// An indexer plan's options: decode_query_len as check_decode_query_len (1 to
+/// limits.max_decode_query_len), logits_bytes not negative.
+void check_indexer_plan_options(const IndexerPlanOptions& options, const IndexerKernelLimits& limits,
+                                std::string_view kernel);
+
 /// The key cache of plan(): u8 [num_blocks >= 1, block_size >= 1, head_dim + 4], each
 /// block's bytes contiguous (token stride head_dim + 4, unit stride) and blocks that do not
 /// overlap.

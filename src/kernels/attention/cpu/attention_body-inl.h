@@ -47,48 +47,51 @@ struct Kv<ScalarType::f32> {
   static constexpr std::size_t kBytes = 4;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) { return hn::LoadU(df, reinterpret_cast<const float*>(p)); }
 };
-template <>
-struct Kv<ScalarType::bf16> {
+// 16-bit elements widen exactly.
+template <class H>
+struct Kv16 {
   static constexpr std::size_t kBytes = 2;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
-    const hn::Rebind<hwy::bfloat16_t, DF> d;
-    return hn::PromoteTo(df, hn::LoadU(d, reinterpret_cast<const hwy::bfloat16_t*>(p)));
+    const hn::Rebind<H, DF> d;
+    return hn::PromoteTo(df, hn::LoadU(d, reinterpret_cast<const H*>(p)));
   }
 };
 template <>
-struct Kv<ScalarType::f16> {
-  static constexpr std::size_t kBytes = 2;
-  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
-    const hn::Rebind<hwy::float16_t, DF> d;
-    return hn::PromoteTo(df, hn::LoadU(d, reinterpret_cast<const hwy::float16_t*>(p)));
-  }
-};
-// E5M2 is the upper byte of an IEEE half: shift and widen.
+struct Kv<ScalarType::bf16> : Kv16<hwy::bfloat16_t> {};
 template <>
-struct Kv<ScalarType::fp8_e5m2> {
+struct Kv<ScalarType::f16> : Kv16<hwy::float16_t> {};
+// fp8 elements: each byte widened to 16 bits, moved into a half's bit layout by
+// Format::HalfBits, and read as a half.
+template <class Format>
+struct KvFp8 {
   static constexpr std::size_t kBytes = 1;
   static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
     const hn::Rebind<std::uint8_t, DF> d8;
     const hn::Rebind<std::uint16_t, DF> d16;
     const hn::Rebind<hwy::float16_t, DF> dh;
     const auto b = hn::PromoteTo(d16, hn::LoadU(d8, p));
-    return hn::PromoteTo(df, hn::BitCast(dh, hn::ShiftLeft<8>(b)));
+    return hn::PromoteTo(df, hn::BitCast(dh, Format::HalfBits(d16, b)));
+  }
+};
+// E5M2 is the upper byte of an IEEE half.
+struct E5m2HalfBits {
+  template <class D16, class V16>
+  static HWY_INLINE V16 HalfBits(D16, V16 b) {
+    return hn::ShiftLeft<8>(b);
   }
 };
 // E4M3 placed in a half's bit layout reads as value / 256 (subnormals included); the
 // driver folds the 256 into the dequantisation scale.
-template <>
-struct Kv<ScalarType::fp8_e4m3> {
-  static constexpr std::size_t kBytes = 1;
-  static HWY_INLINE VF Load(DF df, const std::uint8_t* p) {
-    const hn::Rebind<std::uint8_t, DF> d8;
-    const hn::Rebind<std::uint16_t, DF> d16;
-    const hn::Rebind<hwy::float16_t, DF> dh;
-    const auto b = hn::PromoteTo(d16, hn::LoadU(d8, p));
-    const auto h = hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(d16, 0x7F))), hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))));
-    return hn::PromoteTo(df, hn::BitCast(dh, h));
+struct E4m3HalfBits {
+  template <class D16, class V16>
+  static HWY_INLINE V16 HalfBits(D16 d16, V16 b) {
+    return hn::Or(hn::ShiftLeft<7>(hn::And(b, hn::Set(d16, 0x7F))), hn::ShiftLeft<8>(hn::And(b, hn::Set(d16, 0x80))));
   }
 };
+template <>
+struct Kv<ScalarType::fp8_e5m2> : KvFp8<E5m2HalfBits> {};
+template <>
+struct Kv<ScalarType::fp8_e4m3> : KvFp8<E4m3HalfBits> {};
 
 // ---------------------------------------------------------------------------------------
 // Per-thread scratch, carved from one aligned buffer (sizes in ScratchLayout, HWY_ONCE part).
@@ -681,48 +684,7 @@ HWY_INLINE void PackQueryBf16(const LayerCtx& c, const WorkItem& it, const ItemG
 // this region is not compiled for (a CPU with AVX-512-BF16 but no VBMI would fault on
 // anything the compiler chose to emit): they are written as asm, and fp8 items reach this
 // variant only on CPUs that have VBMI (ProcessItem checks).
-struct Fp8Bf16 {
-  __m512i lo0, lo1, hi0, hi1;  // low / high byte of the bfloat16 of magnitudes 0-63, 64-127
-  __m512i perm_k;              // input order for words in natural order (K rows)
-  __m512i perm_v;              // input order for (key, key + 1) dword pairs in natural order
-  __m512i sign;                // 0x80 in every byte
-};
-
-template <ScalarType K>
-HWY_INLINE const Fp8Bf16& Fp8Bf16Tables() {
-  static const Fp8Bf16 tables = [] {
-    HWY_ALIGN std::uint8_t lo[128], hi[128], pk[64], pv[64];
-    const ScalarType f = K == ScalarType::fp8_e4m3 ? ScalarType::fp8_e4m3 : ScalarType::fp8_e5m2;
-    for (int b = 0; b < 128; ++b) {
-      const float v = fp8_to_float(static_cast<std::uint8_t>(b), f) / (K == ScalarType::fp8_e4m3 ? 256.0f : 1.0f);
-      const std::uint16_t bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);  // exact
-      lo[b] = static_cast<std::uint8_t>(bits & 0xFF);
-      hi[b] = static_cast<std::uint8_t>(bits >> 8);
-    }
-    // unpack{lo,hi}_epi8 read bytes 0-7 / 8-15 of each 128-bit lane L: word w of lane L of
-    // the first result is input byte 16L + w, of the second 16L + 8 + w.
-    for (int L = 0; L < 4; ++L)
-      for (int w = 0; w < 8; ++w) {
-        pk[16 * L + w] = static_cast<std::uint8_t>(8 * L + w);            // words 0-31
-        pk[16 * L + 8 + w] = static_cast<std::uint8_t>(32 + 8 * L + w);   // words 32-63
-      }
-    // Then unpack{lo,hi}_epi16 of two keys' words: dword i of lane L is word 4q + i of lane L,
-    // q = 0, 1 (first words vector) and 2, 3 (second); it must hold element 16q + 4L + i.
-    for (int L = 0; L < 4; ++L)
-      for (int q = 0; q < 4; ++q)
-        for (int i = 0; i < 4; ++i) pv[16 * L + 4 * q + i] = static_cast<std::uint8_t>(16 * q + 4 * L + i);
-    Fp8Bf16 t;
-    t.lo0 = _mm512_load_si512(lo);
-    t.lo1 = _mm512_load_si512(lo + 64);
-    t.hi0 = _mm512_load_si512(hi);
-    t.hi1 = _mm512_load_si512(hi + 64);
-    t.perm_k = _mm512_load_si512(pk);
-    t.perm_v = _mm512_load_si512(pv);
-    t.sign = _mm512_set1_epi8(static_cast<char>(0x80));
-    return t;
-  }();
-  return tables;
-}
+#include "kernels/attention/cpu/fp8_bf16_tables-inl.h"
 
 // vpermb: byte i of the result is x[idx[i] % 64].
 HWY_INLINE __m512i PermuteBytes(__m512i idx, __m512i x) {

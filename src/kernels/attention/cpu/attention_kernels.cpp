@@ -3,10 +3,7 @@
 // more with AVX-512-BF16 dot products, chosen at run time when the CPU has them.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention/cpu/attention_kernels.cpp"
-// SSSE3 adds compile time and nothing over SSE4 on any x86-64 that runs this.
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
+#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>

@@ -9,17 +9,16 @@
 #include <algorithm>
 #include <cstdlib>
 #include <array>
-#include <cmath>
 #include <cstring>
-#include <limits>
 #include <new>
 #include <vector>
 
 #include "attnsel/errors.hpp"
+#include "kernels/attention/cpu/split_merge.hpp"
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/attention/cpu/work_plan.hpp"
+#include "kernels/element_access.hpp"
 #include "kernels/fp8.hpp"
-#include "kernels/half.hpp"
 #include "kernels/attention/semantics.hpp"
 
 namespace attnsel::kernel::cpu {
@@ -51,23 +50,6 @@ void check_block_size(const KVCacheView& cache) {
   if (cache.block_size() % 16 != 0)
     throw ValueError(fmt::format("block_size {} is not supported by CPU_ATTN: it must be a multiple of 16",
                                  cache.block_size()));
-}
-
-// Stores `v` as element `i` of an activation buffer.
-void store_activation(ScalarType t, std::uint8_t* base, std::int64_t i, float v) {
-  switch (t) {
-    case ScalarType::f32: reinterpret_cast<float*>(base)[i] = v; break;
-    case ScalarType::bf16: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_bf16(v); break;
-    default: reinterpret_cast<std::uint16_t*>(base)[i] = float_to_half(v); break;
-  }
-}
-
-float load_activation(ScalarType t, const std::uint8_t* base, std::int64_t i) {
-  switch (t) {
-    case ScalarType::f32: return reinterpret_cast<const float*>(base)[i];
-    case ScalarType::bf16: return bf16_to_float(reinterpret_cast<const std::uint16_t*>(base)[i]);
-    default: return half_to_float(reinterpret_cast<const std::uint16_t*>(base)[i]);
-  }
 }
 
 /// 64-byte aligned host memory that only grows (plan-owned scratch and partials).
@@ -162,7 +144,6 @@ class CpuAttentionImpl final : public AttentionImpl {
   void build(CpuStepPlan& plan, const AttentionMetadata& md, bool lse) const;
   LayerCtx layer_ctx(const TensorView& query, const KVCacheView& cache, const TensorView& output,
                      const AttentionMetadata& md) const;
-  void merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials, const TensorView* lse) const;
   void write_rows(const TensorView& key, const TensorView& value, const KVCacheView& cache,
                   std::span<const std::int64_t> slots, int tokens) const;
 
@@ -317,7 +298,11 @@ void CpuAttentionImpl::execute_plan(const StepPlan& base, const TensorView& quer
                                     const TensorView& output, Stream, const TensorView* lse) const {
   const auto& plan = static_cast<const CpuStepPlan&>(base);
   if (plan.md.num_actual_tokens == 0) return;
-  const LayerCtx c = layer_ctx(query, cache, output, plan.md);
+  LayerCtx c = layer_ctx(query, cache, output, plan.md);
+  if (lse) {  // the plan keeps every item's partial state: the merges write it
+    c.lse = static_cast<float*>(lse->data);
+    c.lse_stride = lse->stride[0];
+  }
   const std::size_t slot_floats = partial_slot_floats(params_.head_size);
   // Every row a merge reads is written first: no need to clear the slots.
   auto* partials = static_cast<float*>(plan.partials.data());
@@ -336,50 +321,7 @@ void CpuAttentionImpl::execute_plan(const StepPlan& base, const TensorView& quer
       process_item(c, it, slot, buffer);
     }
   }
-  if (!plan.work.splits.empty()) merge_splits(c, plan.work, partials, lse);
-}
-
-// out = Σ_i o_i e^{m_i - M} / (Σ_i l_i e^{m_i - M} + e^{sink - M}), M the largest max;
-// lse = M + log(denominator).
-void CpuAttentionImpl::merge_splits(const LayerCtx& c, const WorkPlan& plan, float* partials,
-                                    const TensorView* lse) const {
-  const int D = params_.head_size;
-  const std::size_t slot_floats = partial_slot_floats(D);
-  float acc[kMaxHeadSize];
-  float* base = partials;
-  auto* lse_out = lse ? static_cast<float*>(lse->data) : nullptr;
-  const std::int64_t lse_stride = lse ? lse->stride[0] : 0;
-  for (const SplitGroup& g : plan.splits)
-    for (int j = 0; j < g.rows.kv_heads; ++j) {
-      const WorkItem rows = g.rows.head(j, c.group);
-      const int heads = rows.head_end - rows.head_begin;
-      auto part = [&](int i) { return partial_for(base + static_cast<std::size_t>(g.first_slot + i) * slot_floats, D, j); };
-      for (int r = 0; r < rows.num_rows(); ++r) {
-        const int token = rows.token_begin + r / heads;
-        const int head = rows.head_begin + r % heads;
-        float M = -std::numeric_limits<float>::infinity();
-        for (int i = 0; i < g.count; ++i)
-          if (part(i).l[r] > 0.0f) M = std::max(M, part(i).m[r]);
-        if (c.sinks) M = std::max(M, c.sinks[head]);
-        std::fill(acc, acc + D, 0.0f);
-        float denom = 0.0f;
-        for (int i = 0; i < g.count; ++i) {
-          const PartialView pv = part(i);
-          if (pv.l[r] <= 0.0f) continue;
-          const float w = std::exp(pv.m[r] - M);
-          denom += pv.l[r] * w;
-          const float* o = pv.o + static_cast<std::size_t>(r) * static_cast<std::size_t>(D);
-          for (int d = 0; d < D; ++d) acc[d] += o[d] * w;
-        }
-        if (c.sinks) denom += std::exp(c.sinks[head] - M);
-        const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-        const std::int64_t out_base = token * c.o_stride[0] + head * c.o_stride[1];
-        for (int d = 0; d < D; ++d) store_activation(c.q_type, c.out, out_base + d, acc[d] * inv);
-        if (lse_out)
-          lse_out[token * lse_stride + head] =
-              denom > 0.0f ? M + std::log(denom) : -std::numeric_limits<float>::infinity();
-      }
-    }
+  for (const SplitGroup& g : plan.work.splits) merge_group(c, g, partials);
 }
 
 void CpuAttentionImpl::write_kv_cache(const TensorView& key, const TensorView& value, const KVCacheView& cache,

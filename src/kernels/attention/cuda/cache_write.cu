@@ -3,10 +3,8 @@
 // A 16-bit cache takes the elements as they are; an e4m3 cache takes value / scale (the
 // layer's scale, or the KV head's with per-head scales), rounded to nearest even and
 // saturated (as vLLM's fp8 writer does).
-#include <type_traits>
-
+#include "kernels/attention/cuda/cache_store.cuh"
 #include "kernels/attention/cuda/dispatch.cuh"
-#include "kernels/device/cuda/fp8_convert.cuh"
 #include "kernels/device/cuda/programmatic_launch.cuh"
 
 namespace attnsel::kernel::cuda {
@@ -30,19 +28,13 @@ __global__ void __launch_bounds__(128) cache_write_kernel(const __grid_constant_
   const std::int64_t page = slot / p.block_size;
   const int off = static_cast<int>(slot % p.block_size);
   const int chunks = p.head_size / 8;
-  using Stored = std::conditional_t<FP8, std::uint8_t, T>;
   const T* key = static_cast<const T*>(p.key);
   const T* value = static_cast<const T*>(p.value);
-  auto* kc = static_cast<Stored*>(p.k_cache);
-  auto* vc = static_cast<Stored*>(p.v_cache);
   for (int idx = threadIdx.x; idx < p.num_kv_heads * chunks; idx += blockDim.x) {
     const int h = idx / chunks, c = (idx % chunks) * 8;
     const uint4 k = *reinterpret_cast<const uint4*>(key + tok * p.key_stride_tok + h * p.key_stride_head + c);
     const uint4 v = *reinterpret_cast<const uint4*>(value + tok * p.value_stride_tok + h * p.value_stride_head + c);
-    Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + h * p.k_stride_head + c;
-    Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + h * p.v_stride_head + c;
-    store8_to_cache<T, FP8>(kd, k, p.k_inv_scales ? p.k_inv_scales[h] : p.k_inv_scale);
-    store8_to_cache<T, FP8>(vd, v, p.v_inv_scales ? p.v_inv_scales[h] : p.v_inv_scale);
+    store_kv_chunk<T, FP8>(p, p.k_cache, p.v_cache, page, off, h, c, k, v);
   }
 }
 

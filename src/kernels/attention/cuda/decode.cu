@@ -26,6 +26,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/attention/cuda/cache_store.cuh"
 #include "kernels/device/cuda/async_copy_sm90.cuh"
 #include "kernels/attention/cuda/decode_fp8_keys.cuh"
 #include "kernels/attention/cuda/dispatch.cuh"
@@ -198,12 +199,11 @@ __device__ __forceinline__ void fence_proxy_async_global() {
 template <class T, bool FP8>
 __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const PackedRows& pr, int kvh, int first,
                                                   int last) {
-  using Stored = std::conditional_t<FP8, std::uint8_t, T>;
   const int chunks = p.head_size / 8;
   const T* nk = static_cast<const T*>(p.new_k);
   const T* nv = static_cast<const T*>(p.new_v);
-  auto* kc = static_cast<Stored*>(const_cast<void*>(p.k));
-  auto* vc = static_cast<Stored*>(const_cast<void*>(p.v));
+  void* kc = const_cast<void*>(p.k);
+  void* vc = const_cast<void*>(p.v);
   for (int idx = threadIdx.x; idx < (last - first) * chunks; idx += blockDim.x) {
     const int tok = pr.q_begin + (first - pr.ctx) + idx / chunks;
     const int c = (idx % chunks) * 8;
@@ -213,10 +213,7 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
     const int off = static_cast<int>(slot % p.block_size);
     const uint4 k = *reinterpret_cast<const uint4*>(nk + tok * p.new_k_stride_tok + kvh * p.new_k_stride_head + c);
     const uint4 v = *reinterpret_cast<const uint4*>(nv + tok * p.new_v_stride_tok + kvh * p.new_v_stride_head + c);
-    Stored* kd = kc + page * p.k_stride_block + off * p.k_stride_tok + kvh * p.k_stride_head + c;
-    Stored* vd = vc + page * p.v_stride_block + off * p.v_stride_tok + kvh * p.v_stride_head + c;
-    store8_to_cache<T, FP8>(kd, k, p.k_inv_scales ? p.k_inv_scales[kvh] : p.k_inv_scale);
-    store8_to_cache<T, FP8>(vd, v, p.v_inv_scales ? p.v_inv_scales[kvh] : p.v_inv_scale);
+    store_kv_chunk<T, FP8>(p, kc, vc, page, off, kvh, c, k, v);
   }
   fence_proxy_async_global();
 }

@@ -161,6 +161,39 @@ void set_cache_strides(Params& p, const KVCacheView& cache) {
   p.v_stride_head = cache.value.stride[2];
 }
 
+/// An fp8 cache's inverse scales (the layer's, and the KV heads' where the layer has
+/// per-head scales), into the cache writer's or the appending decode's parameters (both
+/// name them alike).
+template <class Params, class Constants>
+void set_inv_scales(Params& p, const LayerParams& lp, const Constants& constants) {
+  p.k_inv_scale = 1.0f / lp.k_scale;
+  p.v_inv_scale = 1.0f / lp.v_scale;
+  p.k_inv_scales = static_cast<const float*>(constants.k_inv_scales.data());
+  p.v_inv_scales = static_cast<const float*>(constants.v_inv_scales.data());
+}
+
+/// The cache writer's parameters for `num_tokens` tokens of `key` and `value` into `cache`
+/// at `slots` (device memory); an fp8 cache's scales are set apart (set_inv_scales).
+CacheWriteParams cache_write_params(const TensorView& key, const TensorView& value, const KVCacheView& cache,
+                                    const void* slots, int num_tokens, const LayerParams& lp) {
+  CacheWriteParams p;
+  p.key = key.data;
+  p.value = value.data;
+  p.key_stride_tok = key.stride[0];
+  p.key_stride_head = key.stride[1];
+  p.value_stride_tok = value.stride[0];
+  p.value_stride_head = value.stride[1];
+  p.k_cache = cache.key.data;
+  p.v_cache = cache.value.data;
+  set_cache_strides(p, cache);
+  p.slot_mapping = static_cast<const std::int64_t*>(slots);
+  p.num_tokens = num_tokens;
+  p.num_kv_heads = lp.num_kv_heads;
+  p.head_size = lp.head_size;
+  p.block_size = cache.block_size();
+  return p;
+}
+
 }  // namespace
 
 std::string PlanSummary::describe() const {
@@ -446,27 +479,8 @@ void FlashAttnCuda::write_kv_cache(const TensorView& key, const TensorView& valu
   check(cudaMemcpyAsync(upload.data(), md.slot_mapping.data(), std::size_t(n) * sizeof(std::int64_t),
                         cudaMemcpyHostToDevice, 0),
         "cudaMemcpyAsync (slot_mapping)");
-  CacheWriteParams p;
-  p.key = key.data;
-  p.value = value.data;
-  p.key_stride_tok = key.stride[0];
-  p.key_stride_head = key.stride[1];
-  p.value_stride_tok = value.stride[0];
-  p.value_stride_head = value.stride[1];
-  p.k_cache = cache.key.data;
-  p.v_cache = cache.value.data;
-  set_cache_strides(p, cache);
-  p.slot_mapping = static_cast<const std::int64_t*>(upload.data());
-  p.num_tokens = n;
-  p.num_kv_heads = params_.num_kv_heads;
-  p.head_size = params_.head_size;
-  p.block_size = cache.block_size();
-  if (fp8) {
-    p.k_inv_scale = 1.0f / params_.k_scale;
-    p.v_inv_scale = 1.0f / params_.v_scale;
-    p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
-    p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
-  }
+  CacheWriteParams p = cache_write_params(key, value, cache, upload.data(), n, params_);
+  if (fp8) set_inv_scales(p, params_, *constants_);
   launch_cache_write(p, key.dtype, fp8, false, nullptr);
 }
 
@@ -902,12 +916,7 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
     p.new_v_stride_head = append->value.stride[1];
     p.slot_mapping = static_cast<const std::int64_t*>(plan.at(plan.o_slots));
     p.early_kv_reads = plan.early_cache_reads ? 1 : 0;
-    if (plan.kv_fp8) {
-      p.k_inv_scale = 1.0f / lp.k_scale;
-      p.v_inv_scale = 1.0f / lp.v_scale;
-      p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
-      p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
-    }
+    if (plan.kv_fp8) set_inv_scales(p, lp, *constants_);
   }
   void* s = stream.native;
   if (plan.num_decode_work) {
@@ -947,27 +956,8 @@ void FlashAttnCuda::write_kv_cache_plan(const StepPlan& base, const TensorView& 
       throw ValueError(fmt::format("the cache write's tensors must be 16-byte aligned: {}", t->describe()));
   int current = -1;
   if (cudaGetDevice(&current) != cudaSuccess || current != plan.device) check(cudaSetDevice(plan.device), "cudaSetDevice");
-  CacheWriteParams p;
-  p.key = key.data;
-  p.value = value.data;
-  p.key_stride_tok = key.stride[0];
-  p.key_stride_head = key.stride[1];
-  p.value_stride_tok = value.stride[0];
-  p.value_stride_head = value.stride[1];
-  p.k_cache = cache.key.data;
-  p.v_cache = cache.value.data;
-  set_cache_strides(p, cache);
-  p.slot_mapping = static_cast<const std::int64_t*>(plan.at(plan.o_slots));
-  p.num_tokens = plan.num_tokens;
-  p.num_kv_heads = params_.num_kv_heads;
-  p.head_size = params_.head_size;
-  p.block_size = plan.block_size;
-  if (plan.kv_fp8) {
-    p.k_inv_scale = 1.0f / params_.k_scale;
-    p.v_inv_scale = 1.0f / params_.v_scale;
-    p.k_inv_scales = static_cast<const float*>(constants_->k_inv_scales.data());
-    p.v_inv_scales = static_cast<const float*>(constants_->v_inv_scales.data());
-  }
+  CacheWriteParams p = cache_write_params(key, value, cache, plan.at(plan.o_slots), plan.num_tokens, params_);
+  if (plan.kv_fp8) set_inv_scales(p, params_, *constants_);
   launch_cache_write(p, plan.elem, plan.kv_fp8, plan.programmatic, stream.native);
 }
 

@@ -60,6 +60,7 @@
 #include "kernels/attention/cuda/fp8_wgmma_layout.hpp"
 #include "kernels/attention/cuda/tile_common.cuh"
 #include "kernels/device/cuda/wgmma_ops.cuh"
+#include "kernels/device/cuda/wgmma_sync.cuh"
 
 namespace attnsel::kernel::cuda {
 namespace {
@@ -131,17 +132,6 @@ struct HopperConfig {
 #define ATTNSEL_SM90A 1
 #endif
 
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-template <int N> __device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
-}
-template <int NT> __device__ __forceinline__ void fence_operand(float (&a)[NT][4]) {
-#pragma unroll
-  for (int i = 0; i < NT; ++i)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) asm volatile("" : "+f"(a[i][e])::"memory");
-}
 /// Reduces N partial values pairwise (a tree of depth log2 N, not a chain of N - 1).
 template <int N, class Op> __device__ __forceinline__ float tree_reduce(float (&v)[N], Op op) {
 #pragma unroll
@@ -215,30 +205,6 @@ __device__ __forceinline__ void softmax_scaled(WarpState<DP>& st, float (&s)[NT]
     st.l[h] += tree_reduce<kChains>(part, [](float a, float b) { return a + b; });
   }
 }
-__device__ __forceinline__ void named_barrier(int id, int threads) {
-  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
-__device__ __forceinline__ void fence_async_shared() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-
-/// Shared-memory matrix descriptor, 128-byte swizzle. lbo/sbo in bytes.
-__device__ __forceinline__ std::uint64_t smem_desc(std::uint32_t addr, std::uint32_t lbo, std::uint32_t sbo) {
-  std::uint64_t d = 0;
-  d |= std::uint64_t((addr & 0x3FFFF) >> 4);
-  d |= std::uint64_t((lbo >> 4) & 0x3FFF) << 16;
-  d |= std::uint64_t((sbo >> 4) & 0x3FFF) << 32;
-  d |= std::uint64_t(1) << 62;
-  return d;
-}
-
-/// A descriptor `bytes` further on (bytes a multiple of 16, no carry out of the address
-/// field). Opaque to the compiler, so it cannot hoist a loop's worth of descriptors into
-/// registers the consumers need for S, P and O.
-__device__ __forceinline__ std::uint64_t desc_at(std::uint64_t d, std::uint32_t bytes) {
-  std::uint64_t r;
-  asm volatile("add.s64 %0, %1, %2;\n" : "=l"(r) : "l"(d), "l"(std::uint64_t(bytes >> 4)));
-  return r;
-}
-
 /// Widens one raw e4m3 tile (kKeys rows × 128 swizzled bytes) into the swizzled f16 layout
 /// (D/64 chunks of kKeys rows × 128 bytes); rows at or past `valid` become zeros (keys past
 /// the sequence: unloaded or stale bytes, maybe NaN). `tid` in [0, kWideners).
@@ -631,7 +597,7 @@ __global__ void __launch_bounds__(384, 1)
         mbar_wait(raw_full, par);
         if constexpr (!C::kInPlace) mbar_wait(empty, par ^ 1);
         convert();
-        fence_async_shared();
+        fence_async_smem();
         __syncwarp();
         if (lane == 0) {
           if constexpr (!C::kInPlace) mbar_arrive(raw_empty);
@@ -694,38 +660,38 @@ __global__ void __launch_bounds__(384, 1)
     mbar_wait_in_asm(q_full, 0);
     if constexpr (kE4m3) {
       queries_to_e4m3<T, D, C::kRows>(base_ptr, ptr(q8_s), wg_row0, ctid, undo_s);
-      fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
-      named_barrier(2 + cw, 128);
+      fence_async_smem();  // generic writes, read next by wgmma (the async proxy)
+      named_sync(2 + cw, 128);
   #pragma unroll
       for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
     } else if constexpr (FP8 && !std::is_same_v<T, __half>) {
       queries_to_f16<D, C::kRows>(base_ptr, wg_row0, ctid, undo_s);
-      fence_async_shared();  // generic writes, read next by wgmma (the async proxy)
-      named_barrier(2 + cw, 128);
+      fence_async_smem();  // generic writes, read next by wgmma (the async proxy)
+      named_sync(2 + cw, 128);
   #pragma unroll
       for (int h = 0; h < 2; ++h) undo[h] = undo_s[wg_row0 + warp_in * 16 + lane / 4 + 8 * h];
     }
     const float row_scale[2] = {score_sc.scale_log2 * undo[0], score_sc.scale_log2 * undo[1]};
 
-    const std::uint64_t q_desc = smem_desc((kE4m3 ? q8_s : q_s) + wg_row0 * 128, 16, 1024);
-    const std::uint64_t k_desc = smem_desc(k_s(0), 16, 1024);
+    const std::uint64_t q_desc = sw128_desc((kE4m3 ? q8_s : q_s) + wg_row0 * 128, 16, 1024);
+    const std::uint64_t k_desc = sw128_desc(k_s(0), 16, 1024);
     // 16-bit V is read transposed (MN-major: the leading offset steps 64 columns); e4m3 V
     // was transposed to K-major (d rows).
     const std::uint64_t v_desc =
-        smem_desc(v_s(0), kE4m3 ? 16 : kVPageBoxes ? kVBoxRows * 128 : C::kKeys * 128, 1024);
+        sw128_desc(v_s(0), kE4m3 ? 16 : kVPageBoxes ? kVBoxRows * 128 : C::kKeys * 128, 1024);
     // P as register A-fragments: 16 keys per register quadruple (16-bit), 32 (e4m3).
     constexpr int kPK = kE4m3 ? 32 : 16;
     auto issue_qk = [&](int s) {
       if constexpr (kE4m3) {
   #pragma unroll
         for (int kk = 0; kk < D / 32; ++kk)
-          WgmmaE4m3SS<C::kKeys>::run(sacc, desc_at(q_desc, kk * 32), desc_at(k_desc, s * C::kKBytes + kk * 32),
+          WgmmaE4m3SS<C::kKeys>::run(sacc, desc_plus(q_desc, kk * 32), desc_plus(k_desc, s * C::kKBytes + kk * 32),
                                      kk > 0 ? 1 : 0);
       } else {
   #pragma unroll
         for (int kk = 0; kk < D / 16; ++kk) {
-          const std::uint64_t da = desc_at(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
-          const std::uint64_t db = desc_at(k_desc, s * C::kKBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
+          const std::uint64_t da = desc_plus(q_desc, (kk / 4) * C::kRows * 128 + (kk % 4) * 32);
+          const std::uint64_t db = desc_plus(k_desc, s * C::kKBytes + (kk / 4) * C::kKeys * 128 + (kk % 4) * 32);
           WgmmaSS<M, C::kKeys>::run(sacc, da, db, kk > 0 ? 1 : 0);
         }
       }
@@ -734,9 +700,9 @@ __global__ void __launch_bounds__(384, 1)
   #pragma unroll
       for (int kb = 0; kb < C::kKeys / kPK; ++kb) {
         if constexpr (kE4m3) {
-          WgmmaE4m3RS<D>::run(st.o, pa[kb], desc_at(v_desc, s * C::kVBytes + kb * 32), 1);
+          WgmmaE4m3RS<D>::run(st.o, pa[kb], desc_plus(v_desc, s * C::kVBytes + kb * 32), 1);
         } else {
-          const std::uint64_t dv = desc_at(v_desc, s * C::kVBytes + kb * (kVPageBoxes ? kVBox : 16 * 128));
+          const std::uint64_t dv = desc_plus(v_desc, s * C::kVBytes + kb * (kVPageBoxes ? kVBox : 16 * 128));
           WgmmaRS<M, D>::run(st.o, pa[kb], dv, 1);
         }
       }
@@ -778,8 +744,8 @@ __global__ void __launch_bounds__(384, 1)
                                : c * C::kKeys * 128 + row * 128;
             *reinterpret_cast<uint4*>(ptr(v_s(s)) + at + (idx % 8) * 16) = make_uint4(0, 0, 0, 0);
           }
-          fence_async_shared();
-          named_barrier(1, 256);
+          fence_async_smem();
+          named_sync(1, 256);
         }
       }
     };
@@ -857,7 +823,7 @@ __global__ void __launch_bounds__(384, 1)
     }
 
     // ---- epilogue: normalise, stage in this warpgroup's Q rows (swizzled), store --------
-    named_barrier(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
+    named_sync(2 + cw, 128);  // every warp of this warpgroup is done reading its Q rows
     const bool has_sink = p.sinks != nullptr;
     // e4m3: l carries P's factor 2^kProbLog2; so must the sink's term.
     const float sink = has_sink ? p.sinks[head] * kLog2e + float(kProbLog2) : 0.0f;
@@ -880,8 +846,8 @@ __global__ void __launch_bounds__(384, 1)
     // the columns past the head size) — unless they run past the item, whose next rows
     // belong to another sequence: the warps store those rows themselves.
     const bool by_tma = store_by_tma != 0 && wg_row0 + 64 <= rows_valid;
-    if (by_tma) fence_async_shared();  // the staged rows, read next by the async proxy
-    named_barrier(2 + cw, 128);
+    if (by_tma) fence_async_smem();  // the staged rows, read next by the async proxy
+    named_sync(2 + cw, 128);
     if (by_tma) {
       if (ctid == 0) {
         for (int c = 0; c < C::kChunks; ++c)

@@ -8,9 +8,7 @@
 // row block.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla/cpu/gemm_kernels.cpp"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
+#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>

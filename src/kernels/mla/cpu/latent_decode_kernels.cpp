@@ -13,9 +13,7 @@
 // fp8 run is widened during the Q·Kᵀ of the run before.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla/cpu/latent_decode_kernels.cpp"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
+#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>
@@ -90,47 +88,17 @@ HWY_INLINE TileState CarveScratch(void* base, std::uint16_t*& stage) {
 }
 
 // ---- fp8 e4m3 -> bfloat16 -------------------------------------------------------------
-// Every e4m3 value is exactly a bfloat16. Its 7 magnitude bits index two 128-entry byte
-// tables (vpermi2b): the low and the high byte of the bfloat16 of value / 256 (the driver
-// folds the 256 into the scales, as the CPU attention kernel reads e4m3); the sign goes back
-// on the high byte and a byte interleave makes the words. A vpermb first orders the 64
-// input bytes so that the in-lane interleaves come out in natural order.
-struct Fp8Tables {
-  __m512i lo0, lo1, hi0, hi1, order, sign;
-};
+// Every e4m3 value is exactly a bfloat16, widened as the CPU attention kernel widens it
+// (two 128-entry byte tables, the sign put back, an in-lane interleave), as value / 256 (the
+// driver folds the 256 into the scales).
+#include "kernels/attention/cpu/fp8_bf16_tables-inl.h"
 
-HWY_INLINE const Fp8Tables& E4m3Tables() {
-  static const Fp8Tables tables = [] {
-    HWY_ALIGN std::uint8_t lo[128], hi[128], order[64];
-    for (int b = 0; b < 128; ++b) {
-      const float v = fp8_to_float(static_cast<std::uint8_t>(b), ScalarType::fp8_e4m3) / 256.0f;
-      const auto bits = static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(v) >> 16);  // exact
-      lo[b] = static_cast<std::uint8_t>(bits & 0xFF);
-      hi[b] = static_cast<std::uint8_t>(bits >> 8);
-    }
-    // unpack{lo,hi}_epi8 read bytes 0-7 / 8-15 of each 128-bit lane L: word w of lane L of
-    // the first result must be element 8L + w, of the second 32 + 8L + w.
-    for (int L = 0; L < 4; ++L)
-      for (int w = 0; w < 8; ++w) {
-        order[16 * L + w] = static_cast<std::uint8_t>(8 * L + w);
-        order[16 * L + 8 + w] = static_cast<std::uint8_t>(32 + 8 * L + w);
-      }
-    Fp8Tables t;
-    t.lo0 = _mm512_load_si512(lo);
-    t.lo1 = _mm512_load_si512(lo + 64);
-    t.hi0 = _mm512_load_si512(hi);
-    t.hi1 = _mm512_load_si512(hi + 64);
-    t.order = _mm512_load_si512(order);
-    t.sign = _mm512_set1_epi8(static_cast<char>(0x80));
-    return t;
-  }();
-  return tables;
-}
+HWY_INLINE const Fp8Bf16& E4m3Tables() { return Fp8Bf16Tables<ScalarType::fp8_e4m3>(); }
 
 // One latent row of e4m3 bytes -> kD bfloat16 words.
-HWY_INLINE void WidenE4m3Row(const Fp8Tables& t, const std::uint8_t* src, std::uint16_t* dst) {
+HWY_INLINE void WidenE4m3Row(const Fp8Bf16& t, const std::uint8_t* src, std::uint16_t* dst) {
   for (int d = 0; d < kD; d += 64) {
-    const __m512i x = _mm512_permutexvar_epi8(t.order, _mm512_loadu_si512(src + d));
+    const __m512i x = _mm512_permutexvar_epi8(t.perm_k, _mm512_loadu_si512(src + d));
     const __m512i lo = _mm512_permutex2var_epi8(t.lo0, x, t.lo1);
     const __m512i hi = _mm512_ternarylogic_epi32(_mm512_permutex2var_epi8(t.hi0, x, t.hi1), x, t.sign, 0xF8);
     _mm512_storeu_si512(dst + d, _mm512_unpacklo_epi8(lo, hi));

@@ -10,9 +10,7 @@
 // staged first (its real rows copied to scratch, zeros after), so nothing past them is read.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla/cpu/prefill_attention_kernels.cpp"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
+#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>

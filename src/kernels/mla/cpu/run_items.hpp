@@ -1,9 +1,8 @@
 // Runs work items of the CPU attention kernel (kernels/attention/cpu/work.hpp) for the MLA
 // kernel's attention passes — the decode over the latent cache, the prefill's new tokens
 // and its context chunks — on the caller's OpenMP team, and merges each group of split-KV
-// partials by log-sum-exp as its last split finishes (the exact combine of split-KV decode:
-// empty splits are not read). The sparse MLA attention points its items at its rows and
-// merges its partials with the same functions.
+// partials (kernels/attention/cpu/split_merge.hpp) as its last split finishes. The sparse MLA
+// attention points its items at its rows with the same function.
 // Thread-safety: reentrant on distinct outputs and memory.
 #pragma once
 
@@ -23,14 +22,6 @@ struct ItemMemory {
   float* partials = nullptr;     ///< work.num_partial_slots slots of partial_slot_floats(c.value_size())
   std::atomic<int>* parts_left = nullptr;  ///< one per split group: its splits still to finish
 };
-
-/// Merges `count` split-KV partial slots (from `first`, each partial_slot_floats(c.value_size())
-/// floats) of `rows` (one KV head's rows, at kv_head within the slots) into c.out and c.lse
-/// (when set): out = Σ_i o_i e^{m_i - M} / Σ_i l_i e^{m_i - M} over the splits that saw a key
-/// (l_i > 0), M their largest maximum, lse = M + ln(denominator); when no split saw a key,
-/// out = 0 and lse = -inf.
-void merge_partials(const kernel::cpu::LayerCtx& c, const kernel::cpu::WorkItem& rows, int kv_head, float* first,
-                    int count);
 
 /// Points `c` at the rows its items read and write: queries `q` ([tokens, heads, ...], its
 /// dtype and strides), outputs `out` (likewise) and the LSE at lse[token · lse_stride + head]

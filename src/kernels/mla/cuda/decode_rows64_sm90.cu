@@ -169,6 +169,26 @@ __device__ __forceinline__ void exponentiate(float (&s)[8][4], const float (&ref
   }
 }
 
+/// A row's running maximum after a tile whose raw maximum is `tile_max` (`m_new`, in the
+/// log2 domain), and `ref`, what the tile's exponents subtract (0 while the row has seen no
+/// key). Returns the factor that takes what was summed against `m_old` to `ref`.
+__device__ __forceinline__ float raise_max(float m_old, float tile_max, float scale_log2, float& m_new, float& ref) {
+  m_new = fmaxf(m_old, tile_max * scale_log2);
+  ref = m_new == -INFINITY ? 0.0f : m_new;
+  return fast_exp2(m_old - ref);
+}
+
+/// Rescales this thread's accumulator rows (row0 by f[0], row1 by f[1]).
+__device__ __forceinline__ void scale_rows(float (&o)[32][4], const float (&f)[2]) {
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    o[j][0] *= f[0];
+    o[j][1] *= f[0];
+    o[j][2] *= f[1];
+    o[j][3] *= f[1];
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void pack_p(std::uint32_t (&pa)[4][4], const float (&s)[8][4], const float (&f)[2]) {
 #pragma unroll
@@ -324,10 +344,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const int row = h ? th.row1 : th.row0;
-          const float m_old = s_m[row];
-          const float m_new = fmaxf(m_old, mx[h] * sl);
-          ref[h] = m_new == -INFINITY ? 0.0f : m_new;
-          c0[h] = fast_exp2(m_old - ref[h]);
+          float m_new;
+          c0[h] = raise_max(s_m[row], mx[h], sl, m_new, ref[h]);
           __syncwarp();
           if (th.t == 0) {
             s_scale0[row] = c0[h];
@@ -335,13 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
         exponentiate(s, ref, sl, sum);
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o[j][0] *= c0[0];
-          o[j][1] *= c0[0];
-          o[j][2] *= c0[1];
-          o[j][3] *= c0[1];
-        }
+        scale_rows(o, c0);
         l[0] = l[0] * c0[0] + sum[0];
         l[1] = l[1] * c0[1] + sum[1];
         named_arrive(kScale0Ready, 256);
@@ -364,13 +376,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (seq_len - key0 - kKeyTile < kKeyTile)
             zero_tail_rows(smem + kK1, 0, max(seq_len - key0 - kKeyTile, 0), th.tid, kWarpgroup0);
           named_sync(kP1Issued, 256);
-#pragma unroll
-          for (int j = 0; j < 32; ++j) {
-            o[j][0] *= c1[0];
-            o[j][1] *= c1[0];
-            o[j][2] *= c1[1];
-            o[j][3] *= c1[1];
-          }
+          scale_rows(o, c1);
           l[0] *= c1[0];
           l[1] *= c1[1];
           pv_shared<T>(o, base + kP1, k_tile[1], 0);
@@ -400,10 +406,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
           for (int h = 0; h < 2; ++h) {
             const int row = h ? th.row1 : th.row0;
-            const float m_old = s_m[row];
-            const float m_new = fmaxf(m_old, mx[h] * sl);
-            ref[h] = m_new == -INFINITY ? 0.0f : m_new;
-            const float c1 = fast_exp2(m_old - ref[h]);
+            float m_new;
+            const float c1 = raise_max(s_m[row], mx[h], sl, m_new, ref[h]);
             c01[h] = s_scale0[row] * c1;
             __syncwarp();
             if (th.t == 0) {
@@ -424,13 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           l[0] *= c01[0];
           l[1] *= c01[1];
         }
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          o[j][0] *= c01[0];
-          o[j][1] *= c01[0];
-          o[j][2] *= c01[1];
-          o[j][3] *= c01[1];
-        }
+        scale_rows(o, c01);
         named_arrive(kScale1Ready, 256);
         if (has1) {
           const float one[2] = {1.0f, 1.0f};

@@ -44,11 +44,7 @@ class CpuIndexerImpl final : public IndexerImpl {
   std::unique_ptr<StepPlan> plan(const AttentionMetadata& md, const TensorView& key_cache, Stream,
                                  const IndexerPlanOptions& options) const override {
     validate_key_cache(params_, key_cache, DeviceKind::cpu);
-    check_decode_query_len("IndexerPlanOptions::decode_query_len", options.decode_query_len, "the CPU indexer",
-                           limits().max_decode_query_len);
-    if (options.logits_bytes < 0)
-      throw ValueError(fmt::format("IndexerPlanOptions::logits_bytes = {} is negative (0 = the kernel's default)",
-                                   options.logits_bytes));
+    check_indexer_plan_options(options, limits(), "the CPU indexer");
     auto plan = std::make_unique<CpuIndexerPlan>();
     plan->options = options;
     build(*plan, md, key_cache);

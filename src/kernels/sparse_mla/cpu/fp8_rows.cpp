@@ -5,9 +5,7 @@
 // DemoteTo truncates).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/sparse_mla/cpu/fp8_rows.cpp"
-#ifndef HWY_DISABLED_TARGETS
-#define HWY_DISABLED_TARGETS HWY_SSSE3
-#endif
+#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cstdint>

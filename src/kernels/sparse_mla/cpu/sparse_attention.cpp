@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "kernels/attention/cpu/split_merge.hpp"
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/mla/cpu/run_items.hpp"
 #include "kernels/sparse_mla/cpu/fp8_rows.hpp"
@@ -123,7 +124,7 @@ void run_ds_mla_item(const LayerCtx& c, const WorkItem& it, const std::int32_t* 
     }
     return;
   }
-  mla::cpu::merge_partials(c, it, 0, sc.running, 1);
+  kernel::cpu::merge_partials(c, it, 0, sc.running, 1);
 }
 
 }  // namespace
@@ -202,9 +203,9 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
 #pragma omp parallel for num_threads(team) schedule(dynamic, 1) if (team > 1 && n_groups > 1)
   for (std::int64_t g = 0; g < n_groups; ++g) {
     const kernel::cpu::SplitGroup& group = plan.work.splits[static_cast<std::size_t>(g)];
-    mla::cpu::merge_partials(base, group.rows, 0,
-                             plan.partials.as<float>() + static_cast<std::size_t>(group.first_slot) * slot_floats,
-                             group.count);
+    kernel::cpu::merge_partials(base, group.rows, 0,
+                                plan.partials.as<float>() + static_cast<std::size_t>(group.first_slot) * slot_floats,
+                                group.count);
   }
 }
 

@@ -58,10 +58,6 @@ class CudaIndexerPlan final : public StepPlan {
   }
 };
 
-void reserve(DeviceBuffer& buffer, std::size_t bytes) {
-  if (buffer.size() < bytes) buffer = DeviceBuffer(std::max<std::size_t>(bytes, 256));
-}
-
 class CudaIndexerImpl final : public IndexerImpl {
  public:
   explicit CudaIndexerImpl(const IndexerLayerParams& p) : IndexerImpl(p) {
@@ -77,15 +73,7 @@ class CudaIndexerImpl final : public IndexerImpl {
   std::unique_ptr<StepPlan> plan(const AttentionMetadata& md, const TensorView& key_cache, Stream stream,
                                  const IndexerPlanOptions& options) const override {
     validate_cache(key_cache);
-    const IndexerKernelLimits lim = limits();
-    if (options.decode_query_len < 1 || options.decode_query_len > lim.max_decode_query_len)
-      throw ValueError(
-          fmt::format("IndexerPlanOptions::decode_query_len = {}; the CUDA indexer takes 1 to {} query "
-                      "tokens per decode request",
-                      options.decode_query_len, lim.max_decode_query_len));
-    if (options.logits_bytes < 0)
-      throw ValueError(fmt::format("IndexerPlanOptions::logits_bytes = {} is negative (0 = the kernel's default)",
-                                   options.logits_bytes));
+    host::check_indexer_plan_options(options, limits(), "the CUDA indexer");
     auto plan = std::make_unique<CudaIndexerPlan>();
     plan->options = options;
     build(*plan, md, key_cache, stream);
@@ -100,10 +88,7 @@ class CudaIndexerImpl final : public IndexerImpl {
   void write_cache(const StepPlan& base, const TensorView& k, const TensorView& key_cache,
                    Stream stream) const override {
     const CudaIndexerPlan& plan = own(base);
-    if (!plan.shape().slot_mapping)
-      throw ValueError(
-          "write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-          "was empty), so there is nowhere to write");
+    mla_host::require_slot_mapping(plan.shape());
     mla_host::check_tensor(k, "k", {plan.batch.num_actual_tokens, params_.head_dim}, params_.dtype, plan.shape());
     check_cache(plan, key_cache);
     mla_host::check_no_overlap(key_cache, "key_cache", k, "k");
@@ -287,12 +272,7 @@ std::unique_ptr<IndexerImpl> make_cuda_indexer_impl(const IndexerLayerParams& pa
 }
 
 KernelInfo cuda_indexer_info() {
-  KernelInfo k;
-  k.device = DeviceKind::cuda;
-  k.available = sparse_device_unavailable_reason(0).empty();
-  k.isa = "CUDA mma.sync (sm_80, sm_90a)";
-  k.graph_support = GraphSupport::never;  // plans upload their batch synchronously
-  return k;
+  return sparse_device_kernel_info();
 }
 
 }  // namespace attnsel::kernel::cuda::sparse_mla

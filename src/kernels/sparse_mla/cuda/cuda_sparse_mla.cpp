@@ -58,11 +58,6 @@ class CudaSparseMlaPlan final : public StepPlan {
   }
 };
 
-/// Grows `buffer` to at least `bytes`.
-void reserve(DeviceBuffer& buffer, std::size_t bytes) {
-  if (buffer.size() < bytes) buffer = DeviceBuffer(std::max<std::size_t>(bytes, 256));
-}
-
 class CudaSparseMlaImpl final : public SparseMlaImpl {
  public:
   explicit CudaSparseMlaImpl(const SparseMlaLayerParams& p) : SparseMlaImpl(p) {
@@ -86,12 +81,8 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
   std::unique_ptr<StepPlan> plan(const AttentionMetadata& md, const TensorView& cache, Stream stream,
                                  const SparseMlaPlanOptions& options) const override {
     validate_cache(cache);
-    const SparseMlaKernelLimits lim = limits();
-    if (options.decode_query_len < 1 || options.decode_query_len > lim.max_decode_query_len)
-      throw ValueError(
-          fmt::format("SparseMlaPlanOptions::decode_query_len = {}; {} takes 1 to {} query tokens per "
-                      "decode request",
-                      options.decode_query_len, kKernelName, lim.max_decode_query_len));
+    host::check_decode_query_len("SparseMlaPlanOptions::decode_query_len", options.decode_query_len, kKernelName,
+                                 limits().max_decode_query_len);
     auto plan = std::make_unique<CudaSparseMlaPlan>();
     plan->options = options;
     build(*plan, md, cache, stream);
@@ -106,13 +97,7 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
   void write_cache(const StepPlan& base, const TensorView& kv_c, const TensorView& k_pe, const TensorView& cache,
                    Stream stream) const override {
     const CudaSparseMlaPlan& plan = own(base);
-    if (!plan.shape().slot_mapping)
-      throw ValueError(
-          "write_cache: the plan's batch came without a slot_mapping (AttentionMetadata::slot_mapping "
-          "was empty), so there is nowhere to write");
-    const int T = plan.batch.num_actual_tokens;
-    mla_host::check_tensor(kv_c, "kv_c", {T, params_.dims.kv_lora_rank}, params_.dtype, plan.shape());
-    mla_host::check_tensor(k_pe, "k_pe", {T, params_.dims.qk_rope_head_dim}, params_.dtype, plan.shape());
+    mla_host::check_latent_write_inputs(plan.shape(), params_.dims, params_.dtype, kv_c, k_pe);
     check_cache(plan, cache);
     mla_host::check_no_overlap(cache, "cache", kv_c, "kv_c");
     mla_host::check_no_overlap(cache, "cache", k_pe, "k_pe");
@@ -125,7 +110,7 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
     w.cache = cache.data;
     w.cache_row_stride = cache.stride[1];
     w.slots = plan.device.slots();
-    w.tokens = T;
+    w.tokens = plan.batch.num_actual_tokens;
     const DeviceScope scope(device_);
     launch_latent_write(w, params_.dtype, cache_kind(), stream.native);
   }
@@ -426,12 +411,8 @@ std::unique_ptr<SparseMlaImpl> make_cuda_sparse_mla_impl(const SparseMlaLayerPar
 }
 
 KernelInfo cuda_sparse_mla_info() {
-  KernelInfo k;
-  k.device = DeviceKind::cuda;
-  k.available = sparse_device_unavailable_reason(0).empty();
-  k.isa = "CUDA mma.sync (sm_80, sm_90a)";
-  k.graph_support = GraphSupport::never;  // plans upload their batch synchronously
-  k.lse_output = true;                    // SparseMlaImpl::attend_latent's
+  KernelInfo k = sparse_device_kernel_info();
+  k.lse_output = true;  // SparseMlaImpl::attend_latent's
   return k;
 }
 

@@ -50,6 +50,19 @@ void require_sparse_device(int device) {
 
 int device_multiprocessors(int device) { return device_info(device).multiprocessors; }
 
+KernelInfo sparse_device_kernel_info() {
+  KernelInfo k;
+  k.device = DeviceKind::cuda;
+  k.available = sparse_device_unavailable_reason(0).empty();
+  k.isa = "CUDA mma.sync (sm_80, sm_90a)";
+  k.graph_support = GraphSupport::never;  // plans upload their batch synchronously
+  return k;
+}
+
+void reserve(DeviceBuffer& buffer, std::size_t bytes) {
+  if (buffer.size() < bytes) buffer = DeviceBuffer(std::max<std::size_t>(bytes, 256));
+}
+
 void require_aligned(const TensorView& t, const char* name, int bytes) {
   const auto es = static_cast<std::int64_t>(element_size(t.dtype));
   bool ok = reinterpret_cast<std::uintptr_t>(t.data) % static_cast<std::uintptr_t>(bytes) == 0;

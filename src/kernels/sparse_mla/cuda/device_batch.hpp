@@ -35,6 +35,12 @@ std::string sparse_device_unavailable_reason(int device);
 void require_sparse_device(int device);
 /// The device's streaming multiprocessors.
 int device_multiprocessors(int device);
+/// What the indexer and the sparse attention kernels both declare: a CUDA kernel of
+/// mma.sync for sm_80 and sm_90a, available where device 0 runs it, never in a graph.
+KernelInfo sparse_device_kernel_info();
+
+/// Grows `buffer` to at least `bytes` (256 at the least); one large enough is kept.
+void reserve(DeviceBuffer& buffer, std::size_t bytes);
 
 /// ValueError unless `t`'s address and the byte size of each of its strides are multiples
 /// of `bytes` (the kernels' vector loads and stores), naming it.

@@ -26,17 +26,9 @@ __global__ void __launch_bounds__(32 * kWarpsPerBlock) key_write_kernel(const __
   if (slot < 0) return;
   const T* k = static_cast<const T*>(p.k) + std::int64_t(token) * p.k_stride;
   float x[4];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    x[i] = load_float(k, 4 * lane + i);
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-  amax = warp_max(amax);
+  const float amax = load_row_quad(k, lane, x);
   const float scale = pow2_ceil(fmaxf(amax, 1e-4f) / kE4m3Max);
-  std::uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= std::uint32_t(to_e4m3(__fdiv_rn(x[i], scale))) << (8 * i);
+  const std::uint32_t packed = pack_e4m3x4(x, scale);
   std::uint8_t* block = p.cache + (slot / p.block_size) * p.block_stride;
   const std::int64_t offset = slot % p.block_size;
   *reinterpret_cast<std::uint32_t*>(block + offset * kIndexerDim + 4 * lane) = packed;

@@ -40,13 +40,7 @@ __global__ void __launch_bounds__(256) query_quant_kernel(const __grid_constant_
   const T* q =
       static_cast<const T*>(p.q) + std::int64_t(token) * p.q_token_stride + std::int64_t(head) * p.q_head_stride;
   float x[4];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    x[i] = load_float(q, 4 * lane + i);
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-  amax = warp_max(amax);
+  const float amax = load_row_quad(q, lane, x);
   const float sigma = pow2_ceil(fmaxf(amax, 1e-10f) / kE4m3Max);
   std::uint16_t* q8 = p.q8 + row * kIndexerDim + 4 * lane;
 #pragma unroll

@@ -37,18 +37,9 @@ __global__ void __launch_bounds__(kThreads) ds_mla_write_kernel(const __grid_con
   const auto* kv_c = static_cast<const __nv_bfloat16*>(p.kv_c) + std::int64_t(token) * p.kv_c_stride;
   const int tile = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
   float x[4];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    x[i] = __bfloat162float(kv_c[tile * kDsTile + 4 * lane + i]);
-    amax = fmaxf(amax, fabsf(x[i]));
-  }
-  amax = warp_max(amax);
+  const float amax = load_row_quad(kv_c + tile * kDsTile, lane, x);
   const float scale = pow2_ceil(fmaxf(amax / kE4m3Max, 1e-4f));
-  std::uint32_t packed = 0;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) packed |= std::uint32_t(to_e4m3(__fdiv_rn(x[i], scale))) << (8 * i);
-  *reinterpret_cast<std::uint32_t*>(rec + tile * kDsTile + 4 * lane) = packed;
+  *reinterpret_cast<std::uint32_t*>(rec + tile * kDsTile + 4 * lane) = pack_e4m3x4(x, scale);
   if (lane == 0) *reinterpret_cast<float*>(rec + kDsScaleOffset + 4 * tile) = scale;
   // The rope key, verbatim: 64 bf16 values, two per thread of the first warp.
   if (tile == 0) {

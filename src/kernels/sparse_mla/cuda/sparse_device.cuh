@@ -75,6 +75,27 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+/// One lane's share of a warp's 128-value row (`row`, four values a lane): x = values
+/// 4·lane … 4·lane + 3 as float. Returns the row's largest magnitude (every lane the same).
+template <class T>
+__device__ __forceinline__ float load_row_quad(const T* row, int lane, float (&x)[4]) {
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    x[i] = load_float(row, 4 * lane + i);
+    amax = fmaxf(amax, fabsf(x[i]));
+  }
+  return warp_max(amax);
+}
+
+/// e4m3(x[i] / scale) of four values, packed lowest first into one 32-bit word.
+__device__ __forceinline__ std::uint32_t pack_e4m3x4(const float (&x)[4], float scale) {
+  std::uint32_t packed = 0;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) packed |= std::uint32_t(to_e4m3(__fdiv_rn(x[i], scale))) << (8 * i);
+  return packed;
+}
+
 /// A score's order as an unsigned integer (larger score, larger value): -0 is +0, NaN
 /// lowest (the CPU top-k's order_of).
 __device__ __forceinline__ std::uint32_t score_order(float score) {
