@@ -14,6 +14,10 @@ namespace attnsel::backends {
 
 inline const std::vector<DType> kHalfDTypes = {DType::float16, DType::bfloat16};
 inline const std::vector<DType> kHalfAndFloatDTypes = {DType::float16, DType::bfloat16, DType::float32};
+/// The KV-cache dtypes of the backends that store 16-bit caches and every FP8 format (the ROCm ones).
+inline const std::vector<CacheDType> kHalfAndFp8KvDTypes = {
+    CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8, CacheDType::fp8_e4m3,
+    CacheDType::fp8_e5m2};
 /// The KV-cache dtypes of the dense MLA backends that take FP8 caches.
 inline const std::vector<CacheDType> kMlaFp8KvDTypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16,
                                                         CacheDType::fp8, CacheDType::fp8_e4m3};

@@ -65,26 +65,27 @@ BackendCapabilities FlashAttentionBackend::capabilities(const RuntimeEnv& env) c
   return c;
 }
 
+FaVersionQuery FlashAttentionBackend::layer_query(const CombinationArgs& a) {
+  FaVersionQuery q;
+  q.head_size = a.head_size;
+  q.has_sinks = a.has_sink;
+  q.kv_cache_block_size = a.block_size;
+  q.supports_fa4_hd256 = true;
+  return q;
+}
+
 std::optional<std::string> FlashAttentionBackend::combination_reason(const CombinationArgs& a,
                                                                      const RuntimeEnv& env) const {
   if (a.has_sink && a.device_capability && *a.device_capability < DeviceCapability{9, 0})
     return "sink not supported on compute capability < 9.0";
-  FaVersionQuery q;
-  q.head_size = a.head_size;
+  FaVersionQuery q = layer_query(a);
   q.head_size_v = a.head_size;
-  q.has_sinks = a.has_sink;
-  q.kv_cache_block_size = a.block_size;
-  q.supports_fa4_hd256 = true;
   q.mm_prefix = a.use_mm_prefix;
   if (a.kv_cache_dtype && is_quantized_kv_cache(*a.kv_cache_dtype) &&
       !flash_attn_supports_kv_cache_dtype(env, *a.kv_cache_dtype, q))
     return "FP8 KV cache requires FA3 on SM90 or FA4 on SM100";
   if (a.use_mm_prefix) {
-    FaVersionQuery mm;
-    mm.head_size = a.head_size;
-    mm.has_sinks = a.has_sink;
-    mm.kv_cache_block_size = a.block_size;
-    mm.supports_fa4_hd256 = true;
+    FaVersionQuery mm = layer_query(a);
     mm.mm_prefix = true;  // a layer that asks for mm-prefix belongs to a PrefixLM model
     if (get_flash_attn_version(env, mm) != 4)
       return "mm_prefix (PrefixLM bidirectional attention) requires FlashAttention v4, which does not resolve for "

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "attnsel/backend.hpp"
+#include "backends/runtime_facts.hpp"
 
 namespace attnsel::backends {
 
@@ -28,6 +29,9 @@ class FlashAttentionBackend : public AttentionBackend {
   virtual std::optional<int> head_size_v() const { return std::nullopt; }
   /// FA4's dedicated head-256 kernel pins the kernel page to 128 tokens for the served model.
   std::optional<int> fa4_hd256_block_size(const RuntimeEnv& env) const;
+  /// get_flash_attn_version()'s query for the layer `args` describes: its head size, sinks and
+  /// block size, FA4's head-256 kernel allowed.
+  static FaVersionQuery layer_query(const CombinationArgs& args);
   /// supports_combination(), which a subclass may extend.
   virtual std::optional<std::string> combination_reason(const CombinationArgs& args, const RuntimeEnv& env) const;
 };

@@ -12,8 +12,7 @@ class AiterFlashAttentionBackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::AiterFlashAttentionBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c;
-    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
-                         CacheDType::fp8_e4m3, CacheDType::fp8_e5m2};
+    c.kv_cache_dtypes = kHalfAndFp8KvDTypes;
     c.forward_includes_kv_cache_update = false;
     c.kernel_block_sizes = {16, 32};
     c.head_sizes = {64, 128, 256};

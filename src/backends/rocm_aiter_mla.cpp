@@ -11,8 +11,7 @@ class AiterMLABackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::AiterMLABackend"; }
   BackendCapabilities capabilities(const RuntimeEnv&) const override {
     BackendCapabilities c = dense_mla_capabilities();
-    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
-                         CacheDType::fp8_e4m3, CacheDType::fp8_e5m2};
+    c.kv_cache_dtypes = kHalfAndFp8KvDTypes;
     c.head_sizes = {};
     return c;
   }

@@ -11,8 +11,7 @@ class RocmAiterUnifiedAttentionBackend : public AttentionBackend {
   std::string qualname() const override { return "attnsel::backends::RocmAiterUnifiedAttentionBackend"; }
   BackendCapabilities capabilities(const RuntimeEnv& env) const override {
     BackendCapabilities c;
-    c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
-                         CacheDType::fp8_e4m3, CacheDType::fp8_e5m2};
+    c.kv_cache_dtypes = kHalfAndFp8KvDTypes;
     c.forward_includes_kv_cache_update = false;
     c.kernel_block_sizes = {MultipleOf{16}};
     c.sink = true;

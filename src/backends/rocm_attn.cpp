@@ -9,8 +9,7 @@ namespace attnsel::backends {
 BackendCapabilities rocm_attention_capabilities() {
   BackendCapabilities c;
   c.dtypes = kHalfAndFloatDTypes;
-  c.kv_cache_dtypes = {CacheDType::auto_, CacheDType::float16, CacheDType::bfloat16, CacheDType::fp8,
-                       CacheDType::fp8_e4m3, CacheDType::fp8_e5m2};
+  c.kv_cache_dtypes = kHalfAndFp8KvDTypes;
   c.forward_includes_kv_cache_update = false;
   // The native HIP kernel handles 16 and 32; other multiples of 16 take the Triton path.
   c.kernel_block_sizes = {MultipleOf{16}};

@@ -17,12 +17,7 @@ class TritonFlashAttentionCausalChild : public FlashAttentionBackend {
  protected:
   std::optional<std::string> combination_reason(const CombinationArgs& a, const RuntimeEnv& env) const override {
     if (auto reason = FlashAttentionBackend::combination_reason(a, env)) return reason;
-    FaVersionQuery q;
-    q.head_size = a.head_size;
-    q.has_sinks = a.has_sink;
-    q.kv_cache_block_size = a.block_size;
-    q.supports_fa4_hd256 = true;
-    const std::optional<int> v = get_flash_attn_version(env, q);
+    const std::optional<int> v = get_flash_attn_version(env, layer_query(a));
     if (v != 3 && v != 4) return "causal route requires FlashAttention v3 or v4";
     return std::nullopt;
   }

@@ -35,6 +35,11 @@ TensorView view(const DLTensor* t, std::string_view what) {
   }
 }
 
+std::optional<TensorView> optional_view(const DLTensor* t, std::string_view what) {
+  if (t == nullptr) return std::nullopt;
+  return view(t, what);
+}
+
 kernel::AttentionMetadata metadata(const attnsel_batch* batch) {
   require(batch, "batch");
   require_struct(batch->struct_size, sizeof(attnsel_batch), "attnsel_batch");

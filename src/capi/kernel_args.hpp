@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -26,6 +27,8 @@ std::shared_ptr<const AttentionBackend> backend_with_kernel(const char* backend)
 
 /// The view of a DLPack tensor; ValueError naming `what` (NULL, unsupported dtype, ...).
 kernel::TensorView view(const DLTensor* t, std::string_view what);
+/// An optional output such as the LSE: nullopt for NULL, else view(t, what).
+std::optional<kernel::TensorView> optional_view(const DLTensor* t, std::string_view what);
 
 /// A host-memory batch as the kernel interface's view of it. Spans point into the caller's
 /// arrays; plan() and update() copy what they keep. Only the sizes that locate the arrays

@@ -207,8 +207,7 @@ attnsel_status attnsel_kernel_execute(const attnsel_kernel* kernel, const attnse
   return guarded([&] {
     require(kernel, "kernel");
     const kernel::StepPlan& p = step_plan(plan);
-    std::optional<TensorView> lse_view;
-    if (lse != nullptr) lse_view = view(lse, "lse");
+    const std::optional<TensorView> lse_view = optional_view(lse, "lse");
     kernel->impl->execute(p, view(query, "query"), cache_view(key_cache, value_cache), view(output, "output"),
                           stream_of(stream), lse_view ? &*lse_view : nullptr);
   });
@@ -224,8 +223,7 @@ attnsel_status attnsel_kernel_execute_append(const attnsel_kernel* kernel, const
     if (!p.shape().slot_mapping)
       throw ValueError("this step plan's batch has no slot_mapping: give attnsel_batch.slot_mapping to append keys "
                        "and values in execute");
-    std::optional<TensorView> lse_view;
-    if (lse != nullptr) lse_view = view(lse, "lse");
+    const std::optional<TensorView> lse_view = optional_view(lse, "lse");
     const kernel::NewKeysValues new_kv{view(key, "key"), view(value, "value")};
     kernel->impl->execute(p, view(query, "query"), new_kv, cache_view(key_cache, value_cache), view(output, "output"),
                           stream_of(stream), lse_view ? &*lse_view : nullptr);

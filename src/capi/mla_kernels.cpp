@@ -188,8 +188,7 @@ attnsel_status attnsel_mla_kernel_decode_latent(const attnsel_mla_kernel* kernel
                                                 const DLTensor* lse, attnsel_stream stream) {
   return guarded([&] {
     const kernel::MlaImpl& impl = impl_of(kernel);
-    std::optional<TensorView> lse_view;
-    if (lse != nullptr) lse_view = view(lse, "lse");
+    const std::optional<TensorView> lse_view = optional_view(lse, "lse");
     impl.decode_latent(step_plan(plan), view(q_latent, "q_latent"), view(cache, "cache"), view(out, "out"),
                        stream_of(stream), lse_view ? &*lse_view : nullptr);
   });

@@ -8,7 +8,8 @@
 #include <string>
 
 #include "attnsel/errors.hpp"
-#include "kernels/half.hpp"
+#include "kernels/element_access.hpp"
+#include "runtime/host_batch.hpp"
 
 namespace attnsel::distributed {
 
@@ -18,24 +19,9 @@ using kernel::ScalarType;
 
 // Widens `n` activations of type `t` to fp32 (the merge's arithmetic).
 void widen(const std::uint8_t* src, ScalarType t, std::size_t n, float* dst) {
-  switch (t) {
-    case ScalarType::f32: std::memcpy(dst, src, n * sizeof(float)); return;
-    case ScalarType::bf16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = kernel::bf16_to_float(h);
-      }
-      return;
-    case ScalarType::f16:
-      for (std::size_t i = 0; i < n; ++i) {
-        std::uint16_t h;
-        std::memcpy(&h, src + 2 * i, 2);
-        dst[i] = kernel::half_to_float(h);
-      }
-      return;
-    default: throw ValueError(fmt::format("DCP partial outputs of type {} cannot be merged", kernel::to_string(t)));
-  }
+  if (t != ScalarType::f32 && t != ScalarType::bf16 && t != ScalarType::f16)
+    throw ValueError(fmt::format("DCP partial outputs of type {} cannot be merged", kernel::to_string(t)));
+  for (std::size_t i = 0; i < n; ++i) dst[i] = kernel::load_activation(t, src, static_cast<std::int64_t>(i));
 }
 
 }  // namespace
@@ -147,17 +133,11 @@ void PartialAttention::plan(const kernel::AttentionMetadata& md, const kernel::K
       if (!md.slot_mapping.empty())
         slots_.push_back(md.slot_mapping[static_cast<std::size_t>(md.query_start_loc[i])]);
     }
-    batch.num_seqs = n;
-    batch.num_actual_tokens = n;
-    batch.query_start_loc = qsl_;
-    batch.seq_lens = seq_lens_;
-    batch.block_table = block_table_;
-    batch.slot_mapping = slots_;
-    batch.max_query_len = n > 0 ? 1 : 0;
     if (n == 0) {  // nothing of this batch on this rank
       plan_.reset();
       return;
     }
+    batch = runtime::batch_metadata(qsl_, seq_lens_, block_table_, md.max_blocks_per_seq, slots_);
   }
   const std::size_t rows = all ? static_cast<std::size_t>(tokens_) : rows_.size();
   const std::size_t row_bytes =

@@ -133,6 +133,50 @@ std::string roles_tuple() {
   return fmt::format("({})", fmt::join(q, ", "));
 }
 
+// Parses `text`, the JSON object given to flag `option`, whose fields `read` turns into the
+// flag's config once parse_object has checked them against `known`.
+template <std::size_t N, class Read>
+auto parse_config(std::string_view text, std::string_view option, const std::array<KnownField, N>& known, Read read) {
+  const nlohmann::json j = parse_object(text, option, known);
+  return read(ConfigReader(j, std::string(option)));
+}
+
+AttentionConfig read_attention_config(const ConfigReader& c) {
+  AttentionConfig config;
+  if (auto msa = c.opt_choice("minimax_m3_msa_decode_backend", {"triton", "cutlass"}))
+    config.minimax_m3_msa_decode_backend = *msa;
+  // The MSA alias rule runs after the fields are set (vLLM's __post_init__), so backend last.
+  if (auto backend = c.opt_string("backend")) config.set_backend(*backend);
+  if (const nlohmann::json* per_kind = c.value("backend_per_kind")) {
+    for (auto it = per_kind->begin(); it != per_kind->end(); ++it) {
+      if (!it->is_string())
+        throw ValueError(fmt::format("{}: field 'backend_per_kind.{}': expected a backend name, got {}", c.source(),
+                                     model::printable(it.key()), describe_json(*it)));
+      config.set_backend_per_kind(it.key(), it->get_ref<const std::string&>());
+    }
+  }
+  config.use_non_causal = c.opt_bool("use_non_causal", false);
+  if (c.has("flash_attn_version")) {
+    const int v = c.get_int("flash_attn_version", 2, 4);
+    config.flash_attn_version = v;
+  }
+  if (c.has("use_trtllm_attention")) config.use_trtllm_attention = c.opt_bool("use_trtllm_attention", false);
+  return config;
+}
+
+KVTransferConfig read_kv_transfer_config(const ConfigReader& c) {
+  KVTransferConfig config;
+  config.kv_connector = c.opt_string("kv_connector");
+  config.kv_role = c.opt_string("kv_role");
+  if (config.kv_role &&
+      std::find(kKVRoles.begin(), kKVRoles.end(), std::string_view(*config.kv_role)) == kKVRoles.end())
+    throw ValueError(fmt::format("Unsupported kv_role: {}. Supported roles are {}", *config.kv_role, roles_tuple()));
+  if (config.kv_connector && !config.kv_role)
+    throw ValueError(fmt::format("Please specify kv_disagg_role when kv_connector is set, supported roles are {}",
+                                 roles_tuple()));
+  return config;
+}
+
 void require_positive(int value, std::string_view option) {
   if (value < 1) throw ValueError(fmt::format("{}: expected a positive integer, got {}", option, value));
 }
@@ -147,45 +191,11 @@ bool KVTransferConfig::is_kv_transfer_instance() const {
 }
 
 AttentionConfig parse_attention_config(std::string_view json_text) {
-  constexpr std::string_view kOption = "--attention-config";
-  const nlohmann::json j = parse_object(json_text, kOption, kAttentionConfigFields);
-  const ConfigReader c(j, std::string(kOption));
-  AttentionConfig config;
-  if (auto msa = c.opt_choice("minimax_m3_msa_decode_backend", {"triton", "cutlass"}))
-    config.minimax_m3_msa_decode_backend = *msa;
-  // The MSA alias rule runs after the fields are set (vLLM's __post_init__), so backend last.
-  if (auto backend = c.opt_string("backend")) config.set_backend(*backend);
-  if (j.contains("backend_per_kind")) {
-    for (auto it = j["backend_per_kind"].begin(); it != j["backend_per_kind"].end(); ++it) {
-      if (!it->is_string())
-        throw ValueError(fmt::format("{}: field 'backend_per_kind.{}': expected a backend name, got {}", kOption,
-                                     model::printable(it.key()), describe_json(*it)));
-      config.set_backend_per_kind(it.key(), it->get_ref<const std::string&>());
-    }
-  }
-  config.use_non_causal = c.opt_bool("use_non_causal", false);
-  if (c.has("flash_attn_version")) {
-    const int v = c.get_int("flash_attn_version", 2, 4);
-    config.flash_attn_version = v;
-  }
-  if (c.has("use_trtllm_attention")) config.use_trtllm_attention = c.opt_bool("use_trtllm_attention", false);
-  return config;
+  return parse_config(json_text, "--attention-config", kAttentionConfigFields, read_attention_config);
 }
 
 KVTransferConfig parse_kv_transfer_config(std::string_view json_text) {
-  constexpr std::string_view kOption = "--kv-transfer-config";
-  const nlohmann::json j = parse_object(json_text, kOption, kKVTransferFields);
-  const ConfigReader c(j, std::string(kOption));
-  KVTransferConfig config;
-  config.kv_connector = c.opt_string("kv_connector");
-  config.kv_role = c.opt_string("kv_role");
-  if (config.kv_role &&
-      std::find(kKVRoles.begin(), kKVRoles.end(), std::string_view(*config.kv_role)) == kKVRoles.end())
-    throw ValueError(fmt::format("Unsupported kv_role: {}. Supported roles are {}", *config.kv_role, roles_tuple()));
-  if (config.kv_connector && !config.kv_role)
-    throw ValueError(fmt::format("Please specify kv_disagg_role when kv_connector is set, supported roles are {}",
-                                 roles_tuple()));
-  return config;
+  return parse_config(json_text, "--kv-transfer-config", kKVTransferFields, read_kv_transfer_config);
 }
 
 std::optional<std::string> kv_connector_cache_layout(const KVTransferConfig& config, bool model_uses_mla) {

@@ -30,9 +30,7 @@ class PluginAttentionImpl final : public kernel::AttentionImpl {
     kernel::validate_cache_write_args(params_, key, value, cache, md);
     const attnsel_tensor k = to_c_tensor(key);
     const attnsel_tensor v = to_c_tensor(value);
-    const attnsel_kv_cache c = to_c_cache(cache);
-    const attnsel_metadata m = to_c_metadata(md);
-    call("write_kv_cache", [&](MessageBuffer& error) {
+    call("write_kv_cache", cache, md, [&](const attnsel_kv_cache& c, const attnsel_metadata& m, MessageBuffer& error) {
       return ops_->write_kv_cache(instance_, &k, &v, &c, &m, error.ptr(), error.capacity());
     });
   }
@@ -42,23 +40,24 @@ class PluginAttentionImpl final : public kernel::AttentionImpl {
     kernel::validate_forward_args(params_, query, cache, md, output);
     const attnsel_tensor q = to_c_tensor(query);
     const attnsel_tensor o = to_c_tensor(output);
-    const attnsel_kv_cache c = to_c_cache(cache);
-    const attnsel_metadata m = to_c_metadata(md);
-    call("forward", [&](MessageBuffer& error) {
+    call("forward", cache, md, [&](const attnsel_kv_cache& c, const attnsel_metadata& m, MessageBuffer& error) {
       return ops_->forward(instance_, &q, &c, &m, &o, error.ptr(), error.capacity());
     });
   }
 
  private:
-  // Calls the plugin's operation `op` (`f` passes it the error buffer): a failure it reports
-  // becomes a RuntimeError with its message. The ABI forbids exceptions; one that escapes a
-  // C++ plugin anyway becomes an error here.
+  // Calls the plugin's operation `op` on `cache` and `md`, which every operation takes (`f`
+  // passes it their C forms and the error buffer): a failure it reports becomes a
+  // RuntimeError with its message. The ABI forbids exceptions; one that escapes a C++ plugin
+  // anyway becomes an error here.
   template <class F>
-  void call(std::string_view op, F&& f) const {
+  void call(std::string_view op, const kernel::KVCacheView& cache, const kernel::AttentionMetadata& md, F&& f) const {
+    const attnsel_kv_cache c = to_c_cache(cache);
+    const attnsel_metadata m = to_c_metadata(md);
     MessageBuffer error;
     int status = ATTNSEL_OK;
     try {
-      status = f(error);
+      status = f(c, m, error);
     } catch (...) {
       throw RuntimeError(fmt::format("{}: the plugin threw an exception (plugins must not throw across the ABI)", label_));
     }

@@ -9,6 +9,7 @@
 
 #include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
+#include "runtime/median.hpp"
 
 namespace attnsel::runtime {
 
@@ -58,6 +59,14 @@ std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& 
   return tokens;
 }
 
+std::string bench_case_shape(const BenchCase& c, kernel::ScalarType cache_type) {
+  const WorkloadSpec& w = c.workload;
+  return fmt::format("{} × {} tokens{}, {}/{} heads, d={}, {} KV {}, block {}", w.sequences.size(),
+                     w.sequences.front().seq_len, c.decode ? "" : " (causal)", w.num_heads, w.num_kv_heads,
+                     w.head_size, kernel::to_string(cache_type), w.layout == CacheLayout::nhd ? "NHD" : "HND",
+                     w.block_size);
+}
+
 BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, const Ceilings& ceilings,
                            const std::string& isa, int repeats) {
   PagedWorkload w(c.workload);
@@ -93,10 +102,6 @@ BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, con
     ratios.push_back(work / t / 1e9 / ceiling);
     before = after;
   }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-  };
 
   BenchResult r;
   r.name = c.name;
@@ -104,11 +109,7 @@ BenchResult run_bench_case(const BenchCase& c, const ImplFactory& make_impl, con
   r.seconds = median(times);
   r.target_pct = c.target_pct;
   r.check_passed = cmp.passed();
-  const auto& seqs = c.workload.sequences;
-  r.shape = fmt::format("{} × {} tokens{}, {}/{} heads, d={}, {} KV {}, block {}", seqs.size(), seqs.front().seq_len,
-                        c.decode ? "" : " (causal)", p.num_heads, p.num_kv_heads, p.head_size,
-                        kernel::to_string(w.cache().key.dtype), c.workload.layout == CacheLayout::nhd ? "NHD" : "HND",
-                        c.workload.block_size);
+  r.shape = bench_case_shape(c, w.cache().key.dtype);
   r.figure = work / r.seconds / 1e9;
   r.ceiling = median(ceilings_seen);
   r.ceiling_name = c.decode ? "read bandwidth" : fmt::format("{} peak", peak.name);

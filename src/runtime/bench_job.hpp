@@ -64,6 +64,9 @@ WorkloadSpec bench_workload(const WorkloadShape& shape, int heads, int kv_heads)
 /// The query tokens whose outputs a bench case checks: the last one of each of the first
 /// four sequences (the longest contexts).
 std::vector<std::int32_t> bench_checked_tokens(const kernel::AttentionMetadata& md);
+/// BenchResult::shape of `c`, whose cache stores `cache_type`: sequences × context, heads,
+/// head size, the cache's type, layout and block size.
+std::string bench_case_shape(const BenchCase& c, kernel::ScalarType cache_type);
 
 /// Times `repeats` forward passes of `c` (after one warm-up) and checks a sample against
 /// the reference. Each pass is paired with a ceiling probe just before and just after it

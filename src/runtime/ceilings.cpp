@@ -20,6 +20,7 @@
 
 #include "hwy/highway.h"
 #include "runtime/ceilings.hpp"
+#include "runtime/median.hpp"
 
 #if HWY_TARGET == HWY_AVX3
 #include <immintrin.h>
@@ -111,11 +112,6 @@ int resolve_threads(int threads) { return threads > 0 ? threads : omp_get_max_th
 // The probes size their teams as the kernels do (OpenMP's own setting, OMP_DYNAMIC
 // included), so a probe and the work it is paired with run on the same number of threads;
 // rates count the threads that actually ran.
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 bool has_bf16_dot() {
 #if defined(__x86_64__)

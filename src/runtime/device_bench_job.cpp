@@ -11,6 +11,7 @@
 #include "runtime/accuracy.hpp"
 #include "runtime/bench_job.hpp"
 #include "runtime/device_ceilings.hpp"
+#include "runtime/median.hpp"
 #include "runtime/workload_device.hpp"
 
 namespace attnsel::runtime {
@@ -116,11 +117,6 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
     plan_us.push_back(std::chrono::duration<double, std::micro>(t3 - t2).count());
   }
   synchronize("attnsel bench: host timing");
-  auto median = [](std::vector<double> x) {
-    if (x.empty()) return 0.0;
-    std::sort(x.begin(), x.end());
-    return x[x.size() / 2];
-  };
 
   BenchResult r;
   r.name = c.name;
@@ -136,11 +132,7 @@ BenchResult run_device_bench_case(const BenchCase& c, const ImplFactory& make_im
   r.target_pct = c.target_pct;
   r.target_figure = c.target_figure;
   r.check_passed = cmp.passed();
-  const auto& seqs = c.workload.sequences;
-  r.shape = fmt::format("{} × {} tokens{}, {}/{} heads, d={}, {} KV {}, block {}", seqs.size(), seqs.front().seq_len,
-                        c.decode ? "" : " (causal)", p.num_heads, p.num_kv_heads, p.head_size,
-                        kernel::to_string(host_cache.key.dtype), c.workload.layout == CacheLayout::nhd ? "NHD" : "HND",
-                        c.workload.block_size);
+  r.shape = bench_case_shape(c, host_cache.key.dtype);
   r.figure = work / r.seconds / 1e9;
   r.ceiling = median(ceilings_seen);
   r.ceiling_name = c.decode ? "device read bandwidth" : "no GPU compute probe";

@@ -10,6 +10,7 @@
 
 #include "attnsel/errors.hpp"
 #include "runtime/huge_buffer.hpp"
+#include "runtime/median.hpp"
 #include "runtime/mla_check.hpp"
 
 namespace attnsel::runtime {
@@ -23,11 +24,6 @@ using kernel::TensorView;
 constexpr float kLatentQueryRange = 7.0f;
 // Reference multiply-adds a case's check may spend (one sample is always checked).
 constexpr double kCheckBudget = 1e9;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 double seconds_of(const auto& f) {
   const auto t0 = std::chrono::steady_clock::now();

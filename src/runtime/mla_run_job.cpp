@@ -247,8 +247,7 @@ MemoryNeed mla_memory_need(const MlaRunSpec& spec) {
 }
 
 MlaRunReport run_mla_job(const MlaRunSpec& spec, const MlaImplFactory& make_impl, const Progress& progress) {
-  check_spec(spec);
-  if (const MemoryNeed need = mla_memory_need(spec); !need.shortfall.empty()) throw ValueError(need.shortfall);
+  mla_memory_need(spec).require_fit();  // checks the spec first
 
   MlaRunReport report;
   report.spec = spec;

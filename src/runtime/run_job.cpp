@@ -286,9 +286,12 @@ MemoryNeed memory_need(const RunSpec& spec) {
   return need;
 }
 
+void MemoryNeed::require_fit() const {
+  if (!shortfall.empty()) throw ValueError(shortfall);
+}
+
 RunReport run_job(const RunSpec& spec, const ImplFactory& make_impl, const Progress& progress) {
-  check_spec(spec);
-  if (const MemoryNeed need = memory_need(spec); !need.shortfall.empty()) throw ValueError(need.shortfall);
+  memory_need(spec).require_fit();  // checks the spec first
 
   RunReport report;
   report.spec = spec;

@@ -78,6 +78,8 @@ struct MemoryNeed {
   std::size_t cache_bytes = 0;       ///< of which the KV caches (in the workload's memory)
   /// Empty when it fits; else what is short, by how much, and which option to lower.
   std::string shortfall;
+  /// Throws ValueError with the shortfall when there is one.
+  void require_fit() const;
 };
 /// Sizes `spec`'s memory (caches, step buffers, the check's host copies) against the free
 /// memory of the host and, for device workloads, of cuda:0.
