@@ -48,7 +48,7 @@ function(attnsel_add_cuda_kernels obj_target shared_target)
     else()
       set(arch ${ATTNSEL_CUDA_GENCODE_SM80} ${ATTNSEL_CUDA_GENCODE_SM90A})
     endif()
-    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${arch};${common}")
+    set_source_files_properties(${src} PROPERTIES COMPILE_OPTIONS "${arch};${common}" SKIP_UNITY_BUILD_INCLUSION ON)
   endforeach()
   # The static runtime: the library needs no libcudart.so, and loads without a driver.
   target_link_libraries(${obj_target} PUBLIC CUDA::cudart_static)

@@ -57,6 +57,8 @@ target_include_directories(attnsel_layer_base INTERFACE
 target_link_libraries(attnsel_layer_base INTERFACE fmt::fmt spdlog::spdlog nlohmann_json::nlohmann_json)
 target_compile_definitions(attnsel_layer_base INTERFACE SPDLOG_FMT_EXTERNAL)
 
+option(ATTNSEL_UNITY_BUILD "Compile each layer's sources in unity batches (off: one object per file)" ON)
+
 # attnsel_layer_<layer>: an object library of the layer's sources, compiled against its
 # include root only.
 function(attnsel_add_layer layer)
@@ -72,4 +74,16 @@ function(attnsel_add_layer layer)
   target_link_libraries(${target} PUBLIC attnsel_layer_base)
   set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
                                              CUDA_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  # Unity batches: most of each object was the same headers (fmt, spdlog, nlohmann-json, the
+  # public API) compiled again. Batches of 8 keep both cores of a small machine busy. A file
+  # that compiles itself once per SIMD target (Highway's foreach_target) stays alone.
+  if(NOT layer MATCHES "^(kernels|runtime)$")
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ${ATTNSEL_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
+  endif()
+  foreach(source IN LISTS arg_SOURCES)
+    file(STRINGS ${source} per_target REGEX "HWY_TARGET_INCLUDE" LIMIT_COUNT 1)
+    if(per_target)
+      set_source_files_properties(${source} TARGET_DIRECTORY ${target} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
+    endif()
+  endforeach()
 endfunction()

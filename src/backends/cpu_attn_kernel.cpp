@@ -8,7 +8,7 @@
 namespace attnsel::backends {
 
 namespace {
-const kernel::KernelEntry& cpu_kernel() { return kernel::find_kernel("cpu_attention"); }
+const kernel::KernelEntry& cpu_attention_entry() { return kernel::find_kernel("cpu_attention"); }
 }  // namespace
 
 // The kernel computes everything CPU_ATTN declares (dtypes, kv-cache dtypes, head sizes,
@@ -17,15 +17,15 @@ const kernel::KernelEntry& cpu_kernel() { return kernel::find_kernel("cpu_attent
 // declare, are computed too; they stay undeclared, as in vLLM.
 std::vector<std::string> CPUAttentionBackend::kernel_gaps(const AttentionSelectorConfig& config,
                                                           const RuntimeEnv& env) const {
-  return cpu_kernel().gaps(config, env);
+  return cpu_attention_entry().gaps(config, env);
 }
 
 std::unique_ptr<kernel::AttentionImpl> CPUAttentionBackend::make_impl(const kernel::LayerParams& params) const {
-  return cpu_kernel().make_attention(params);
+  return cpu_attention_entry().make_attention(params);
 }
 
 kernel::KernelInfo CPUAttentionBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, kv_cache_dtype);
+  return cpu_attention_entry().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

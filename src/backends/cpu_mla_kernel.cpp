@@ -11,7 +11,7 @@
 namespace attnsel::backends {
 
 namespace {
-const kernel::KernelEntry& cpu_kernel() { return kernel::find_kernel("cpu_mla"); }
+const kernel::KernelEntry& cpu_mla_entry() { return kernel::find_kernel("cpu_mla"); }
 }  // namespace
 
 // The kernel computes everything CPU_MLA declares (fp16/bf16/f32, kv cache "auto", block 16,
@@ -20,7 +20,7 @@ const kernel::KernelEntry& cpu_kernel() { return kernel::find_kernel("cpu_mla");
 // undeclared, as in vLLM.
 std::vector<std::string> CPUMLABackend::kernel_gaps(const AttentionSelectorConfig& config,
                                                     const RuntimeEnv& env) const {
-  return cpu_kernel().gaps(config, env);
+  return cpu_mla_entry().gaps(config, env);
 }
 
 std::unique_ptr<kernel::AttentionImpl> CPUMLABackend::make_impl(const kernel::LayerParams&) const {
@@ -30,11 +30,11 @@ std::unique_ptr<kernel::AttentionImpl> CPUMLABackend::make_impl(const kernel::La
 }
 
 std::unique_ptr<kernel::MlaImpl> CPUMLABackend::make_mla_impl(const kernel::MlaLayerParams& params) const {
-  return cpu_kernel().make_mla(params);
+  return cpu_mla_entry().make_mla(params);
 }
 
 kernel::KernelInfo CPUMLABackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, kv_cache_dtype);
+  return cpu_mla_entry().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

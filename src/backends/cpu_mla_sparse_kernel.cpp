@@ -12,13 +12,13 @@
 namespace attnsel::backends {
 
 namespace {
-const kernel::KernelEntry& cpu_kernel() { return kernel::find_kernel("cpu_sparse_mla"); }
+const kernel::KernelEntry& cpu_sparse_mla_entry() { return kernel::find_kernel("cpu_sparse_mla"); }
 }  // namespace
 
 // The record declares what the kernel computes, so nothing it accepts is a gap.
 std::vector<std::string> CPUMLASparseBackend::kernel_gaps(const AttentionSelectorConfig& config,
                                                           const RuntimeEnv& env) const {
-  return cpu_kernel().gaps(config, env);
+  return cpu_sparse_mla_entry().gaps(config, env);
 }
 
 std::unique_ptr<kernel::AttentionImpl> CPUMLASparseBackend::make_impl(const kernel::LayerParams&) const {
@@ -30,11 +30,11 @@ std::unique_ptr<kernel::AttentionImpl> CPUMLASparseBackend::make_impl(const kern
 
 std::unique_ptr<kernel::SparseMlaImpl> CPUMLASparseBackend::make_sparse_mla_impl(
     const kernel::SparseMlaLayerParams& params) const {
-  return cpu_kernel().make_sparse_mla(params);
+  return cpu_sparse_mla_entry().make_sparse_mla(params);
 }
 
 kernel::KernelInfo CPUMLASparseBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, kv_cache_dtype);
+  return cpu_sparse_mla_entry().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

@@ -11,18 +11,18 @@
 namespace attnsel::backends {
 
 namespace {
-const kernel::KernelEntry& cuda_kernel() { return kernel::find_kernel("cuda_sparse_mla"); }
+const kernel::KernelEntry& cuda_sparse_mla_entry() { return kernel::find_kernel("cuda_sparse_mla"); }
 }  // namespace
 
-bool CudaSparseMlaBackend::has_kernel() const { return cuda_kernel().unavailable_reason().empty(); }
+bool CudaSparseMlaBackend::has_kernel() const { return cuda_sparse_mla_entry().unavailable_reason().empty(); }
 
 std::string CudaSparseMlaBackend::missing_kernel_reason() const {
-  return fmt::format("{}'s CUDA kernel cannot run here: {}", get_name(), cuda_kernel().unavailable_reason());
+  return fmt::format("{}'s CUDA kernel cannot run here: {}", get_name(), cuda_sparse_mla_entry().unavailable_reason());
 }
 
 std::vector<std::string> CudaSparseMlaBackend::kernel_gaps(const AttentionSelectorConfig& config,
                                                            const RuntimeEnv& env) const {
-  return cuda_kernel().gaps(config, env);
+  return cuda_sparse_mla_entry().gaps(config, env);
 }
 
 std::unique_ptr<kernel::AttentionImpl> CudaSparseMlaBackend::make_impl(const kernel::LayerParams&) const {
@@ -35,11 +35,11 @@ std::unique_ptr<kernel::AttentionImpl> CudaSparseMlaBackend::make_impl(const ker
 
 std::unique_ptr<kernel::SparseMlaImpl> CudaSparseMlaBackend::make_sparse_mla_impl(
     const kernel::SparseMlaLayerParams& params) const {
-  return cuda_kernel().make_sparse_mla(params);
+  return cuda_sparse_mla_entry().make_sparse_mla(params);
 }
 
 kernel::KernelInfo CudaSparseMlaBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
-  return cuda_kernel().info(dtype, kv_cache_dtype);
+  return cuda_sparse_mla_entry().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

@@ -11,26 +11,26 @@
 namespace attnsel::backends {
 
 namespace {
-const kernel::KernelEntry& cuda_kernel() { return kernel::find_kernel("flash_attn_cuda"); }
+const kernel::KernelEntry& flash_attn_cuda_entry() { return kernel::find_kernel("flash_attn_cuda"); }
 }  // namespace
 
-bool FlashAttentionBackend::has_kernel() const { return cuda_kernel().unavailable_reason().empty(); }
+bool FlashAttentionBackend::has_kernel() const { return flash_attn_cuda_entry().unavailable_reason().empty(); }
 
 std::string FlashAttentionBackend::missing_kernel_reason() const {
-  return fmt::format("FLASH_ATTN's CUDA kernels cannot run here: {}", cuda_kernel().unavailable_reason());
+  return fmt::format("FLASH_ATTN's CUDA kernels cannot run here: {}", flash_attn_cuda_entry().unavailable_reason());
 }
 
 std::vector<std::string> FlashAttentionBackend::kernel_gaps(const AttentionSelectorConfig& config,
                                                             const RuntimeEnv& env) const {
-  return cuda_kernel().gaps(config, env);
+  return flash_attn_cuda_entry().gaps(config, env);
 }
 
 std::unique_ptr<kernel::AttentionImpl> FlashAttentionBackend::make_impl(const kernel::LayerParams& params) const {
-  return cuda_kernel().make_attention(params);
+  return flash_attn_cuda_entry().make_attention(params);
 }
 
 kernel::KernelInfo FlashAttentionBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
-  return cuda_kernel().info(dtype, kv_cache_dtype);
+  return flash_attn_cuda_entry().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

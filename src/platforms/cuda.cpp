@@ -9,10 +9,6 @@
 
 namespace attnsel::platforms {
 
-namespace {
-BackendMember m(std::string_view name) { return AttentionBackendEnum[name]; }
-}  // namespace
-
 std::vector<BackendMember> CudaPlatform::backend_priorities(const AttentionSelectorConfig& c,
                                                             std::optional<int> num_heads) const {
   const int major = env_.device.capability ? env_.device.capability->major : 0;
@@ -20,34 +16,36 @@ std::vector<BackendMember> CudaPlatform::backend_priorities(const AttentionSelec
   if (c.use_mla) {
     if (major == 10) {
       for (auto n : {"FLASHINFER_MLA", "TOKENSPEED_MLA", "CUTLASS_MLA", "FLASH_ATTN_MLA", "FLASHMLA", "TRITON_MLA"})
-        list.push_back(m(n));
+        list.push_back(member(n));
       // Sparse tail: FlashInfer first for quantized caches (fp8) and for few heads
       // (FlashMLA pads heads to 64).
       const bool quantized = c.kv_cache_dtype && is_quantized_kv_cache(*c.kv_cache_dtype);
       const bool few_heads = num_heads && *num_heads <= 16;
       if (quantized || few_heads) {
-        list.push_back(m("FLASHINFER_MLA_SPARSE"));
-        list.push_back(m("FLASHMLA_SPARSE"));
+        list.push_back(member("FLASHINFER_MLA_SPARSE"));
+        list.push_back(member("FLASHMLA_SPARSE"));
       } else {
-        list.push_back(m("FLASHMLA_SPARSE"));
-        list.push_back(m("FLASHINFER_MLA_SPARSE"));
+        list.push_back(member("FLASHMLA_SPARSE"));
+        list.push_back(member("FLASHINFER_MLA_SPARSE"));
       }
     } else if (major == 12) {
-      list = {m("TRITON_MLA"), m("FLASHINFER_MLA_SPARSE_SM120")};
+      list = {member("TRITON_MLA"), member("FLASHINFER_MLA_SPARSE_SM120")};
     } else {
       for (auto n : {"FLASH_ATTN_MLA", "FLASHMLA", "FLASHINFER_MLA", "TRITON_MLA", "FLASH_ATTN_MLA_SPARSE",
                      "FLASHMLA_SPARSE"})
-        list.push_back(m(n));
+        list.push_back(member(n));
     }
     return list;
   }
   if (major == 10 && !c.use_non_causal) {
     // FlashInfer's non-causal cutlass path on SM100 has known problems: non-causal prefers FA.
-    if (c.use_mm_prefix) list.push_back(m("TRITON_FLASHINFER"));
-    for (auto n : {"FLASHINFER", "FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT"}) list.push_back(m(n));
+    if (c.use_mm_prefix) list.push_back(member("TRITON_FLASHINFER"));
+    for (auto n : {"FLASHINFER", "FLASH_ATTN", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT"})
+      list.push_back(member(n));
   } else {
-    if (major == 9 && c.use_mm_prefix) list.push_back(m("TRITON_FLASH_ATTN"));
-    for (auto n : {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT"}) list.push_back(m(n));
+    if (major == 9 && c.use_mm_prefix) list.push_back(member("TRITON_FLASH_ATTN"));
+    for (auto n : {"FLASH_ATTN", "FLASHINFER", "TRITON_ATTN", "FLEX_ATTENTION", "TURBOQUANT"})
+      list.push_back(member(n));
   }
   return list;
 }

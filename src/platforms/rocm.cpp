@@ -12,8 +12,6 @@
 namespace attnsel::platforms {
 
 namespace {
-BackendMember m(std::string_view name) { return AttentionBackendEnum[name]; }
-
 bool is_turboquant(CacheDType d) { return cache_dtype_name(d).starts_with("turboquant_"); }
 
 bool shares_layout(const std::optional<std::vector<KVCacheLayout>>& a, const std::optional<std::vector<KVCacheLayout>>& b) {
@@ -24,16 +22,17 @@ bool shares_layout(const std::optional<std::vector<KVCacheLayout>>& a, const std
 
 std::vector<BackendMember> RocmPlatform::backend_priorities(const AttentionSelectorConfig& c,
                                                             std::optional<int>) const {
-  if (c.use_sparse) return {m("ROCM_AITER_MLA_SPARSE")};
+  if (c.use_sparse) return {member("ROCM_AITER_MLA_SPARSE")};
   if (c.use_mla) {
-    if (is_aiter_switch_enabled(env_, "rocm.use_aiter_mla")) return {m("ROCM_AITER_MLA"), m("TRITON_MLA"), m("ROCM_AITER_TRITON_MLA")};
-    return {m("TRITON_MLA")};
+    if (is_aiter_switch_enabled(env_, "rocm.use_aiter_mla"))
+      return {member("ROCM_AITER_MLA"), member("TRITON_MLA"), member("ROCM_AITER_TRITON_MLA")};
+    return {member("TRITON_MLA")};
   }
-  std::vector<BackendMember> list{m("ROCM_ATTN")};
-  if (is_aiter_switch_enabled(env_, "rocm.use_aiter_mha")) list.push_back(m("ROCM_AITER_FA"));
-  if (is_aiter_found_and_supported(env_)) list.push_back(m("ROCM_AITER_UNIFIED_ATTN"));
-  list.push_back(m("TRITON_ATTN"));
-  list.push_back(m("TURBOQUANT"));
+  std::vector<BackendMember> list{member("ROCM_ATTN")};
+  if (is_aiter_switch_enabled(env_, "rocm.use_aiter_mha")) list.push_back(member("ROCM_AITER_FA"));
+  if (is_aiter_found_and_supported(env_)) list.push_back(member("ROCM_AITER_UNIFIED_ATTN"));
+  list.push_back(member("TRITON_ATTN"));
+  list.push_back(member("TURBOQUANT"));
   return list;
 }
 
@@ -50,7 +49,7 @@ Selection RocmPlatform::get_attn_backend_cls(const std::optional<BackendMember>&
   // layout with TURBOQUANT, whatever backend was requested (see docs/DECISIONS.md).
   const bool boundary_layer = !turboquant_layer && is_turboquant(run_cache_dtype) && !config.use_mla;
   std::optional<std::vector<KVCacheLayout>> turboquant_layouts;
-  if (boundary_layer) turboquant_layouts = m("TURBOQUANT").get_attention_class()->supported_kv_cache_layouts(env_);
+  if (boundary_layer) turboquant_layouts = member("TURBOQUANT").get_attention_class()->supported_kv_cache_layouts(env_);
 
   std::optional<std::string> overridden;  // an explicit choice the walk replaces
   if (selected) {

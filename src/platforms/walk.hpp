@@ -7,8 +7,12 @@
 #include <vector>
 
 #include "attnsel/platform.hpp"
+#include "attnsel/registry.hpp"
 
 namespace attnsel::platforms {
+
+/// A built-in backend of a priority list, by name.
+inline BackendMember member(std::string_view name) { return AttentionBackendEnum[name]; }
 
 /// Python's list repr of reasons: "['a', 'b']".
 std::string python_list_repr(const std::vector<std::string>& items);
