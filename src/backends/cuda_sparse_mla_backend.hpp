@@ -1,8 +1,7 @@
 // Internal: the kernel side FLASHMLA_SPARSE and FLASH_ATTN_MLA_SPARSE share: attnsel's sparse
 // MLA CUDA kernel (the kernel registry's "cuda_sparse_mla", src/kernels/sparse_mla/cuda) when
 // this build has it and the host has a device. What a configuration asks that the kernel does
-// not compute — and, until its GPU tests have passed on an H200, every configuration — is a
-// kernel gap, so runnable mode rejects the backend and says why.
+// not compute is a kernel gap, so runnable mode rejects the backend and says why.
 #pragma once
 
 #include <memory>

@@ -1,9 +1,10 @@
 // Internal: DeepSeek-V3.2's indexer-cache backend (vLLM's DeepseekV32IndexerBackend,
 // vllm/v1/attention/backends/mla/indexer.py). The model fixes it for every indexer layer;
 // it is no member of the backend enums and is never selected, but it shares the KV cache,
-// so it takes part in the block-size and layout rules of a plan. Its kernel is the CPU
-// lightning indexer (src/kernels/sparse_mla/cpu, wired in deepseek_v32_indexer_kernel.cpp);
-// the CUDA one (src/kernels/sparse_mla/cuda) is not taken until it has passed its tests on an H200.
+// so it takes part in the block-size and layout rules of a plan. Its kernel is the lightning
+// indexer of the host (wired in deepseek_v32_indexer_kernel.cpp): the CUDA one
+// (src/kernels/sparse_mla/cuda) where this build has it and a device runs it, else the CPU one
+// (src/kernels/sparse_mla/cpu).
 #pragma once
 
 #include <memory>
@@ -19,11 +20,12 @@ class DeepseekV32IndexerBackend : public AttentionBackend {
   BackendCapabilities capabilities(const RuntimeEnv& env) const override;
 
   bool has_kernel() const override { return true; }
-  /// The CPU indexer's (none on the CPU); on a CUDA platform the CUDA indexer's (among them
-  /// that it has not yet passed its tests on an H200); elsewhere, that the kernel runs on the CPU.
+  /// The CPU indexer's (none) on the CPU; on a CUDA platform the CUDA indexer's (what it does
+  /// not compute, or why it cannot run here); elsewhere, that the kernel runs on the CPU.
   std::vector<std::string> kernel_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env) const override;
   /// The indexer has no standard-attention form: NotImplementedError pointing to make_indexer_impl.
   std::unique_ptr<kernel::AttentionImpl> make_impl(const kernel::LayerParams& params) const override;
+  /// The host's indexer: the CUDA one where it runs, else the CPU one (KernelInfo says which).
   std::unique_ptr<kernel::IndexerImpl> make_indexer_impl(const kernel::IndexerLayerParams& params) const override;
   kernel::KernelInfo kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const override;
 };

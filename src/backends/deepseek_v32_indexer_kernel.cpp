@@ -1,6 +1,5 @@
-// DEEPSEEK_V32_INDEXER's kernel: the CPU lightning indexer (the kernel registry's
-// "cpu_indexer"); on a CUDA platform the GPU indexer ("cuda_indexer") would run it, and its
-// gaps say why it does not yet.
+// DEEPSEEK_V32_INDEXER's kernel: the lightning indexer of the host, the kernel registry's
+// "cuda_indexer" where this build has it and a device runs it, else "cpu_indexer".
 #include <fmt/format.h>
 
 #include <string>
@@ -17,17 +16,23 @@
 namespace attnsel::backends {
 
 namespace {
-const kernel::KernelEntry& cpu_kernel() { return kernel::find_kernel("cpu_indexer"); }
-const kernel::KernelEntry& cuda_kernel() { return kernel::find_kernel("cuda_indexer"); }
+const kernel::KernelEntry& cpu_indexer_entry() { return kernel::find_kernel("cpu_indexer"); }
+const kernel::KernelEntry& cuda_indexer_entry() { return kernel::find_kernel("cuda_indexer"); }
+// Whether the GPU indexer runs depends on the build and the host, both fixed for the process.
+const kernel::KernelEntry& host_indexer_entry() {
+  static const kernel::KernelEntry& entry =
+      cuda_indexer_entry().unavailable_reason().empty() ? cuda_indexer_entry() : cpu_indexer_entry();
+  return entry;
+}
 }  // namespace
 
 std::vector<std::string> DeepseekV32IndexerBackend::kernel_gaps(const AttentionSelectorConfig& config,
                                                                 const RuntimeEnv& env) const {
-  if (env.device.kind != PlatformKind::cuda) return cpu_kernel().gaps(config, env);
+  if (env.device.kind != PlatformKind::cuda) return cpu_indexer_entry().gaps(config, env);
   std::vector<std::string> gaps;
-  if (const std::string why = cuda_kernel().unavailable_reason(); !why.empty())
+  if (const std::string why = cuda_indexer_entry().unavailable_reason(); !why.empty())
     gaps.push_back(fmt::format("the lightning indexer's CUDA kernel cannot run here: {}", why));
-  for (std::string& gap : cuda_kernel().gaps(config, env)) gaps.push_back(std::move(gap));
+  for (std::string& gap : cuda_indexer_entry().gaps(config, env)) gaps.push_back(std::move(gap));
   return gaps;
 }
 
@@ -38,15 +43,13 @@ std::unique_ptr<kernel::AttentionImpl> DeepseekV32IndexerBackend::make_impl(cons
                                         get_name()));
 }
 
-// The CPU indexer on every platform: the CUDA one is made through the kernel registry
-// ("cuda_indexer") until it has passed its tests on an H200 and selection takes it.
 std::unique_ptr<kernel::IndexerImpl> DeepseekV32IndexerBackend::make_indexer_impl(
     const kernel::IndexerLayerParams& params) const {
-  return cpu_kernel().make_indexer(params);
+  return host_indexer_entry().make_indexer(params);
 }
 
 kernel::KernelInfo DeepseekV32IndexerBackend::kernel_info(kernel::ScalarType dtype, CacheDType kv_cache_dtype) const {
-  return cpu_kernel().info(dtype, kv_cache_dtype);
+  return host_indexer_entry().info(dtype, kv_cache_dtype);
 }
 
 }  // namespace attnsel::backends

@@ -1,7 +1,7 @@
 // Sparse MLA on the CPU: reference mode answers what vLLM does (it raises), runnable mode
 // routes sparse layers to attnsel's own CPU_MLA_SPARSE and says so; its class makes the CPU
-// sparse kernel through the kernel registry, DEEPSEEK_V32_INDEXER the CPU indexer, and both
-// compute what the reference computes.
+// sparse kernel through the kernel registry, DEEPSEEK_V32_INDEXER the host's indexer (the
+// CPU one where no GPU runs the CUDA one), and both compute what the reference computes.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -97,22 +97,40 @@ TEST(CpuMlaSparseBackend, RunnableModeRefusesWhatTheKernelCannotCompute) {
   }
 }
 
-TEST(DeepseekV32IndexerBackend, MakesTheCpuIndexerThroughTheRegistry) {
+TEST(DeepseekV32IndexerBackend, MakesTheHostsIndexerThroughTheRegistry) {
   const auto backend = backends::deepseek_v32_indexer_backend();
   EXPECT_TRUE(backend->has_kernel());
+  const std::string cuda_unavailable = kernel::find_kernel("cuda_indexer").unavailable_reason();
   const kernel::KernelInfo info = backend->kernel_info(kernel::ScalarType::bf16, CacheDType::auto_);
   EXPECT_TRUE(info.available);
-  EXPECT_EQ(info.device, kernel::DeviceKind::cpu);
-  // The model fixes this backend everywhere; its kernel runs on the CPU. On CUDA the GPU
-  // indexer would run it, and it has not yet passed its tests on an H200.
+  EXPECT_EQ(info.device, cuda_unavailable.empty() ? kernel::DeviceKind::cuda : kernel::DeviceKind::cpu);
+  // The model fixes this backend everywhere. On the CPU its kernel is the CPU indexer; on CUDA
+  // the GPU indexer, which computes every configuration vLLM declares where it can run.
   EXPECT_TRUE(backend->kernel_gaps(AttentionSelectorConfig{}, make_platform("cpu")->env()).empty());
   EXPECT_EQ(backend->kernel_gaps(AttentionSelectorConfig{}, make_platform("rocm:gfx942")->env()),
             std::vector<std::string>{"the lightning indexer's kernel in this build runs on the CPU"});
-  bool untested = false;
-  for (const std::string& gap : backend->kernel_gaps(AttentionSelectorConfig{}, make_platform("cuda:9.0")->env()))
-    untested |= gap.find("CUDA kernel") != std::string::npos &&
-                gap.find("has not yet passed its tests on an H200") != std::string::npos;
-  EXPECT_TRUE(untested);
+  const std::vector<std::string> cuda_gaps =
+      backend->kernel_gaps(AttentionSelectorConfig{}, make_platform("cuda:9.0")->env());
+  if (cuda_unavailable.empty()) {
+    EXPECT_TRUE(cuda_gaps.empty()) << ::testing::PrintToString(cuda_gaps);
+  } else {
+    ASSERT_FALSE(cuda_gaps.empty());
+    EXPECT_NE(cuda_gaps[0].find("the lightning indexer's CUDA kernel cannot run here"), std::string::npos)
+        << cuda_gaps[0];
+  }
+  AttentionSelectorConfig wide;
+  wide.head_size = 192;
+  bool names_the_width = false;
+  for (const std::string& gap : backend->kernel_gaps(wide, make_platform("cuda:9.0")->env()))
+    names_the_width |= gap.find("index_head_dim 192") != std::string::npos;
+  EXPECT_TRUE(names_the_width);
+  kernel::LayerParams p;
+  p.num_heads = p.num_kv_heads = 1;
+  p.head_size = 128;
+  p.scale = 0.07f;
+  EXPECT_THROW(backend->make_impl(p), NotImplementedError);
+  // The kernel run below reads host memory: the CPU indexer's.
+  if (info.device != kernel::DeviceKind::cpu) return;
 
   kernel::sparse_mla::testing::IndexerSetup setup;
   setup.requests = {{300, 1}, {90, 2}};
@@ -124,11 +142,6 @@ TEST(DeepseekV32IndexerBackend, MakesTheCpuIndexerThroughTheRegistry) {
   const auto plan = impl->plan(w.batch.md, w.key_cache.view, {}, o);
   impl->logits(*plan, w.q.view, w.weights.view, w.key_cache.view, w.logits.view, {});
   EXPECT_LT(kernel::sparse_mla::testing::calc_diff(w.scores(), w.reference_scores()), 1e-3);
-  kernel::LayerParams p;
-  p.num_heads = p.num_kv_heads = 1;
-  p.head_size = 128;
-  p.scale = 0.07f;
-  EXPECT_THROW(backend->make_impl(p), NotImplementedError);
 }
 
 TEST(CpuMlaSparseBackend, TheRegistryListsBothKernelsAndOtherBackendsHaveNone) {

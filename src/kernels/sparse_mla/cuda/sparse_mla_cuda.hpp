@@ -5,9 +5,6 @@
 // FLASHMLA_SPARSE, FLASH_ATTN_MLA_SPARSE and DEEPSEEK_V32_INDEXER on Hopper. Plain
 // mma.sync kernels compiled for sm_80 and sm_90a; correctness before speed.
 //
-// Their GPU tests (tests/kernels/sparse_mla_cuda_*_test.cpp) have not yet run on an H200:
-// until they have passed there, the gaps below make selection reject them, saying so.
-//
 // Without CUDA, or without a device they run on, the makers throw NotImplementedError
 // saying why. Tensors, caches and index rows live on the device; AttentionMetadata stays on
 // the host (checked there, uploaded once per plan).
@@ -38,8 +35,8 @@ KernelInfo cuda_sparse_mla_info();
 KernelInfo cuda_indexer_info();
 
 /// What FLASHMLA_SPARSE / FLASH_ATTN_MLA_SPARSE declare for this configuration that the
-/// sparse attention kernel does not compute, or has not shown to compute: one reason each
-/// (runnable mode rejects the backend with them).
+/// sparse attention kernel does not compute: one reason each (runnable mode rejects the
+/// backend with them).
 std::vector<std::string> cuda_sparse_mla_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env);
 /// Likewise for the indexer kernel behind DEEPSEEK_V32_INDEXER on a CUDA platform.
 std::vector<std::string> cuda_indexer_gaps(const AttentionSelectorConfig& config, const RuntimeEnv& env);
