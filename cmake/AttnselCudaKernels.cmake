@@ -35,6 +35,9 @@ function(attnsel_add_cuda_kernels obj_target shared_target)
     return()
   endif()
   target_sources(${obj_target} PRIVATE ${cu_sources} ${host_sources})
+  # Outside the layer's unity batches: the host files' plans hold types of their own
+  # anonymous namespaces, which a batch would expose (-Wsubobject-linkage).
+  set_source_files_properties(${host_sources} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   target_compile_definitions(${obj_target} PRIVATE ATTNSEL_HAVE_CUDA=1)
   set_target_properties(${obj_target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
   set(common --expt-relaxed-constexpr -lineinfo)

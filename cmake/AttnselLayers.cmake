@@ -77,9 +77,7 @@ function(attnsel_add_layer layer)
   # Unity batches: most of each object was the same headers (fmt, spdlog, nlohmann-json, the
   # public API) compiled again. Batches of 8 keep both cores of a small machine busy. A file
   # that compiles itself once per SIMD target (Highway's foreach_target) stays alone.
-  if(NOT layer MATCHES "^(kernels|runtime)$")
-    set_target_properties(${target} PROPERTIES UNITY_BUILD ${ATTNSEL_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
-  endif()
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ${ATTNSEL_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
   foreach(source IN LISTS arg_SOURCES)
     file(STRINGS ${source} per_target REGEX "HWY_TARGET_INCLUDE" LIMIT_COUNT 1)
     if(per_target)

@@ -5,14 +5,9 @@
 #include <string>
 
 #include "attnsel/errors.hpp"
+#include "kernels/tensor_checks.hpp"
 
 namespace attnsel::kernel {
-
-namespace {
-
-[[noreturn]] void fail(const std::string& message) { throw ValueError(message); }
-
-}  // namespace
 
 void check_query_layout(const AttentionMetadata& md) {
   if (md.num_seqs < 0) fail(fmt::format("num_seqs = {} is negative", md.num_seqs));

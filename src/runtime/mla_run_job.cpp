@@ -20,12 +20,6 @@ using kernel::ScalarType;
 using kernel::TensorView;
 using Clock = std::chrono::steady_clock;
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw ValueError(what);
-}
-
-std::string gib(std::size_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / double(1ull << 30)); }
-
 // The first and the last layer are checked; each writes its own output so that it survives
 // the step.
 std::vector<int> checked_layers(const MlaRunSpec& s) {
@@ -75,14 +69,14 @@ MlaGeometry job_geometry(const MlaRunSpec& s) {
 
 void check_spec(const MlaRunSpec& s) {
   const kernel::MlaDims& d = s.layer.dims;
-  require(d.num_heads > 0 && d.kv_lora_rank > 0 && d.qk_rope_head_dim > 0 && d.qk_nope_head_dim > 0 &&
+  require_spec(d.num_heads > 0 && d.kv_lora_rank > 0 && d.qk_rope_head_dim > 0 && d.qk_nope_head_dim > 0 &&
               d.v_head_dim > 0 && s.num_layers > 0,
           fmt::format("the MLA layer needs positive sizes: num_heads={}, kv_lora_rank={}, qk_rope_head_dim={}, "
                       "qk_nope_head_dim={}, v_head_dim={}, num_layers={}",
                       d.num_heads, d.kv_lora_rank, d.qk_rope_head_dim, d.qk_nope_head_dim, d.v_head_dim,
                       s.num_layers));
   check_steps(s, s.layer.block_size);
-  require(s.prefill_chunk_tokens > 0, fmt::format("prefill_chunk_tokens = {}; it must be at least 1",
+  require_spec(s.prefill_chunk_tokens > 0, fmt::format("prefill_chunk_tokens = {}; it must be at least 1",
                                                   s.prefill_chunk_tokens));
 }
 
@@ -242,7 +236,7 @@ MemoryNeed mla_memory_need(const MlaRunSpec& spec) {
         "this run needs {} of host memory but {} is available; the latent caches ({}) grow with --batch × "
         "(--context + --decode-steps × --new-tokens), the step buffers with the heads and --batch × the prefill "
         "chunk; lower --batch or --context, or raise --tensor-parallel-size",
-        gib(need.host_bytes), gib(need.host_available), gib(need.cache_bytes));
+        format_gib(need.host_bytes), format_gib(need.host_available), format_gib(need.cache_bytes));
   return need;
 }
 

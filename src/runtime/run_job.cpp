@@ -20,10 +20,6 @@ namespace {
 using kernel::ScalarType;
 using kernel::TensorView;
 
-void require(bool ok, const std::string& what) {
-  if (!ok) throw ValueError(what);
-}
-
 // The sizes of a job's memory, from its spec alone (the job and the memory check agree).
 struct JobGeometry {
   ScalarType cache_type = ScalarType::bf16;
@@ -35,7 +31,7 @@ JobGeometry job_geometry(const RunSpec& s) {
   JobGeometry g;
   g.cache_type = kernel::cache_encoding(s.kv_cache_dtype, s.dtype).stored;
   const std::int64_t blocks = blocks_per_sequence(s, s.block_size);
-  require(blocks * s.batch <= std::numeric_limits<std::int32_t>::max(),
+  require_spec(blocks * s.batch <= std::numeric_limits<std::int32_t>::max(),
           fmt::format("batch {} × {} blocks per sequence exceeds the 2^31 block ids a block table holds; lower "
                       "--batch or --context",
                       s.batch, blocks));
@@ -54,8 +50,6 @@ JobGeometry job_geometry(const RunSpec& s) {
   g.kv_input_bytes = static_cast<std::size_t>(g.max_tokens) * static_cast<std::size_t>(s.num_kv_heads) * D * act;
   return g;
 }
-
-std::string gib(std::size_t b) { return fmt::format("{:.1f} GiB", static_cast<double>(b) / double(1ull << 30)); }
 
 // The batch's state: block table, caches (one per distinct layer slot) and step buffers.
 class Job {
@@ -246,7 +240,7 @@ class Job {
 };
 
 void check_spec(const RunSpec& spec) {
-  require(spec.num_heads > 0 && spec.num_kv_heads > 0 && spec.head_size > 0 && spec.num_layers > 0,
+  require_spec(spec.num_heads > 0 && spec.num_kv_heads > 0 && spec.head_size > 0 && spec.num_layers > 0,
           fmt::format("model shape needs positive sizes: num_heads={}, num_kv_heads={}, head_size={}, num_layers={}",
                       spec.num_heads, spec.num_kv_heads, spec.head_size, spec.num_layers));
   check_steps(spec, spec.block_size);
@@ -275,15 +269,24 @@ MemoryNeed memory_need(const RunSpec& spec) {
   const std::string lower = fmt::format(
       "the KV caches ({}) grow with --batch × (--context + --decode-steps × --new-tokens) and the heads and head size; "
       "lower --batch or --context",
-      gib(g.cache_bytes));
+      format_gib(g.cache_bytes));
   if (gpu && need.device_available > 0 && need.device_bytes > need.device_available)
-    need.shortfall = fmt::format("this run needs {} of device memory on cuda:0 but {} is available there; {}", gib(need.device_bytes),
-                                 gib(need.device_available), lower);
+    need.shortfall = fmt::format("this run needs {} of device memory on cuda:0 but {} is available there; {}",
+                                 format_gib(need.device_bytes), format_gib(need.device_available), lower);
   else if (need.host_available > 0 && need.host_bytes > need.host_available)
-    need.shortfall = fmt::format("this run needs {} of host memory but {} is available{}; {}", gib(need.host_bytes),
-                                 gib(need.host_available), gpu ? " (the check copies one layer's cache back)" : "",
+    need.shortfall = fmt::format("this run needs {} of host memory but {} is available{}; {}",
+                                 format_gib(need.host_bytes), format_gib(need.host_available),
+                                 gpu ? " (the check copies one layer's cache back)" : "",
                                  gpu && spec.check ? lower + ", or pass --no-check" : lower);
   return need;
+}
+
+void require_spec(bool ok, const std::string& what) {
+  if (!ok) throw ValueError(what);
+}
+
+std::string format_gib(std::size_t bytes) {
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / double(1ull << 30));
 }
 
 void MemoryNeed::require_fit() const {

@@ -69,6 +69,11 @@ struct RunReport {
 
 using ImplFactory = std::function<std::unique_ptr<kernel::AttentionImpl>(const kernel::LayerParams&)>;
 
+/// Throws ValueError(what) unless `ok`: a spec the job cannot run.
+void require_spec(bool ok, const std::string& what);
+/// Bytes as the memory messages print them ("12.3 GiB").
+std::string format_gib(std::size_t bytes);
+
 /// What a run needs before it starts: host and device bytes, and what is free now.
 struct MemoryNeed {
   std::size_t host_bytes = 0;

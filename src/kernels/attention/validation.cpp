@@ -15,7 +15,6 @@ namespace attnsel::kernel {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw ValueError(message); }
 
 bool finite(float x) { return std::isfinite(x); }
 

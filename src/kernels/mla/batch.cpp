@@ -7,12 +7,12 @@
 
 #include "attnsel/errors.hpp"
 #include "kernels/batch_layout.hpp"
+#include "kernels/tensor_checks.hpp"
 
 namespace attnsel::kernel::mla {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw ValueError(message); }
 
 void check_sequences(const AttentionMetadata& md, const BatchSplit& split, std::int64_t num_blocks,
                      std::int64_t block_size) {

@@ -86,4 +86,8 @@ struct MlaBatch {
 void build_batch(MlaBatch& b, const AttentionMetadata& md, const TensorView& cache, const MlaPlanOptions& options,
                  const MlaKernelLimits& limits, std::int64_t default_chunk_tokens);
 
+/// build_batch's default_chunk_tokens for kernels that read no context chunks (the sparse
+/// attention and the indexer): more tokens than any context holds.
+inline constexpr std::int64_t kNoContextChunks = std::int64_t{1} << 40;
+
 }  // namespace attnsel::kernel::mla

@@ -15,7 +15,6 @@ namespace attnsel::kernel::mla {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw ValueError(message); }
 
 std::string_view device_name(DeviceKind d) { return d == DeviceKind::cpu ? "cpu" : "cuda"; }
 

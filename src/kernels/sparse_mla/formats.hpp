@@ -33,6 +33,9 @@ inline constexpr std::int64_t indexer_scale_offset(int head_dim, int block_size,
 }
 
 // ---- fp8_ds_mla latent token
+/// The latent row the sparse kernels attend over: kv_lora_rank 512 values, then 64 RoPE values.
+inline constexpr int kLatentWidth = 576;
+inline constexpr int kLatentRank = 512;
 inline constexpr int kDsMlaLatent = 512;    ///< e4m3 latent values
 inline constexpr int kDsMlaTile = 128;      ///< values per scale
 inline constexpr int kDsMlaTiles = kDsMlaLatent / kDsMlaTile;

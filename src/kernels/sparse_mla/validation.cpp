@@ -8,12 +8,12 @@
 #include "kernels/mla/step_plan.hpp"
 #include "kernels/mla/validation.hpp"
 #include "kernels/sparse_mla/formats.hpp"
+#include "kernels/tensor_checks.hpp"
 
 namespace attnsel::kernel::sparse_mla {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw ValueError(message); }
 
 std::string_view device_name(DeviceKind d) { return d == DeviceKind::cpu ? "cpu" : "cuda"; }
 

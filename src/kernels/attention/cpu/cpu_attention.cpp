@@ -20,6 +20,7 @@
 #include "kernels/element_access.hpp"
 #include "kernels/fp8.hpp"
 #include "kernels/attention/semantics.hpp"
+#include "kernels/cache_lines.hpp"
 
 namespace attnsel::kernel::cpu {
 
@@ -198,7 +199,7 @@ void CpuAttentionImpl::build(CpuStepPlan& plan, const AttentionMetadata& md, boo
   double total_cost = 0.0;
   for (const WorkItem& it : plan.work.items) total_cost += it.cost;
   plan.parallel = plan.threads > 1 && plan.work.items.size() > 1 && total_cost > kParallelCost;
-  plan.scratch_stride = (scratch_bytes(params_.head_size) + 63) / 64 * 64;
+  plan.scratch_stride = round_to_cache_line(scratch_bytes(params_.head_size));
   plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.parallel ? plan.threads : 1));
   plan.partials.reserve(static_cast<std::size_t>(plan.work.num_partial_slots) * partial_slot_floats(params_.head_size) *
                         sizeof(float));

@@ -12,12 +12,12 @@
 #include "attnsel/errors.hpp"
 #include "kernels/element_access.hpp"
 #include "kernels/mla/validation.hpp"
+#include "kernels/tensor_checks.hpp"
 
 namespace attnsel::kernel::mla::cpu {
 
 namespace {
 
-[[noreturn]] void fail(const std::string& message) { throw ValueError(message); }
 
 bool is_activation(ScalarType t) { return t == ScalarType::f32 || t == ScalarType::f16 || t == ScalarType::bf16; }
 

@@ -9,6 +9,7 @@
 #include "kernels/attention/semantics.hpp"
 #include "kernels/mla/cpu/latent_decode.hpp"
 #include "kernels/mla/cpu/prefill_attention.hpp"
+#include "kernels/cache_lines.hpp"
 
 namespace attnsel::kernel::mla::cpu {
 
@@ -153,7 +154,7 @@ void build_work(CpuMlaPlan& plan, const MlaLayerParams& p, int decode_splits) {
   const std::size_t scratch =
       std::max({kernel::cpu::scratch_bytes(std::max(d.latent_size(), d.qk_head_size())), latent_scratch_bytes(),
                 prefill_scratch_bytes()});
-  plan.scratch_stride = (scratch + 63) / 64 * 64;
+  plan.scratch_stride = round_to_cache_line(scratch);
   plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.threads));
   std::size_t partial_floats =
       static_cast<std::size_t>(plan.decode.num_partial_slots) * kernel::cpu::partial_slot_floats(d.kv_lora_rank);

@@ -12,6 +12,7 @@
 #include "kernels/sparse_mla/cpu/indexer_plan.hpp"
 #include "kernels/sparse_mla/cpu/indexer_steps.hpp"
 #include "kernels/sparse_mla/validation.hpp"
+#include "kernels/mla/batch.hpp"
 
 namespace attnsel::kernel::sparse_mla::cpu {
 
@@ -20,7 +21,6 @@ namespace {
 const char kCpuIndexerPlanMaker = 0;
 
 // The context chunks of kernels/mla/batch.hpp do not apply to the indexer: one chunk.
-constexpr std::int64_t kNoChunking = std::int64_t{1} << 40;
 
 bool uses_bf16_dot(const CpuIndexerOptions& o) { return o.allow_bf16_dot && kernel::cpu::cpu_has_bf16_dot(); }
 
@@ -123,7 +123,7 @@ class CpuIndexerImpl final : public IndexerImpl {
     batch_options.decode_query_len = plan.options.decode_query_len;
     MlaKernelLimits batch_limits;
     batch_limits.max_decode_query_len = limits().max_decode_query_len;
-    mla::build_batch(plan.batch, md, key_cache, batch_options, batch_limits, kNoChunking);
+    mla::build_batch(plan.batch, md, key_cache, batch_options, batch_limits, kernel::mla::kNoContextChunks);
     plan.threads = options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads();
     build_indexer_work(plan, params_, bf16_dot_);
     set_plan_fields(plan, step_shape(plan.batch, params_.dtype, params_.num_heads, key_cache, false),

@@ -15,6 +15,7 @@
 #include "kernels/sparse_mla/cpu/sparse_plan.hpp"
 #include "kernels/sparse_mla/cpu/sparse_steps.hpp"
 #include "kernels/sparse_mla/validation.hpp"
+#include "kernels/mla/batch.hpp"
 
 namespace attnsel::kernel::sparse_mla::cpu {
 
@@ -23,7 +24,6 @@ namespace {
 const char kCpuSparseMlaPlanMaker = 0;
 constexpr std::string_view kKernelName = "CPU_MLA_SPARSE";
 // The context chunks of kernels/mla/batch.hpp do not apply to the sparse path: one chunk.
-constexpr std::int64_t kNoChunking = std::int64_t{1} << 40;
 
 bool uses_bf16_dot(ScalarType dtype, const CpuSparseMlaOptions& o) {
   return o.allow_bf16_dot && dtype == ScalarType::bf16 && kernel::cpu::cpu_has_bf16_dot();
@@ -167,7 +167,7 @@ class CpuSparseMlaImpl final : public SparseMlaImpl {
     MlaKernelLimits batch_limits;
     batch_limits.max_decode_query_len = limits().max_decode_query_len;
     batch_limits.max_heads = limits().max_heads;
-    mla::build_batch(plan.batch, md, cache, batch_options, batch_limits, kNoChunking);
+    mla::build_batch(plan.batch, md, cache, batch_options, batch_limits, kernel::mla::kNoContextChunks);
     plan.threads = options_.num_threads > 0 ? options_.num_threads : omp_get_max_threads();
     build_sparse_work(plan, params_, format_.ds_mla);
     set_plan_fields(plan, step_shape(plan.batch, params_.dtype, params_.dims.num_heads, cache, params_.batch_invariant),

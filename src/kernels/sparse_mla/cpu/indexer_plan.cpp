@@ -1,4 +1,5 @@
 #include "kernels/sparse_mla/cpu/indexer_plan.hpp"
+#include "kernels/cache_lines.hpp"
 
 #include <fmt/format.h>
 
@@ -12,8 +13,6 @@ namespace {
 constexpr std::int64_t kDefaultLogitsBytes = std::int64_t{256} << 20;
 // The most tokens a wave holds: their quantised queries stay a few tens of MiB.
 constexpr int kMaxWaveTokens = 2048;
-
-std::size_t round64(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
 
 }  // namespace
 
@@ -37,9 +36,9 @@ IndexerScratch carve_indexer_scratch(const CpuIndexerPlan& plan, int thread, int
   auto* base = plan.scratch.as<std::uint8_t>() + static_cast<std::size_t>(thread) * plan.scratch_stride;
   IndexerScratch s;
   s.keys = reinterpret_cast<std::uint16_t*>(base);
-  base += round64(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(head_dim) * 2);
+  base += round_to_cache_line(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(head_dim) * 2);
   s.products = reinterpret_cast<float*>(base);
-  base += round64(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(plan.padded_heads) * 4);
+  base += round_to_cache_line(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(plan.padded_heads) * 4);
   s.ranks = reinterpret_cast<std::uint64_t*>(base);
   return s;
 }
@@ -96,9 +95,9 @@ void build_indexer_work(CpuIndexerPlan& plan, const IndexerLayerParams& p, bool 
     else m.f32.assign(static_cast<std::size_t>(p.head_dim) * static_cast<std::size_t>(m.n), 0.0f);
     plan.queries.assign(tokens, m);
   }
-  plan.scratch_stride = round64(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(p.head_dim) * 2) +
-                        round64(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(plan.padded_heads) * 4) +
-                        round64(static_cast<std::size_t>(std::max(b.max_seq_len, 1)) * sizeof(std::uint64_t));
+  plan.scratch_stride = round_to_cache_line(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(p.head_dim) * 2) +
+                        round_to_cache_line(static_cast<std::size_t>(kKeyRun) * static_cast<std::size_t>(plan.padded_heads) * 4) +
+                        round_to_cache_line(static_cast<std::size_t>(std::max(b.max_seq_len, 1)) * sizeof(std::uint64_t));
   plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.threads));
 }
 

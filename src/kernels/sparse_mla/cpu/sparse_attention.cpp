@@ -22,7 +22,6 @@ using kernel::cpu::LayerCtx;
 using kernel::cpu::PartialView;
 using kernel::cpu::WorkItem;
 
-constexpr int kLatent = 576, kRank = 512;
 
 // Each token's index row compacted to its valid rows (in their order), and their count.
 void compact_rows(const SparseStep& s, const std::int32_t* indices, std::int64_t stride) {
@@ -65,27 +64,27 @@ void dequantise_rows(const TensorView& cache, const std::int32_t* row_ids, int n
   for (int i = 0; i < n; ++i) {
     // The rows are scattered: fetch a few records ahead, which no hardware prefetcher foresees.
     if (i + kPrefetchRows < n) prefetch_record(base + static_cast<std::int64_t>(row_ids[i + kPrefetchRows]) * cache.stride[1]);
-    dequantise_row(base + static_cast<std::int64_t>(row_ids[i]) * cache.stride[1], out + static_cast<std::size_t>(i) * kLatent);
+    dequantise_row(base + static_cast<std::int64_t>(row_ids[i]) * cache.stride[1], out + static_cast<std::size_t>(i) * kLatentWidth);
   }
 }
 
-PartialView view(float* slot) { return kernel::cpu::partial_for(slot, kRank, 0); }
+PartialView view(float* slot) { return kernel::cpu::partial_for(slot, kLatentRank, 0); }
 
 // running ← running ⊕ chunk, both unnormalised partials of the same rows.
 void fold(const PartialView& running, const PartialView& chunk, int rows) {
   for (int r = 0; r < rows; ++r) {
     if (chunk.l[r] <= 0.0f) continue;
-    float* o = running.o + static_cast<std::size_t>(r) * kRank;
-    const float* oc = chunk.o + static_cast<std::size_t>(r) * kRank;
+    float* o = running.o + static_cast<std::size_t>(r) * kLatentRank;
+    const float* oc = chunk.o + static_cast<std::size_t>(r) * kLatentRank;
     if (running.l[r] <= 0.0f) {
-      std::memcpy(o, oc, kRank * sizeof(float));
+      std::memcpy(o, oc, kLatentRank * sizeof(float));
       running.m[r] = chunk.m[r];
       running.l[r] = chunk.l[r];
       continue;
     }
     const float M = std::max(running.m[r], chunk.m[r]);
     const float a = std::exp(running.m[r] - M), b = std::exp(chunk.m[r] - M);
-    for (int d = 0; d < kRank; ++d) o[d] = o[d] * a + oc[d] * b;
+    for (int d = 0; d < kLatentRank; ++d) o[d] = o[d] * a + oc[d] * b;
     running.l[r] = running.l[r] * a + chunk.l[r] * b;
     running.m[r] = M;
   }
@@ -117,8 +116,8 @@ void run_ds_mla_item(const LayerCtx& c, const WorkItem& it, const std::int32_t* 
   if (slot != nullptr) {
     const PartialView out = view(slot);
     for (int r = 0; r < rows; ++r) {
-      std::memcpy(out.o + static_cast<std::size_t>(r) * kRank, running.o + static_cast<std::size_t>(r) * kRank,
-                  kRank * sizeof(float));
+      std::memcpy(out.o + static_cast<std::size_t>(r) * kLatentRank, running.o + static_cast<std::size_t>(r) * kLatentRank,
+                  kLatentRank * sizeof(float));
       out.m[r] = running.m[r];
       out.l[r] = running.l[r];
     }
@@ -140,8 +139,8 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
   const std::int32_t* counts = plan.row_counts.as<std::int32_t>();
 
   LayerCtx base;
-  base.head_size = kLatent;
-  base.value_head_size = kRank;  // the values: each latent's first 512 entries
+  base.head_size = kLatentWidth;
+  base.value_head_size = kLatentRank;  // the values: each latent's first 512 entries
   base.group = s.params.dims.num_heads;
   base.qk_scale = s.params.scale;
   base.causal = false;  // causality came from the indexer
@@ -151,7 +150,7 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
   base.block_size = 1;  // a "block" is one gathered row
   if (ds_mla) {
     base.kv = ScalarType::bf16;
-    base.k_stride[0] = base.v_stride[0] = kLatent;
+    base.k_stride[0] = base.v_stride[0] = kLatentWidth;
     base.block_table = plan.identity.as<std::int32_t>();
     base.max_blocks_per_seq = 0;  // every item reads its chunk through the same table
   } else {
@@ -162,7 +161,7 @@ void sparse_latent_attention(const SparseStep& s, const TensorView& q_latent, co
     base.max_blocks_per_seq = topk;
   }
 
-  const std::size_t slot_floats = kernel::cpu::partial_slot_floats(kRank);
+  const std::size_t slot_floats = kernel::cpu::partial_slot_floats(kLatentRank);
   const auto n_units = static_cast<std::int64_t>(plan.unit_starts.size()) - 1;
   const int team = s.team();
 #pragma omp parallel num_threads(team) if (team > 1 && n_units > 1)

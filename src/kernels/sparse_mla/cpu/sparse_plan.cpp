@@ -7,16 +7,15 @@
 
 #include "kernels/attention/cpu/work.hpp"
 #include "kernels/sparse_mla/cpu/sparse_work.hpp"
+#include "kernels/sparse_mla/formats.hpp"
+#include "kernels/cache_lines.hpp"
 
 namespace attnsel::kernel::sparse_mla::cpu {
 
 namespace {
 
-constexpr int kLatent = 576, kRank = 512;
 
-std::size_t round64(std::size_t bytes) { return (bytes + 63) / 64 * 64; }
-
-std::size_t slot_bytes() { return kernel::cpu::partial_slot_floats(kRank) * sizeof(float); }
+std::size_t slot_bytes() { return kernel::cpu::partial_slot_floats(kLatentRank) * sizeof(float); }
 
 }  // namespace
 
@@ -41,11 +40,11 @@ SparseScratch carve_sparse_scratch(const CpuSparseMlaPlan& plan, int thread, boo
   SparseScratch s;
   s.kernel = base;
   if (!ds_mla) return s;
-  base += round64(kernel::cpu::scratch_bytes(kLatent));
+  base += round_to_cache_line(kernel::cpu::scratch_bytes(kLatentWidth));
   s.dequant = reinterpret_cast<std::uint16_t*>(base);
-  base += round64(static_cast<std::size_t>(kDequantRows) * kLatent * 2);
+  base += round_to_cache_line(static_cast<std::size_t>(kDequantRows) * kLatentWidth * 2);
   s.chunk = reinterpret_cast<float*>(base);
-  base += round64(slot_bytes());
+  base += round_to_cache_line(slot_bytes());
   s.running = reinterpret_cast<float*>(base);
   return s;
 }
@@ -78,11 +77,11 @@ void build_sparse_work(CpuSparseMlaPlan& plan, const SparseMlaLayerParams& p, bo
     plan.identity.reserve(kDequantRows * sizeof(std::int32_t));
     std::iota(plan.identity.as<std::int32_t>(), plan.identity.as<std::int32_t>() + kDequantRows, 0);
   }
-  plan.query_latent.reserve(tokens * static_cast<std::size_t>(N) * kLatent * act);
-  plan.latent_out.reserve(tokens * static_cast<std::size_t>(N) * kRank * act);
-  plan.scratch_stride = round64(kernel::cpu::scratch_bytes(kLatent));
+  plan.query_latent.reserve(tokens * static_cast<std::size_t>(N) * kLatentWidth * act);
+  plan.latent_out.reserve(tokens * static_cast<std::size_t>(N) * kLatentRank * act);
+  plan.scratch_stride = round_to_cache_line(kernel::cpu::scratch_bytes(kLatentWidth));
   if (ds_mla)
-    plan.scratch_stride += round64(static_cast<std::size_t>(kDequantRows) * kLatent * 2) + 2 * round64(slot_bytes());
+    plan.scratch_stride += round_to_cache_line(static_cast<std::size_t>(kDequantRows) * kLatentWidth * 2) + 2 * round_to_cache_line(slot_bytes());
   plan.scratch.reserve(plan.scratch_stride * static_cast<std::size_t>(plan.threads));
   plan.partials.reserve(std::max<std::size_t>(1, static_cast<std::size_t>(plan.work.num_partial_slots)) * slot_bytes());
 }

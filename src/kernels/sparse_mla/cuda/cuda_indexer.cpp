@@ -17,6 +17,7 @@
 #include "kernels/sparse_mla/cuda/launch.hpp"
 #include "kernels/sparse_mla/cuda/sparse_mla_cuda.hpp"
 #include "kernels/sparse_mla/validation.hpp"
+#include "kernels/mla/batch.hpp"
 
 namespace attnsel::kernel::cuda::sparse_mla {
 
@@ -25,8 +26,7 @@ namespace mla_host = ::attnsel::kernel::mla;
 
 namespace {
 
-const char kPlanMaker = 0;
-constexpr std::int64_t kNoChunking = std::int64_t{1} << 40;  // the indexer reads no context chunks
+const char kIndexerPlanMaker = 0;
 /// Bytes of fp32 scores a wave holds when IndexerPlanOptions::logits_bytes is 0 (the CPU
 /// indexer's default).
 constexpr std::int64_t kDefaultLogitsBytes = std::int64_t{256} << 20;
@@ -163,7 +163,7 @@ class CudaIndexerImpl final : public IndexerImpl {
 
  private:
   CudaIndexerPlan& own(const StepPlan& base) const {
-    if (plan_maker(base) != &kPlanMaker)
+    if (plan_maker(base) != &kIndexerPlanMaker)
       throw ValueError("this plan was not made by a CUDA indexer implementation: build it with this layer's plan()");
     auto& plan = const_cast<CudaIndexerPlan&>(static_cast<const CudaIndexerPlan&>(base));
     if (plan.shape().num_heads != params_.num_heads || plan.shape().dtype != params_.dtype)
@@ -189,7 +189,7 @@ class CudaIndexerImpl final : public IndexerImpl {
     batch_options.decode_query_len = plan.options.decode_query_len;
     MlaKernelLimits batch_limits;
     batch_limits.max_decode_query_len = limits().max_decode_query_len;
-    mla_host::build_batch(plan.batch, md, key_cache, batch_options, batch_limits, kNoChunking);
+    mla_host::build_batch(plan.batch, md, key_cache, batch_options, batch_limits, kernel::mla::kNoContextChunks);
     if (plan.batch.max_seq_len > kMaxPositions)
       throw ValueError(fmt::format("max_seq_len = {}; the CUDA indexer scores at most {} positions per request",
                                    plan.batch.max_seq_len, kMaxPositions));
@@ -216,7 +216,7 @@ class CudaIndexerImpl final : public IndexerImpl {
     reserve(plan.q8, wave_tokens * heads * kIndexerDim * 2);
     reserve(plan.w_eff, wave_tokens * heads * 4);
     set_plan_fields(plan, host::step_shape(plan.batch, params_.dtype, params_.num_heads, key_cache, false),
-                    &kPlanMaker);
+                    &kIndexerPlanMaker);
   }
 
   void quantise(const CudaIndexerPlan& plan, const Wave& wave, const TensorView& q, const TensorView& weights,

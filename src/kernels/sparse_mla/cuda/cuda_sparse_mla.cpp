@@ -17,6 +17,7 @@
 #include "kernels/sparse_mla/cuda/launch.hpp"
 #include "kernels/sparse_mla/cuda/sparse_mla_cuda.hpp"
 #include "kernels/sparse_mla/validation.hpp"
+#include "kernels/mla/batch.hpp"
 
 namespace attnsel::kernel::cuda::sparse_mla {
 
@@ -25,9 +26,8 @@ namespace mla_host = ::attnsel::kernel::mla;
 
 namespace {
 
-const char kPlanMaker = 0;
+const char kSparseMlaPlanMaker = 0;
 constexpr std::string_view kKernelName = "attnsel's sparse MLA CUDA kernel";
-constexpr std::int64_t kNoChunking = std::int64_t{1} << 40;  // the sparse path reads no context chunks
 /// Pieces an index row may be split into (when the batch's CTAs fill less than two waves).
 constexpr int kMaxSplits = 64;
 
@@ -254,7 +254,7 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
   LatentCache cache_kind() const { return format_.ds_mla ? LatentCache::ds_mla : LatentCache::b16; }
 
   CudaSparseMlaPlan& own(const StepPlan& base) const {
-    if (plan_maker(base) != &kPlanMaker)
+    if (plan_maker(base) != &kSparseMlaPlanMaker)
       throw ValueError("this plan was not made by a CUDA sparse MLA implementation: build it with this layer's plan()");
     auto& plan = const_cast<CudaSparseMlaPlan&>(static_cast<const CudaSparseMlaPlan&>(base));
     const StepShape& s = plan.shape();
@@ -304,7 +304,7 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
     MlaKernelLimits batch_limits;
     batch_limits.max_decode_query_len = limits().max_decode_query_len;
     batch_limits.max_heads = limits().max_heads;
-    mla_host::build_batch(plan.batch, md, cache, batch_options, batch_limits, kNoChunking);
+    mla_host::build_batch(plan.batch, md, cache, batch_options, batch_limits, kernel::mla::kNoContextChunks);
     const int T = plan.batch.num_actual_tokens;
     const int N = params_.dims.num_heads;
     const DeviceScope scope(device_);
@@ -331,7 +331,7 @@ class CudaSparseMlaImpl final : public SparseMlaImpl {
     reserve(plan.q_latent, rows * kLatentDim * es);
     reserve(plan.latent_out, rows * kValueDim * es);
     set_plan_fields(plan, host::step_shape(plan.batch, params_.dtype, N, cache, params_.batch_invariant),
-                    plan.options.lse, &kPlanMaker);
+                    plan.options.lse, &kSparseMlaPlanMaker);
   }
 
   LatentAttendParams attend_params(const CudaSparseMlaPlan& plan, const TensorView& cache) const {
