@@ -32,6 +32,8 @@ function(attnsel_add_cuda_kernels obj_target shared_target)
   endforeach()
   if(NOT ATTNSEL_HAVE_CUDA)
     target_sources(${obj_target} PRIVATE ${fallbacks})
+    # Outside the unity batches: each fallback names its own reason the same way.
+    set_source_files_properties(${fallbacks} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
     return()
   endif()
   target_sources(${obj_target} PRIVATE ${cu_sources} ${host_sources})
