@@ -142,8 +142,11 @@ TEST_P(SparseMlaLatentGpu, MatchesTheReference) {
   auto plan = impl->plan(w.batch.md, d.cache.view(), {}, with_lse());
   const auto [out, lse] = run_latent(w, d, *impl, *plan, d.physical);
   const reference::Result ref = w.latent_reference();
-  EXPECT_EQ(mla::testing::compare(out, ref.out, mla::testing::latent_tolerance(c.dtype)), "")
-      << describe(s) << ", " << plan->describe();
+  // The absolute bound is for latents of magnitude 0.1: the output's roundings grow with the
+  // latents, so larger latents widen it in proportion.
+  Tol tol = mla::testing::latent_tolerance(c.dtype);
+  tol.abs *= std::max(1.0, static_cast<double>(c.latent_scale));
+  EXPECT_EQ(mla::testing::compare(out, ref.out, tol), "") << describe(s) << ", " << plan->describe();
   EXPECT_EQ(mla::testing::compare(lse, ref.lse, mla::testing::lse_tolerance(c.dtype)), "") << describe(s);
   for (int i = 0; i < c.heads; ++i) {
     EXPECT_EQ(lse[static_cast<std::size_t>(i)], -std::numeric_limits<double>::infinity()) << "an all -1 row's LSE";
