@@ -74,10 +74,11 @@ function(attnsel_add_layer layer)
   target_link_libraries(${target} PUBLIC attnsel_layer_base)
   set_target_properties(${target} PROPERTIES C_VISIBILITY_PRESET hidden CXX_VISIBILITY_PRESET hidden
                                              CUDA_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
-  # Unity batches: most of each object was the same headers (fmt, spdlog, nlohmann-json, the
-  # public API) compiled again. Batches of 8 keep both cores of a small machine busy. A file
-  # that compiles itself once per SIMD target (Highway's foreach_target) stays alone.
-  set_target_properties(${target} PROPERTIES UNITY_BUILD ${ATTNSEL_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 8)
+  # Unity batches: most of a file's object is the same headers (fmt, spdlog, nlohmann-json,
+  # the public API) compiled again. Batches of 32 make most layers one object; the CUDA and
+  # SIMD kernels, compiled beside them, keep both cores of a small machine busy. A file that
+  # compiles itself once per SIMD target (Highway's foreach_target) stays alone.
+  set_target_properties(${target} PROPERTIES UNITY_BUILD ${ATTNSEL_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 32)
   foreach(source IN LISTS arg_SOURCES)
     file(STRINGS ${source} per_target REGEX "HWY_TARGET_INCLUDE" LIMIT_COUNT 1)
     if(per_target)

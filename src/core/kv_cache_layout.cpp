@@ -5,7 +5,7 @@ namespace attnsel {
 namespace {
 constexpr std::array<KVCacheLayout, 6> kLayouts = {KVCacheLayout::LBHNC, KVCacheLayout::LBNHC, KVCacheLayout::LHBNC,
                                                    KVCacheLayout::BLHNC, KVCacheLayout::BLNHC, KVCacheLayout::BHLNC};
-constexpr std::array<std::string_view, 6> kNames = {"LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"};
+constexpr std::array<std::string_view, 6> kLayoutNames = {"LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"};
 // Logical axes: L=0, B=1, H=2, N=3, C=4.
 constexpr std::array<std::array<int, 5>, 6> kPerms = {{{0, 1, 2, 3, 4},
                                                        {0, 1, 3, 2, 4},
@@ -15,15 +15,15 @@ constexpr std::array<std::array<int, 5>, 6> kPerms = {{{0, 1, 2, 3, 4},
                                                        {1, 2, 0, 3, 4}}};
 }  // namespace
 
-std::string_view layout_name(KVCacheLayout l) { return kNames[static_cast<std::size_t>(l)]; }
+std::string_view layout_name(KVCacheLayout l) { return kLayoutNames[static_cast<std::size_t>(l)]; }
 std::span<const KVCacheLayout> all_layouts() { return kLayouts; }
 std::array<int, 5> layout_permutation(KVCacheLayout l) { return kPerms[static_cast<std::size_t>(l)]; }
 
 std::optional<KVCacheLayout> parse_layout(std::string_view s) {
   if (s == "NHD") return KVCacheLayout::LBNHC;
   if (s == "HND") return KVCacheLayout::LBHNC;
-  for (std::size_t i = 0; i < kNames.size(); ++i)
-    if (s == kNames[i]) return kLayouts[i];
+  for (std::size_t i = 0; i < kLayoutNames.size(); ++i)
+    if (s == kLayoutNames[i]) return kLayouts[i];
   return std::nullopt;
 }
 
