@@ -33,15 +33,24 @@ Selection CpuPlatform::get_attn_backend_cls(const std::optional<BackendMember>& 
   if (config.block_size && *config.block_size % 32 != 0)
     add_log(s, LogLine::Level::warning,
             "CPU backend prefers block_size is multiples of 32, otherwise the performance is not optimized.");
-  if (selected && selected->name() != target)
-    add_log(s, LogLine::Level::info, fmt::format("Cannot use {} backend on CPU.", selected->name()), false);
 
   // Reference mode answers what vLLM does: it routes without validating. Runnable mode
   // validates, so a configuration the kernel cannot compute is rejected with its reasons.
-  const BackendMember member = AttentionBackendEnum[target];
-  Checked checked = check_backend(member, config);
+  Checked checked = check_backend(AttentionBackendEnum[target], config);
   if (mode_ == SelectionMode::reference && checked.cls) checked.reasons.clear();
-  s.candidates.push_back({target, 0, checked.reasons.empty(), checked.reasons});
+  // Runnable mode: where AMX_MLA cannot run (attnsel has no AMX_MLA kernel), MLA layers run
+  // on CPU_MLA, with AMX_MLA's reasons listed beside it.
+  if (target == "AMX_MLA" && !checked.reasons.empty()) {
+    s.candidates.push_back({target, 0, false, checked.reasons});
+    add_log(s, LogLine::Level::info,
+            "vLLM routes MLA to AMX_MLA on this CPU, which attnsel cannot run here (see its reasons); MLA "
+            "layers run on attnsel's own CPU_MLA kernel.");
+    target = "CPU_MLA";
+    checked = check_backend(AttentionBackendEnum[target], config);
+  }
+  if (selected && selected->name() != target)
+    add_log(s, LogLine::Level::info, fmt::format("Cannot use {} backend on CPU.", selected->name()), false);
+  s.candidates.push_back({target, static_cast<int>(s.candidates.size()), checked.reasons.empty(), checked.reasons});
   if (!checked.reasons.empty()) throw no_valid_backend(device_name(), config, std::move(s.candidates));
   accept_backend(s, target, checked.cls);
   add_log(s, LogLine::Level::info, fmt::format("Using {} backend.", target));

@@ -263,6 +263,23 @@ TEST_F(SelectionTest, CpuRunnableModeValidatesTheRoute) {
   EXPECT_THAT(s, HasSubstr("CPU_ATTN: ["));
 }
 
+TEST_F(SelectionTest, CpuRunnableModeRunsAmxMlaLayersOnCpuMlaAndSaysWhy) {
+  LayerRequest mla = layer(576);
+  mla.use_mla = true;
+  const auto s = select("cpu", EngineConfig{}, mla, {"cpu.amx=1"}, SelectionMode::runnable);
+  EXPECT_EQ(s->backend, "CPU_MLA");
+  ASSERT_EQ(s->candidates.size(), 2u);
+  EXPECT_EQ(s->candidates[0].backend, "AMX_MLA");
+  EXPECT_FALSE(s->candidates[0].valid);
+  EXPECT_FALSE(s->candidates[0].reasons.empty());
+  EXPECT_TRUE(s->candidates[1].valid);
+  bool says_why = false;
+  for (const LogLine& l : s->logs) says_why |= l.text.find("AMX_MLA, which attnsel cannot run here") != std::string::npos;
+  EXPECT_TRUE(says_why);
+  // Reference mode still answers what vLLM does.
+  EXPECT_EQ(pick("cpu", EngineConfig{}, mla, {"cpu.amx=1"}), "AMX_MLA");
+}
+
 // XPU routing (XPUPlatform.get_attn_backend_cls, with validation of the chosen backend).
 TEST_F(SelectionTest, XpuRouting) {
   EXPECT_EQ(pick("xpu", EngineConfig{}, layer(128)), "FLASH_ATTN");
