@@ -48,7 +48,8 @@ CacheDType cache_dtype_from(std::string_view s, std::string_view what) {
     else if (u < 0x20 || u >= 0x7f) shown += fmt::format("\\x{:02x}", u);
     else shown += c;
   }
-  throw ValueError(fmt::format("{} '{}' is not a cache dtype; valid values are: {}", what, shown, fmt::join(kCacheDTypeNames, ", ")));
+  throw ValueError(fmt::format("{} '{}' is not a cache dtype; valid values are: {}", what, shown,
+                               fmt::join(kCacheDTypeNames, ", ")));
 }
 
 bool is_quantized_kv_cache(CacheDType d) {

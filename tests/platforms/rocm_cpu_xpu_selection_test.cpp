@@ -274,7 +274,8 @@ TEST_F(SelectionTest, CpuRunnableModeRunsAmxMlaLayersOnCpuMlaAndSaysWhy) {
   EXPECT_FALSE(s->candidates[0].reasons.empty());
   EXPECT_TRUE(s->candidates[1].valid);
   bool says_why = false;
-  for (const LogLine& l : s->logs) says_why |= l.text.find("AMX_MLA on this CPU, which attnsel cannot run here") != std::string::npos;
+  for (const LogLine& l : s->logs)
+    says_why |= l.text.find("AMX_MLA on this CPU, which attnsel cannot run here") != std::string::npos;
   EXPECT_TRUE(says_why);
   // Reference mode still answers what vLLM does.
   EXPECT_EQ(pick("cpu", EngineConfig{}, mla, {"cpu.amx=1"}), "AMX_MLA");
