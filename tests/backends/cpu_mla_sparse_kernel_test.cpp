@@ -12,20 +12,14 @@
 #include "attnsel/selector.hpp"
 #include "attnsel/sparse_mla.hpp"
 #include "backends/deepseek_v32_indexer.hpp"
+#include "backends/test_env.hpp"
 #include "kernels/registry/kernel_registry.hpp"
 #include "../kernels/sparse_mla_test_util.hpp"
 
 namespace attnsel {
 namespace {
 
-LayerRequest sparse_layer() {
-  LayerRequest layer;
-  layer.head_size = 576;
-  layer.use_mla = true;
-  layer.use_sparse = true;
-  layer.dtype = DType::bfloat16;
-  return layer;
-}
+using testing::sparse_layer;
 
 TEST(CpuMlaSparseBackend, RunnableModeRoutesSparseLayersToAttnselsOwnKernel) {
   reset_registry_for_testing();

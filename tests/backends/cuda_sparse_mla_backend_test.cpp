@@ -14,19 +14,13 @@
 #include "attnsel/registry.hpp"
 #include "attnsel/selector.hpp"
 #include "attnsel/sparse_mla.hpp"
+#include "backends/test_env.hpp"
 #include "kernels/registry/kernel_registry.hpp"
 
 namespace attnsel {
 namespace {
 
-LayerRequest sparse_layer() {
-  LayerRequest layer;
-  layer.head_size = 576;
-  layer.use_mla = true;
-  layer.use_sparse = true;
-  layer.dtype = DType::bfloat16;
-  return layer;
-}
+using testing::sparse_layer;
 
 AttentionSelectorConfig sparse_config(DType dtype = DType::bfloat16, CacheDType kv = CacheDType::auto_) {
   AttentionSelectorConfig c;

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string_view>
 
+#include "attnsel/engine_config.hpp"
 #include "attnsel/facts.hpp"
 #include "attnsel/registry.hpp"
 #include "attnsel/selector_config.hpp"
@@ -46,6 +47,16 @@ inline AttentionSelectorConfig mla_config(int head_size = 576) {
   AttentionSelectorConfig c = decoder_config(head_size);
   c.use_mla = true;
   return c;
+}
+
+/// A sparse MLA layer: head 576, bf16.
+inline LayerRequest sparse_layer() {
+  LayerRequest layer;
+  layer.head_size = 576;
+  layer.use_mla = true;
+  layer.use_sparse = true;
+  layer.dtype = DType::bfloat16;
+  return layer;
 }
 
 }  // namespace attnsel::testing

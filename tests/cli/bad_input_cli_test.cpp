@@ -13,9 +13,8 @@ namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using test::kUsage;
 using test::run_attnsel;
-
-constexpr int kUsage = 2;
 
 class BadInputCli : public ::testing::Test {
  protected:

@@ -18,9 +18,8 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 using ::testing::Not;
+using test::kUsage;
 using test::run_attnsel;
-
-constexpr int kUsage = 2;
 
 class ChangedMeaningCli : public ::testing::Test {
  protected:

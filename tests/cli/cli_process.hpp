@@ -24,6 +24,9 @@ struct CliResult {
   std::string err;
 };
 
+/// The exit status of a usage error (a command line the command cannot take).
+inline constexpr int kUsage = 2;
+
 inline std::string cli_path() {
 #ifdef ATTNSEL_CLI_PATH
   return ATTNSEL_CLI_PATH;

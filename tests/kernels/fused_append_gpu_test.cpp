@@ -27,24 +27,7 @@ namespace {
 using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
-
-WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed, CacheDType kv_cache_dtype = CacheDType::auto_,
-                      int head_size = 128) {
-  WorkloadSpec s;
-  s.num_heads = 8;
-  s.num_kv_heads = 2;  // GQA: 4 query heads per KV head
-  s.head_size = head_size;
-  s.dtype = ScalarType::bf16;
-  s.kv_cache_dtype = kv_cache_dtype;
-  if (kv_cache_dtype != CacheDType::auto_) {
-    // Per-KV-head scales that differ, so a writer using the wrong head's scale shows.
-    s.k_scales = {0.05f, 0.09f};
-    s.v_scales = {0.5f, 1.3f};
-  }
-  s.sequences = std::move(seqs);
-  s.seed = seed;
-  return s;
-}
+using testing::spec_for;
 
 std::vector<std::uint8_t> download(const DeviceTensor& t) {
   std::vector<std::uint8_t> host(span_bytes(t.view));

@@ -1,17 +1,20 @@
 // Shared by the kernel tests: run an implementation on a synthetic paged batch and compare
-// every output element with the double-precision reference.
+// every output element with the double-precision reference; the check that a call is
+// refused with a ValueError naming the problem.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <numeric>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "attnsel/errors.hpp"
 #include "attnsel/kernel.hpp"
 #include "kernels/attention/reference.hpp"
 #include "runtime/accuracy.hpp"
@@ -56,6 +59,16 @@ inline double expect_matches(const AttentionImpl& impl, runtime::PagedWorkload& 
 
 inline double expect_matches_reference(const AttentionImpl& impl, runtime::PagedWorkload& w, const std::string& what) {
   return expect_matches(impl, w, reference_outputs(impl.params(), w), what);
+}
+
+/// A test failure unless f() throws a ValueError whose message contains `text`.
+inline void expect_value_error(const std::function<void()>& f, const std::string& text) {
+  try {
+    f();
+    ADD_FAILURE() << "no error; expected one containing: " << text;
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace attnsel::kernel::testing

@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <limits>
 #include <string>
 #include <vector>
@@ -26,6 +25,7 @@ using runtime::layer_params_for;
 using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
+using testing::expect_value_error;
 
 // Distinct scales per KV head (every head's own value matters).
 std::vector<float> distinct_scales(int kv_heads, float first, float step) {
@@ -48,15 +48,6 @@ WorkloadSpec fp8_spec(CacheDType kv_cache_dtype, int heads, int kv_heads, int he
   spec.sequences = {{1, 1}, {61, 1}, {17, 17}, {131, 3}, {7, 1}};
   spec.seed = 23;
   return spec;
-}
-
-void expect_value_error(const std::function<void()>& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << text;
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
-  }
 }
 
 LayerParams fp8_layer(int kv_heads) {

@@ -26,12 +26,14 @@ namespace {
 
 using testing::Buffer;
 using testing::expect_value_error;
+using testing::kLayerOutput;
+using testing::kNegInf;
+using testing::LayerCase;
 using testing::Request;
 using testing::SparseSetup;
 using testing::SparseWorkload;
+using testing::with_lse;
 using Tol = mla::testing::Tolerance;
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::unique_ptr<SparseMlaImpl> make(const SparseMlaLayerParams& p, int threads = 0, bool bf16_dot = true) {
   cpu::CpuSparseMlaOptions o;
@@ -40,20 +42,7 @@ std::unique_ptr<SparseMlaImpl> make(const SparseMlaLayerParams& p, int threads =
   return cpu::make_cpu_sparse_mla_impl(p, o);
 }
 
-SparseMlaPlanOptions with_lse() {
-  SparseMlaPlanOptions o;
-  o.lse = true;
-  o.decode_query_len = 4;
-  return o;
-}
-
 Tol latent_tolerance(ScalarType dtype) { return mla::testing::latent_tolerance(dtype); }
-
-// The layer's output after W_UV (bf16): three roundings to bf16 on the way — the absorbed
-// query, the latent output, the output — each worth a cosine distance of about 1.3e-6 (a
-// relative error uniform within half a bf16 ulp), measured 3.4e-6 to 5.5e-6 here; FlashMLA's
-// 5e-6 bounds its latent output alone.
-constexpr Tol kLayerOutput{4e-3, 2.01 / 128, 1e-5};
 
 // Runs attend_latent on the workload's physical rows; returns the latent output and LSE.
 std::pair<std::vector<double>, std::vector<double>> run_latent(SparseWorkload& w, const SparseMlaImpl& impl,
@@ -371,13 +360,6 @@ TEST(SparseMlaIndices, RequestPositionsBecomeCacheRows) {
   EXPECT_EQ(want[6], -1);
   EXPECT_EQ(want[7], -1);
 }
-
-struct LayerCase {
-  int heads;
-  CacheDType kv;
-  std::vector<Request> requests;
-  int topk;
-};
 
 class SparseMlaLayer : public ::testing::TestWithParam<LayerCase> {};
 

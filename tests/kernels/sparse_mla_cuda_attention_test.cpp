@@ -29,25 +29,13 @@ namespace attnsel::kernel::sparse_mla {
 namespace {
 
 using testing::Buffer;
+using testing::kLayerOutput;
+using testing::LayerCase;
 using testing::Request;
 using testing::SparseSetup;
 using testing::SparseWorkload;
+using testing::with_lse;
 using Tol = mla::testing::Tolerance;
-
-bool sparse_gpu_available() {
-  if (!cuda::testing::gpu_available()) return false;
-  const int major = cuda::device_info(0).major;
-  return major == 8 || major == 9;
-}
-
-#define REQUIRE_SPARSE_GPU()                                                                      \
-  if (!sparse_gpu_available())                                                                    \
-  GTEST_SKIP() << "no GPU the sparse MLA CUDA kernels run on (compute capability 8.x or 9.x): "   \
-               << (cuda::cuda_kernels_unavailable_reason().empty() ? "another compute capability" \
-                                                                   : cuda::cuda_kernels_unavailable_reason())
-
-// The layer's output after W_UV (bf16): the CPU kernel's bound (three roundings to bf16).
-constexpr Tol kLayerOutput{4e-3, 2.01 / 128, 1e-5};
 
 /// A host tensor's device copy, and reading it back as doubles.
 struct OnDevice {
@@ -86,13 +74,6 @@ std::unique_ptr<SparseMlaImpl> make_gpu(const SparseMlaLayerParams& p) {
   return cuda::sparse_mla::make_cuda_sparse_mla_impl(p);
 }
 
-SparseMlaPlanOptions with_lse() {
-  SparseMlaPlanOptions o;
-  o.lse = true;
-  o.decode_query_len = 4;
-  return o;
-}
-
 /// Runs attend_latent on the device copies; returns the latent output and LSE.
 std::pair<std::vector<double>, std::vector<double>> run_latent(SparseWorkload& w, DeviceWorkload& d,
                                                                const SparseMlaImpl& impl, const StepPlan& plan,
@@ -111,7 +92,7 @@ void expect_rows_past_the_batch_untouched(const SparseWorkload& w) {
 // --------------------------------------------------------------------------------------
 // The latent kernel
 
-struct LatentCase {
+struct LatentGpuCase {
   int heads, block, topk;
   ScalarType dtype;
   CacheDType kv;
@@ -119,11 +100,11 @@ struct LatentCase {
   float latent_scale = 1.0f;
 };
 
-class SparseMlaLatentGpu : public ::testing::TestWithParam<LatentCase> {};
+class SparseMlaLatentGpu : public ::testing::TestWithParam<LatentGpuCase> {};
 
 TEST_P(SparseMlaLatentGpu, MatchesTheReference) {
   REQUIRE_SPARSE_GPU();
-  const LatentCase& c = GetParam();
+  const LatentGpuCase& c = GetParam();
   SparseSetup s;
   s.heads = c.heads;
   s.block_size = c.block;
@@ -157,18 +138,18 @@ TEST_P(SparseMlaLatentGpu, MatchesTheReference) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SparseMlaLatentGpu,
-    ::testing::Values(LatentCase{8, 64, 64, ScalarType::bf16, CacheDType::auto_, {{1, 1}, {200, 1}, {70, 1}}},
-                      LatentCase{12, 61, 97, ScalarType::bf16, CacheDType::auto_, {{150, 4}, {3, 1}}},
-                      LatentCase{16, 64, 128, ScalarType::bf16, CacheDType::fp8_ds_mla, {{300, 1}, {64, 2}}},
-                      LatentCase{24, 64, 64, ScalarType::f16, CacheDType::float16, {{80, 1}, {61, 3}}},
-                      LatentCase{
+    ::testing::Values(LatentGpuCase{8, 64, 64, ScalarType::bf16, CacheDType::auto_, {{1, 1}, {200, 1}, {70, 1}}},
+                      LatentGpuCase{12, 61, 97, ScalarType::bf16, CacheDType::auto_, {{150, 4}, {3, 1}}},
+                      LatentGpuCase{16, 64, 128, ScalarType::bf16, CacheDType::fp8_ds_mla, {{300, 1}, {64, 2}}},
+                      LatentGpuCase{24, 64, 64, ScalarType::f16, CacheDType::float16, {{80, 1}, {61, 3}}},
+                      LatentGpuCase{
                           64, 64, 2048, ScalarType::bf16, CacheDType::fp8_ds_mla, {{3001, 1}, {2047, 2}, {5, 1}}},
-                      LatentCase{96, 5, 300, ScalarType::bf16, CacheDType::fp8_ds_mla, {{700, 1}, {129, 3}}},
-                      LatentCase{128, 64, 2048, ScalarType::bf16, CacheDType::auto_, {{4099, 1}, {2049, 1}}},
-                      LatentCase{128, 64, 2048, ScalarType::bf16, CacheDType::fp8_ds_mla, {{4099, 1}, {17, 1}}},
+                      LatentGpuCase{96, 5, 300, ScalarType::bf16, CacheDType::fp8_ds_mla, {{700, 1}, {129, 3}}},
+                      LatentGpuCase{128, 64, 2048, ScalarType::bf16, CacheDType::auto_, {{4099, 1}, {2049, 1}}},
+                      LatentGpuCase{128, 64, 2048, ScalarType::bf16, CacheDType::fp8_ds_mla, {{4099, 1}, {17, 1}}},
                       // Tile scales far from 1: large latents (2^-4 … 2^-3) and tiny ones (the 1e-4 floor).
-                      LatentCase{16, 64, 256, ScalarType::bf16, CacheDType::fp8_ds_mla, {{500, 2}}, 30.0f},
-                      LatentCase{16, 64, 256, ScalarType::bf16, CacheDType::fp8_ds_mla, {{500, 2}}, 0.003f}));
+                      LatentGpuCase{16, 64, 256, ScalarType::bf16, CacheDType::fp8_ds_mla, {{500, 2}}, 30.0f},
+                      LatentGpuCase{16, 64, 256, ScalarType::bf16, CacheDType::fp8_ds_mla, {{500, 2}}, 0.003f}));
 
 TEST(SparseMlaLatentKernelGpu, RawScaleRecordsAreReadCorrectly) {
   REQUIRE_SPARSE_GPU();
@@ -273,13 +254,6 @@ TEST(SparseMlaLatentKernelGpu, IndicesOutsideTheCacheContributeNothing) {
 
 // --------------------------------------------------------------------------------------
 // The layer, the cache writers, request positions, the chain
-
-struct LayerCase {
-  int heads;
-  CacheDType kv;
-  std::vector<Request> requests;
-  int topk;
-};
 
 class SparseMlaLayerGpu : public ::testing::TestWithParam<LayerCase> {};
 

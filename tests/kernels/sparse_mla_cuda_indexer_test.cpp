@@ -25,23 +25,11 @@ namespace attnsel::kernel::sparse_mla {
 namespace {
 
 using testing::Buffer;
+using testing::expect_top_k_of_scores;
 using testing::IndexerSetup;
 using testing::IndexerWorkload;
+using testing::kNegInf;
 using testing::Request;
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-bool sparse_gpu_available() {
-  if (!cuda::testing::gpu_available()) return false;
-  const int major = cuda::device_info(0).major;
-  return major == 8 || major == 9;
-}
-
-#define REQUIRE_SPARSE_GPU()                                                                      \
-  if (!sparse_gpu_available())                                                                    \
-  GTEST_SKIP() << "no GPU the sparse MLA CUDA kernels run on (compute capability 8.x or 9.x): "   \
-               << (cuda::cuda_kernels_unavailable_reason().empty() ? "another compute capability" \
-                                                                   : cuda::cuda_kernels_unavailable_reason())
 
 std::unique_ptr<IndexerImpl> make_gpu(const IndexerLayerParams& p) {
   return cuda::sparse_mla::make_cuda_indexer_impl(p);
@@ -104,18 +92,18 @@ TEST(SparseMlaIndexerCacheGpu, WritesTheReferenceWritersBytes) {
 // --------------------------------------------------------------------------------------
 // The scores
 
-struct LogitsCase {
+struct LogitsGpuCase {
   int heads, block;
   ScalarType dtype, weights_dtype;
   std::vector<Request> requests;
   double q_sigma = 1.0, k_sigma = 1.0;
 };
 
-class SparseMlaIndexerLogitsGpu : public ::testing::TestWithParam<LogitsCase> {};
+class SparseMlaIndexerLogitsGpu : public ::testing::TestWithParam<LogitsGpuCase> {};
 
 TEST_P(SparseMlaIndexerLogitsGpu, MatchTheReferenceOnTheDequantisedValues) {
   REQUIRE_SPARSE_GPU();
-  const LogitsCase& c = GetParam();
+  const LogitsGpuCase& c = GetParam();
   IndexerSetup s;
   s.heads = c.heads;
   s.block_size = c.block;
@@ -151,32 +139,22 @@ TEST_P(SparseMlaIndexerLogitsGpu, MatchTheReferenceOnTheDequantisedValues) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, SparseMlaIndexerLogitsGpu,
-    ::testing::Values(LogitsCase{64, 64, ScalarType::bf16, ScalarType::f32, {{1, 1}, {200, 1}, {67, 1}}},
+    ::testing::Values(LogitsGpuCase{64, 64, ScalarType::bf16, ScalarType::f32, {{1, 1}, {200, 1}, {67, 1}}},
                       // MTP rows: 2, 3 and 4 query tokens per request.
-                      LogitsCase{64, 64, ScalarType::bf16, ScalarType::bf16, {{131, 2}, {70, 3}, {4, 4}}},
+                      LogitsGpuCase{64, 64, ScalarType::bf16, ScalarType::bf16, {{131, 2}, {70, 3}, {4, 4}}},
                       // A padding request (seq_len 0) among decodes; odd block sizes.
-                      LogitsCase{64, 61, ScalarType::bf16, ScalarType::f32, {{257, 1}, {0, 1}, {3, 1}}},
-                      LogitsCase{17, 7, ScalarType::f32, ScalarType::f32, {{97, 2}, {5, 1}}},
-                      LogitsCase{1, 16, ScalarType::f16, ScalarType::f16, {{33, 1}, {129, 3}}},
-                      LogitsCase{128, 64, ScalarType::bf16, ScalarType::f32, {{300, 1}, {90, 2}}},
+                      LogitsGpuCase{64, 61, ScalarType::bf16, ScalarType::f32, {{257, 1}, {0, 1}, {3, 1}}},
+                      LogitsGpuCase{17, 7, ScalarType::f32, ScalarType::f32, {{97, 2}, {5, 1}}},
+                      LogitsGpuCase{1, 16, ScalarType::f16, ScalarType::f16, {{33, 1}, {129, 3}}},
+                      LogitsGpuCase{128, 64, ScalarType::bf16, ScalarType::f32, {{300, 1}, {90, 2}}},
                       // Prefill: many query tokens, with context.
-                      LogitsCase{64, 64, ScalarType::bf16, ScalarType::f32, {{5000, 37}, {23, 23}}},
+                      LogitsGpuCase{64, 64, ScalarType::bf16, ScalarType::f32, {{5000, 37}, {23, 23}}},
                       // Key and query scales far from 1.
-                      LogitsCase{64, 64, ScalarType::bf16, ScalarType::f32, {{700, 2}}, 40.0, 0.002},
-                      LogitsCase{64, 64, ScalarType::bf16, ScalarType::f32, {{700, 2}}, 0.01, 50.0}));
+                      LogitsGpuCase{64, 64, ScalarType::bf16, ScalarType::f32, {{700, 2}}, 40.0, 0.002},
+                      LogitsGpuCase{64, 64, ScalarType::bf16, ScalarType::f32, {{700, 2}}, 0.01, 50.0}));
 
 // --------------------------------------------------------------------------------------
 // The top-k
-
-// Rows of a top-k against the reference top-k of the same scores: identical.
-void expect_top_k_of_scores(const IndexerWorkload& w, const std::vector<std::int32_t>& got, const std::string& what) {
-  const std::vector<std::int64_t> lengths = reference::row_lengths(w.batch.md);
-  const std::vector<std::int32_t> want = reference::top_k(w.scores(), w.width, lengths, w.setup.topk);
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i], want[i]) << "row " << i / static_cast<std::size_t>(w.setup.topk) << " entry "
-                               << i % static_cast<std::size_t>(w.setup.topk) << ", " << what;
-}
 
 TEST(SparseMlaIndexerTopKGpu, IsTheOrderOfItsScoresAroundIndexTopk) {
   REQUIRE_SPARSE_GPU();

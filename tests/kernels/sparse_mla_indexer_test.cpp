@@ -21,12 +21,12 @@ namespace attnsel::kernel::sparse_mla {
 namespace {
 
 using testing::Buffer;
+using testing::expect_top_k_of_scores;
 using testing::expect_value_error;
 using testing::IndexerSetup;
 using testing::IndexerWorkload;
+using testing::kNegInf;
 using testing::Request;
-
-constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 std::unique_ptr<IndexerImpl> make(const IndexerLayerParams& p, bool bf16_dot = true, int threads = 0) {
   cpu::CpuIndexerOptions o;
@@ -201,16 +201,6 @@ INSTANTIATE_TEST_SUITE_P(
                       LogitsCase{64, 64, ScalarType::bf16, ScalarType::f32, {{5000, 37}, {23, 23}}},
                       // fp32 products (no AVX-512-BF16).
                       LogitsCase{64, 64, ScalarType::bf16, ScalarType::f32, {{300, 2}, {45, 45}}, false}));
-
-// Rows of a top-k against the reference top-k of the same scores: identical.
-void expect_top_k_of_scores(const IndexerWorkload& w, const std::vector<std::int32_t>& got, const std::string& what) {
-  const std::vector<std::int64_t> lengths = reference::row_lengths(w.batch.md);
-  const std::vector<std::int32_t> want = reference::top_k(w.scores(), w.width, lengths, w.setup.topk);
-  ASSERT_EQ(got.size(), want.size());
-  for (std::size_t i = 0; i < got.size(); ++i)
-    ASSERT_EQ(got[i], want[i]) << "row " << i / static_cast<std::size_t>(w.setup.topk) << " entry "
-                               << i % static_cast<std::size_t>(w.setup.topk) << ", " << what;
-}
 
 TEST(SparseMlaIndexer, TopKAroundIndexTopk) {
   for (int L : {1, 2047, 2048, 2049, 4099}) {

@@ -3,7 +3,8 @@
 // indexer's inputs (queries, head weights, keys written by the reference writer), the
 // sparse attention's inputs (FlashMLA-like latents and queries, kv_b_proj as the MLA tests
 // scale it) and index rows with -1 scattered and trailing; DeepGEMM's calc_diff; the check
-// that a call is refused with a ValueError naming the problem.
+// that a call is refused with a ValueError naming the problem; the checks, bounds and cases
+// the CPU and GPU kernels' tests have in common.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <random>
 #include <string>
@@ -31,6 +33,10 @@ using mla::testing::Buffer;
 using mla::testing::compare;
 using mla::testing::Request;
 using mla::testing::Tolerance;
+
+/// −∞ as the tests compare it: a score past its row's positions, the log-sum-exp of a row
+/// with no entry.
+inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 /// A test failure unless call() throws a ValueError whose message contains `needle`.
 template <class F>
@@ -215,6 +221,17 @@ class IndexerWorkload {
   std::int64_t width = 0;
 };
 
+/// Rows of a top-k against the reference top-k of the same scores: identical.
+inline void expect_top_k_of_scores(const IndexerWorkload& w, const std::vector<std::int32_t>& got,
+                                   const std::string& what) {
+  const std::vector<std::int64_t> lengths = reference::row_lengths(w.batch.md);
+  const std::vector<std::int32_t> want = reference::top_k(w.scores(), w.width, lengths, w.setup.topk);
+  ASSERT_EQ(got.size(), want.size());
+  for (std::size_t i = 0; i < got.size(); ++i)
+    ASSERT_EQ(got[i], want[i]) << "row " << i / static_cast<std::size_t>(w.setup.topk) << " entry "
+                               << i % static_cast<std::size_t>(w.setup.topk) << ", " << what;
+}
+
 // ---------------------------------------------------------------------------------------
 // The sparse attention
 
@@ -337,6 +354,28 @@ class SparseWorkload {
   SparseMlaLayerParams params;
   Buffer weights, q, q_latent, kv_c, k_pe, cache, output, latent_out, lse, local_buf, physical_buf;
   std::vector<std::int32_t> local, physical;
+};
+
+/// A plan that writes the log-sum-exp, with decode requests of up to 4 query tokens.
+inline SparseMlaPlanOptions with_lse() {
+  SparseMlaPlanOptions o;
+  o.lse = true;
+  o.decode_query_len = 4;
+  return o;
+}
+
+// The layer's output after W_UV (bf16): three roundings to bf16 on the way — the absorbed
+// query, the latent output, the output — each worth a cosine distance of about 1.3e-6 (a
+// relative error uniform within half a bf16 ulp), measured 3.4e-6 to 5.5e-6 on the CPU
+// kernel; FlashMLA's 5e-6 bounds its latent output alone.
+inline constexpr Tolerance kLayerOutput{4e-3, 2.01 / 128, 1e-5};
+
+/// A layer (absorbed) against the un-absorbed reference: its heads, cache, requests, top-k.
+struct LayerCase {
+  int heads;
+  CacheDType kv;
+  std::vector<Request> requests;
+  int topk;
 };
 
 }  // namespace attnsel::kernel::sparse_mla::testing

@@ -24,17 +24,7 @@ namespace {
 using runtime::PagedWorkload;
 using runtime::SequenceShape;
 using runtime::WorkloadSpec;
-
-WorkloadSpec spec_for(std::vector<SequenceShape> seqs, std::uint64_t seed) {
-  WorkloadSpec s;
-  s.num_heads = 8;
-  s.num_kv_heads = 2;
-  s.head_size = 128;
-  s.dtype = ScalarType::bf16;
-  s.sequences = std::move(seqs);
-  s.seed = seed;
-  return s;
-}
+using testing::spec_for;
 
 /// Every output element of `out` (a device tensor) against the reference for `query` (host)
 /// over `cache` (host) and `md`: no NaN, relative L2 and largest error within bf16's bounds.

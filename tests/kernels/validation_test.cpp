@@ -1,12 +1,11 @@
 // Bad input: every check names the value and the valid range, and fires before a kernel
 // touches memory (the caches here are poisoned, so a read past a check would show).
-#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include <functional>
 #include <limits>
 
 #include "attnsel/errors.hpp"
+#include "kernel_test_util.hpp"
 #include "kernels/attention/cpu/cpu_attention.hpp"
 #include "kernels/attention/reference.hpp"
 #include "runtime/paged_workload.hpp"
@@ -14,7 +13,7 @@
 namespace attnsel::kernel {
 namespace {
 
-using ::testing::HasSubstr;
+using testing::expect_value_error;
 
 // A valid batch: 2 sequences, 4 query / 2 KV heads, head size 64, block size 16.
 struct Fixture {
@@ -60,15 +59,6 @@ struct Fixture {
   void forward() { cpu::make_cpu_attention_impl(p)->forward(query, cache, md, output); }
   void write() { cpu::make_cpu_attention_impl(p)->write_kv_cache(keys, values, cache, md); }
 };
-
-void expect_value_error(const std::function<void()>& f, const std::string& text) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing: " << text;
-  } catch (const ValueError& e) {
-    EXPECT_THAT(e.what(), HasSubstr(text));
-  }
-}
 
 TEST(KernelValidation, TheFixtureIsValid) {
   Fixture f;

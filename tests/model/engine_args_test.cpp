@@ -7,22 +7,14 @@
 #include "attnsel/engine_args.hpp"
 #include "attnsel/errors.hpp"
 #include "attnsel/registry.hpp"
+#include "model_test_support.hpp"
 
 namespace attnsel {
 namespace {
 
 using ::testing::HasSubstr;
 using ::testing::StartsWith;
-
-template <class F>
-std::string value_error(F&& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_support::value_error;
 
 EngineOptions parse(const EngineArgs& a) { return parse_engine_args(a); }
 

@@ -23,17 +23,7 @@ using testing_support::is_mamba;
 using testing_support::is_sliding;
 using testing_support::layer_indices;
 using testing_support::load_example;
-
-// The message of the ValueError `f` throws ("" when it throws nothing).
-template <class F>
-std::string value_error(F&& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing_support::value_error;
 
 std::string parse_error(const std::string& json) {
   return value_error([&] { (void)parse_model_config(json, "test.json"); });

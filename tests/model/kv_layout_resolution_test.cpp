@@ -7,11 +7,13 @@
 #include "attnsel/errors.hpp"
 #include "attnsel/kv_layout_resolution.hpp"
 #include "attnsel/plan.hpp"
+#include "model_test_support.hpp"
 
 namespace attnsel {
 namespace {
 
 using ::testing::ElementsAre;
+using testing_support::value_error;
 using L = KVCacheLayout;
 
 class DeclaringBackend : public AttentionBackend {
@@ -31,16 +33,6 @@ class DeclaringBackend : public AttentionBackend {
   std::optional<std::vector<KVCacheLayout>> layouts_;
   std::vector<KernelBlockSize> sizes_;
 };
-
-template <class F>
-std::string value_error(F&& f) {
-  try {
-    f();
-  } catch (const ValueError& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<KVCacheLayout> supported(std::vector<const AttentionBackend*> backends) {
   return get_supported_kv_cache_layouts(backends, RuntimeEnv{});

@@ -1,4 +1,5 @@
-// Shared by the model tests: where the example configs live, and small layer queries.
+// Shared by the model tests: where the example configs live, small layer queries, and the
+// message of a ValueError.
 #pragma once
 
 #include <algorithm>
@@ -6,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "attnsel/errors.hpp"
 #include "attnsel/model.hpp"
 
 namespace attnsel::testing_support {
@@ -34,6 +36,17 @@ inline std::vector<int> every(int first, int last, int step) {
   std::vector<int> v;
   for (int i = first; i <= last; i += step) v.push_back(i);
   return v;
+}
+
+/// The message of the ValueError `f` throws ("" when it throws nothing).
+template <class F>
+std::string value_error(F&& f) {
+  try {
+    f();
+  } catch (const ValueError& e) {
+    return e.what();
+  }
+  return "";
 }
 
 }  // namespace attnsel::testing_support

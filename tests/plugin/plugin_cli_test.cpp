@@ -26,9 +26,6 @@ class PluginCli : public ::testing::Test {
   }
 };
 
-const std::string kRegisterAs = qualified(kPluginC, "init_register_as");
-const std::string kRegisterAsClass = file_name(kPluginC) + ":init_register_as";
-
 TEST_F(PluginCli, FlagAfterTheSubcommandOverridesCpuAttn) {
   const auto j = parse(run_attnsel({"select", "--json", "--plugin", kRegisterAs, "--platform", "cpu", "--mode", "reference"}));
   EXPECT_EQ(j["backend"], "CPU_ATTN");

@@ -27,6 +27,11 @@ inline std::string qualified(const std::string& path, const std::string& symbol)
 /// The file name of a path ("libattnsel_test_plugin_c.so").
 inline std::string file_name(const std::string& path) { return std::filesystem::path(path).filename().string(); }
 
+/// The C test plugin's init whose backend registers as CPU_ATTN (among others), and the
+/// class path that backend then has.
+inline const std::string kRegisterAs = qualified(kPluginC, "init_register_as");
+inline const std::string kRegisterAsClass = file_name(kPluginC) + ":init_register_as";
+
 class PluginTest : public ::testing::Test {
  protected:
   void SetUp() override { clean(); }
