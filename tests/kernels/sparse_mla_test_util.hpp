@@ -25,10 +25,12 @@
 #include "attnsel/sparse_mla.hpp"
 #include "kernels/attention/reference.hpp"
 #include "kernels/sparse_mla/reference.hpp"
+#include "kernel_test_util.hpp"
 #include "mla_test_util.hpp"
 
 namespace attnsel::kernel::sparse_mla::testing {
 
+using kernel::testing::expect_value_error;
 using mla::testing::Buffer;
 using mla::testing::compare;
 using mla::testing::Request;
@@ -37,17 +39,6 @@ using mla::testing::Tolerance;
 /// −∞ as the tests compare it: a score past its row's positions, the log-sum-exp of a row
 /// with no entry.
 inline constexpr double kNegInf = -std::numeric_limits<double>::infinity();
-
-/// A test failure unless call() throws a ValueError whose message contains `needle`.
-template <class F>
-void expect_value_error(F&& call, const std::string& needle) {
-  try {
-    call();
-    ADD_FAILURE() << "no error; expected one naming " << needle;
-  } catch (const ValueError& e) {
-    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
-  }
-}
 
 /// DeepGEMM's calc_diff (vLLM's indexer tests): 1 - 2Σxy / Σ(x² + y²) over the cells where
 /// the reference is finite (a cell where only one side is finite counts as a difference of 1).
