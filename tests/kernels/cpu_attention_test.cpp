@@ -55,12 +55,10 @@ struct Variant {
 };
 std::vector<Variant> variants() {
   std::vector<Variant> out;
-  const std::int64_t supported = hwy::SupportedTargets();
-  for (std::int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_EMU128})
-    if ((supported & target) != 0) {
-      if (target == HWY_AVX3 && cpu_has_bf16_dot()) out.push_back({target, true});
-      out.push_back({target, false});
-    }
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    if (target == HWY_AVX3 && cpu_has_bf16_dot()) out.push_back({target, true});
+    out.push_back({target, false});
+  }
   return out;
 }
 

@@ -191,9 +191,7 @@ TEST(MlaCpuDecode, Fp8LongRequestsEveryRowCount) {
 }
 
 TEST(MlaCpuDecode, EveryTargetAndBothBf16Paths) {
-  const std::int64_t supported = hwy::SupportedTargets();
-  for (std::int64_t target : {HWY_AVX3, HWY_AVX2, HWY_SSE4, HWY_EMU128}) {
-    if ((supported & target) == 0) continue;
+  for (std::int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (bool bf16 : {true, false})
       for (CacheDType kv : {CacheDType::auto_, CacheDType::fp8_e4m3}) {

@@ -13,7 +13,6 @@
 // fp8 run is widened during the Q·Kᵀ of the run before.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla/cpu/latent_decode_kernels.cpp"
-#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>

@@ -10,7 +10,6 @@
 // staged first (its real rows copied to scratch, zeros after), so nothing past them is read.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/mla/cpu/prefill_attention_kernels.cpp"
-#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <algorithm>

@@ -5,7 +5,6 @@
 // DemoteTo truncates).
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/sparse_mla/cpu/fp8_rows.cpp"
-#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include <cstdint>

@@ -1,7 +1,6 @@
 // head_sums.hpp, compiled once per Highway target.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/sparse_mla/cpu/head_sums.cpp"
-#include "kernels/simd_targets.hpp"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 
 #include "hwy/highway.h"
