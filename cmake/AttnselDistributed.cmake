@@ -66,11 +66,5 @@ if(NOT ATTNSEL_HAVE_CUDA)
   target_sources(attnsel_distributed PRIVATE ${_dir}/cuda_merge_unavailable.cpp)
 endif()
 
-# Links the DCP code into a tool: the installed binary keeps finding libnccl where it
-# came from (e.g. /usr/local/cuda/lib64, not on the loader's default path).
-function(attnsel_link_distributed lib exe)
-  target_link_libraries(${lib} PUBLIC attnsel_distributed)
-  set_target_properties(${exe} PROPERTIES INSTALL_RPATH_USE_LINK_PATH ON)
-endfunction()
 # The tests (a sibling directory) decide from this whether to run the MPI launches.
 set(ATTNSEL_HAVE_MPI ${ATTNSEL_HAVE_MPI} PARENT_SCOPE)

@@ -1,22 +1,4 @@
-// The attnsel command: subcommands are registered explicitly, one line each.
-#include <CLI/CLI.hpp>
+// The attnsel command.
+#include "cli_main.hpp"
 
-#include "commands.hpp"
-#include "common_options.hpp"
-#include "plugin_option.hpp"
-
-int main(int argc, char** argv) {
-  using namespace attnsel::cli;
-  CLI::App app{"attnsel: chooses, explains and runs the attention backend vLLM would use", "attnsel"};
-  app.require_subcommand(1);
-  CommandContext context;
-
-  add_select_command(app, context);
-  add_list_command(app, context);
-  add_plan_command(app, context);
-  add_plugin_option(app);
-  add_run_command(app, context);
-  add_bench_command(app, context);
-
-  return run_cli(app, context, argc, argv);
-}
+int main(int argc, char** argv) { return attnsel::cli::cli_main(argc, argv); }
