@@ -210,7 +210,7 @@ std::vector<Shape> shapes(bool quick) {
                          fp8 ? " fp8" : "");
     v.push_back(s);
   };
-  auto decode = [&](int batch, int ctx, bool hnd = false, bool fp8 = false, bool contiguous = false) {
+  auto decode = [&](int batch, int ctx, bool hnd = false, bool fp8 = false, bool contiguous = false, int d = 128) {
     Shape s;
     s.kind = "decode";
     s.batch = batch;
@@ -218,12 +218,12 @@ std::vector<Shape> shapes(bool quick) {
     s.query_len = 1;
     s.heads = 32;
     s.kv_heads = 8;
-    s.head_size = 128;
+    s.head_size = d;
     s.hnd = hnd;
     s.kv_fp8 = fp8;
     s.contiguous_pages = contiguous;
-    s.name = fmt::format("decode b{} ctx{} gqa32/8 d128 blk16{}{}{}", batch, ctx, hnd ? " HND" : "", fp8 ? " fp8" : "",
-                         contiguous ? " contiguous" : "");
+    s.name = fmt::format("decode b{} ctx{} gqa32/8 d{} blk16{}{}{}", batch, ctx, d, hnd ? " HND" : "",
+                         fp8 ? " fp8" : "", contiguous ? " contiguous" : "");
     v.push_back(s);
   };
   decode(64, 4096);
@@ -242,6 +242,11 @@ std::vector<Shape> shapes(bool quick) {
   }
   decode(64, 4096, false, true);  // e4m3 cache: half the bytes
   decode(1, 32768, false, true);
+  if (!quick) {
+    // Head sizes that are not whole 64-column chunks compute with zero-filled padding.
+    for (int d : {64, 80, 96, 160, 224, 256}) decode(64, 4096, false, false, false, d);
+    for (int d : {96, 160}) decode(64, 4096, false, true, false, d);
+  }
   prefill(2, 16384, 16, 128, false);
   prefill(2, 16384, 16, 128, true);
   prefill(2, 16384, 16, 128, true, 16, true);

@@ -61,6 +61,9 @@ struct GpuCase {
   // The output's head stride, for one head (never stepped): 0 keeps it contiguous; one TMA
   // cannot express (not a multiple of 16 bytes) makes the Hopper prefill store by warps.
   std::int64_t output_head_stride = 0;
+  // The caches' head stride, for one KV head (never stepped): 0 keeps the layout's; one a
+  // tensor map cannot express makes the decode copy rows by bulk copies (fp8: cp.async).
+  std::int64_t cache_head_stride = 0;
   CudaTuning tuning{};
   std::uint64_t seed = 7;
 };
@@ -130,6 +133,10 @@ Outcome check_case(const GpuCase& c) {
   if (c.output_head_stride != 0) {
     EXPECT_EQ(c.heads, 1) << "a head stride of its own needs one head";
     o.view.stride[1] = c.output_head_stride;
+  }
+  if (c.cache_head_stride != 0) {
+    EXPECT_EQ(c.kv_heads, 1) << "a head stride of its own needs one KV head";
+    k.view.stride[2] = v.view.stride[2] = c.cache_head_stride;
   }
   o.buffer.fill_bytes(0xFF);  // 0xFFFF is a NaN in f16 and bf16: unwritten elements show
   FlashAttnCuda impl(lp, c.tuning);
@@ -318,14 +325,32 @@ TEST(FlashAttnCudaGpu, DecodeEveryHeadSizeAndCopyKind) {
       c.tuning.sm90_kernels = sm90;
       const Outcome o = check_case(c);
       EXPECT_GT(o.summary.decode_ctas, 0);
-      // What runs: TMA boxes need sm_90 and a head size padded (to 32s) to a multiple of 64,
-      // else one bulk copy per row; page boxes a head size of 128 or 256.
-      const bool pad64 = (hs + 31) / 32 * 32 % 64 == 0;
-      const char* want = !hopper || !sm90 ? "cp.async"
-                         : !pad64         ? "bulk"
+      // What runs: TMA boxes on sm_90 (the head size padded to 64s), page boxes at head
+      // sizes 128 and 256.
+      const char* want = !hopper || !sm90           ? "cp.async"
                          : hs == 128 || hs == 256 ? "tma page boxes"
                                                   : "tma";
       EXPECT_EQ(o.summary.decode_loads, want);
+    }
+}
+
+/// Where a tensor map cannot address the cache (here a one-head cache whose unused head
+/// stride is not a multiple of 16 bytes), the decode copies rows by bulk copies (fp8
+/// caches: cp.async) at every padded head size.
+TEST(FlashAttnCudaGpu, DecodeCopiesRowsWhereNoTensorMapFits) {
+  REQUIRE_GPU();
+  for (CacheDType kv : {CacheDType::auto_, CacheDType::fp8_e4m3})
+    for (int hs : {40, 128, 136, 256}) {
+      SCOPED_TRACE(fmt::format("head_size {} {}", hs, kv == CacheDType::auto_ ? "16-bit" : "fp8"));
+      GpuCase c;
+      c.heads = 4;
+      c.kv_heads = 1;
+      c.head_size = hs;
+      c.kv_cache_dtype = kv;
+      c.cache_head_stride = 4;
+      c.seqs = decode_batch();
+      c.seed = 1200 + static_cast<std::uint64_t>(hs);
+      EXPECT_GT(check_case(c).summary.decode_ctas, 0);
     }
 }
 

@@ -218,20 +218,14 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
   fence_proxy_async_global();
 }
 
-/// Whether this compilation's device code may use sm_90's bulk and TMA copies.
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
-inline constexpr bool kSm90Copies = false;
-#else
-inline constexpr bool kSm90Copies = true;
-#endif
 
 template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128)
     decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
                   const __grid_constant__ CUtensorMap tm_v, const int box_rows) {
-  // Devices below sm_90 copy with cp.async only: there the other copies' instances are
-  // empty, which keeps the build from compiling bodies that cannot run.
-  if constexpr (LOADS != kLoadsCpAsync && !kSm90Copies) {
+  // Devices below sm_90 copy 16-bit caches with cp.async only: there the other instances
+  // are empty, which keeps the build from compiling bodies that cannot run.
+  if constexpr ((LOADS != kLoadsCpAsync || FP8) && !kHopperDeviceCode) {
     return;
   } else {
     using C = DecodeConfig<T, DP, LOADS, FP8>;
@@ -627,7 +621,7 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
   CUtensorMap maps[2] = {};
   if (loads == kLoadsTma || loads == kLoadsTmaPages) std::memcpy(maps, kv_maps, sizeof(maps));
   dispatch_elem(e, [&]<class T>() {
-    dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
+    dispatch_decode_head_dim_pad(head_dim_pad, [&]<int DP>() {
       auto go = [&]<int LOADS, bool FP8>() {
         using C = DecodeConfig<T, DP, LOADS, FP8>;
         auto kernel = decode_kernel<T, DP, LOADS, FP8>;
@@ -660,11 +654,8 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         else
           throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "decode_kernel",
                            cfg_string("TMA page boxes take head sizes 128 and 256, not {}", DP));
-      } else if (loads != kLoadsTma) go.template operator()<kLoadsCpAsync, false>();
-      else if constexpr (DP % 64 == 0) go.template operator()<kLoadsTma, false>();
-      else
-        throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "decode_kernel",
-                         cfg_string("TMA loads need a head dimension padded to a multiple of 64, not {}", DP));
+      } else if (loads == kLoadsTma) go.template operator()<kLoadsTma, false>();
+      else go.template operator()<kLoadsCpAsync, false>();
     });
   });
 }

@@ -13,6 +13,16 @@
 
 namespace attnsel::kernel::cuda {
 
+/// Whether this compilation's device code is for sm_90 or newer (the host pass counts as
+/// such). Below sm_90 the kernels' instances that cannot run there are left empty: sm_90's
+/// bulk and TMA copies, and fp8 caches, which FLASH_ATTN takes only on Hopper (vLLM's
+/// FlashAttention 3 rule; the planner rejects them on older devices).
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 900
+inline constexpr bool kHopperDeviceCode = false;
+#else
+inline constexpr bool kHopperDeviceCode = true;
+#endif
+
 // ---- scores ----------------------------------------------------------------------------
 /// One KV head's score scales: the layer's, times the head's fp8 key scale when the cache
 /// has per-head scales (a CTA computes this once; all its rows share the KV head).

@@ -131,14 +131,14 @@ Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-/// The decode kernel's copies on a device of compute capability `major`: TMA boxes where
-/// they apply, else one bulk copy per key row on sm_90 (16-bit caches), else cp.async. TMA
-/// boxes are 128 bytes wide: 64 columns of a 16-bit cache, 128 of an fp8 one, so the padded
-/// head size must be a multiple of that.
+/// The decode kernel's copies on a device of compute capability `major`: TMA boxes on sm_90,
+/// else cp.async. TMA boxes are 128 bytes wide: 64 columns of a 16-bit cache (every padded
+/// head size is whole boxes), 128 of an fp8 one (the padded head size must be a multiple of
+/// 128; fp8 caches of other sizes take cp.async).
 DecodeLoads choose_decode_loads(int major, bool kv_fp8, int head_dim_pad) {
   if (major < 9) return kLoadsCpAsync;
   if (kv_fp8) return head_dim_pad % 128 == 0 ? kLoadsTma : kLoadsCpAsync;
-  return head_dim_pad % 64 == 0 ? kLoadsTma : kLoadsBulk;
+  return kLoadsTma;
 }
 
 /// Query tokens × query heads per KV head up to this take the split-KV (decode) kernel.
@@ -340,7 +340,8 @@ struct FlashAttnCuda::CudaPlan final : public StepPlan {
   int device = 0;
   ScalarType elem = ScalarType::bf16;  // activations: f16 or bf16
   bool kv_fp8 = false;    // e4m3 cache: every kernel copies it raw and widens it exactly
-  int head_dim_pad = 0;
+  int decode_head_dim_pad = 0;        // launch.hpp's decode_head_dim_pad
+  int prefill_sm80_head_dim_pad = 0;  // and prefill_sm80_head_dim_pad
   int block_size = 16;
   DecodeLoads decode_loads = kLoadsCpAsync;
   int decode_box_rows = 0;  // keys per TMA box in decode (kLoadsTma)
@@ -510,16 +511,23 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
                                      strides[d], d));
   check(cudaSetDevice(device), "cudaSetDevice");
   const DeviceFacts facts = device_facts(device);
+  // vllm/v1/attention/backends/flash_attn.py: an fp8 cache needs FlashAttention 3 (Hopper).
+  if (kv_fp8 && facts.major < 9)
+    throw ValueError(fmt::format("FLASH_ATTN takes an fp8 KV cache on compute capability 9.0 only (device {} is "
+                                 "{}.{}); use kv_cache_dtype auto, float16 or bfloat16 there",
+                                 device, facts.major, facts.minor));
 
   auto plan = std::make_unique<CudaPlan>();
   plan->device = device;
   plan->elem = shape.dtype;
   plan->kv_fp8 = kv_fp8;
   plan->constants = constants_;
-  plan->head_dim_pad = (params_.head_size + 31) / 32 * 32;
+  plan->decode_head_dim_pad = decode_head_dim_pad(params_.head_size);
+  plan->prefill_sm80_head_dim_pad = prefill_sm80_head_dim_pad(params_.head_size);
   plan->block_size = static_cast<int>(shape.cache_shape[1]);
   plan->num_blocks = shape.cache_shape[0];
-  plan->decode_loads = choose_decode_loads(tuning_.sm90_kernels ? facts.major : 8, kv_fp8, plan->head_dim_pad);
+  plan->decode_loads =
+      choose_decode_loads(tuning_.sm90_kernels ? facts.major : 8, kv_fp8, plan->decode_head_dim_pad);
   plan->split_align = kSplitAlignKeys;
   if (plan->decode_loads == kLoadsTma) {
     // A box holds a page slice: box_rows divides the page and the 64-key tile, and slices
@@ -927,7 +935,7 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
     const bool tma = loads == kLoadsTma || loads == kLoadsTmaPages;
     if (tma && !encode_kv_tma_maps(cache, plan.decode_box_rows, loads == kLoadsTmaPages, maps).empty())
       loads = plan.kv_fp8 ? kLoadsCpAsync : kLoadsBulk;  // e.g. a stride TMA cannot express
-    launch_decode(p, plan.elem, plan.head_dim_pad, loads, plan.kv_fp8, maps.bytes.data(), plan.decode_box_rows,
+    launch_decode(p, plan.elem, plan.decode_head_dim_pad, loads, plan.kv_fp8, maps.bytes.data(), plan.decode_box_rows,
                   plan.programmatic, s);
   }
   if (plan.num_prefill_work) {
@@ -942,7 +950,7 @@ void FlashAttnCuda::launch(const CudaPlan& plan, const TensorView& query, const 
       launch_prefill_sm90(p, plan.elem, p.head_size, plan.hopper_kv, maps.bytes.data(), maps.output, plan.box_rows,
                           plan.hopper_variant, s);
     } else {
-      launch_prefill_sm80(p, plan.elem, plan.head_dim_pad, plan.kv_fp8, s);
+      launch_prefill_sm80(p, plan.elem, plan.prefill_sm80_head_dim_pad, plan.kv_fp8, s);
     }
   }
 }

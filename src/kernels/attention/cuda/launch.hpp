@@ -113,10 +113,11 @@ struct AttnParams {
 /// How the decode kernel copies keys and values into shared memory.
 enum DecodeLoads : int {
   kLoadsCpAsync = 0,  ///< 16-byte cp.async per thread (sm_80+)
-  kLoadsBulk = 1,     ///< one bulk copy per key row (sm_90; 16-bit caches)
+  kLoadsBulk = 1,     ///< one bulk copy per key row (sm_90; 16-bit caches whose strides a
+                      ///< tensor map cannot express)
   kLoadsTma = 2,      ///< one TMA box per page slice and 128 bytes of columns, 128-byte
-                      ///< swizzled (sm_90; head_dim_pad a multiple of 64 for 16-bit caches,
-                      ///< of 128 for fp8; p.split_align a multiple of the box's keys)
+                      ///< swizzled (sm_90; fp8 caches: head_dim_pad a multiple of 128;
+                      ///< p.split_align a multiple of the box's keys)
   kLoadsTmaPages = 3,  ///< one TMA box per 16-key page slice holding every 64-column chunk of
                        ///< its keys, 128-byte swizzled (sm_90; 16-bit cache, head size 128 or
                        ///< 256 unpadded, 16-key boxes: decode_page_boxes_apply)
@@ -195,6 +196,13 @@ void launch_cache_write(const CacheWriteParams& p, ScalarType e, bool to_fp8, bo
 /// Decode kernel geometry, shared with the planner.
 inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
 inline constexpr int kDecodeKeyTile = 64;   ///< keys per pipeline stage
+/// The head dimension each kernel computes with: the head size padded up to whole 64-column
+/// chunks in decode (a TMA box's width on a 16-bit cache; decode reads memory, not compute,
+/// so the wider pad costs nothing there and halves the kernels compiled) and to 32 columns
+/// in the mma.sync prefill. The padding columns are zero-filled, never read from memory or
+/// written back.
+constexpr int decode_head_dim_pad(int head_size) { return (head_size + 63) / 64 * 64; }
+constexpr int prefill_sm80_head_dim_pad(int head_size) { return (head_size + 31) / 32 * 32; }
 inline constexpr int kPrefillRows = 64;     ///< rows per CTA in the mma.sync prefill kernel
 inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hopper kernel
 /// Keys per tile in the Hopper kernel: 128 up to d=128; 80 at d=256 (O alone is 128

@@ -4,8 +4,9 @@
 // One CTA = 64 packed query rows (4 warps × 16) of one KV head's group; keys stream in
 // tiles of 64 (32 for head dimensions above 128) through a double-buffered cp.async
 // pipeline; each warp keeps its rows' online-softmax state in registers and skips tiles
-// its rows cannot see (causal, sliding window). It also takes every fp8 (e4m3) batch:
-// raw cp.async stages, widened in shared memory before each tile.
+// its rows cannot see (causal, sliding window). On Hopper it also takes the fp8 (e4m3)
+// batches the sm_90 prefill leaves: raw cp.async stages, widened in shared memory before
+// each tile.
 #include "kernels/attention/cuda/dispatch.cuh"
 #include "kernels/attention/cuda/tile_common.cuh"
 
@@ -17,7 +18,6 @@ struct PrefillConfig {
   static constexpr int kThreads = 128;
   static constexpr int kRows = kPrefillRows;
   static constexpr int kKeys = DP <= 128 ? 64 : 32;
-  static constexpr int kNT = kKeys / 8;
   static constexpr int kStages = 2;
   static constexpr int kRS = kRowStride<DP>;
   static constexpr int kQElems = kRows * kRS;
@@ -31,8 +31,9 @@ struct PrefillConfig {
 };
 
 template <class T, int DP, bool FP8>
-__global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant__ AttnParams p) {
+__device__ __forceinline__ void prefill_rows(const AttnParams& p) {
   using C = PrefillConfig<T, DP, FP8>;
+  constexpr int kNT = C::kKeys / 8;  // 8-key mma tiles per key tile
   extern __shared__ __align__(16) unsigned char smem_raw[];
   T* qs = reinterpret_cast<T*>(smem_raw);
   T* pipe = qs + C::kQElems;
@@ -97,12 +98,12 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
     const int key0 = kv_begin + it * C::kKeys;
     // Skip tiles none of this warp's rows can see.
     if (!warp_active || key0 >= w_last.hi || key0 + C::kKeys <= w_first.lo) continue;
-    float s[C::kNT][4];
-    qk_tile<T, DP, C::kNT>(s, qf, FP8 ? tiles.wide_k() : tiles.k(it % 2));
+    float s[kNT][4];
+    qk_tile<T, DP, kNT>(s, qf, FP8 ? tiles.wide_k() : tiles.k(it % 2));
     const bool masked = key0 < w_last.lo || key0 + C::kKeys > w_first.hi;
-    score_tile<C::kNT>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
-    softmax_tile<DP, C::kNT>(st, s);
-    pv_tile<T, DP, C::kNT>(st, s, FP8 ? tiles.wide_v() : tiles.v(it % 2));
+    score_tile<kNT>(p, score_sc, s, key0, ri.pos, ri.vis, ri.alibi, masked);
+    softmax_tile<DP, kNT>(st, s);
+    pv_tile<T, DP, kNT>(st, s, FP8 ? tiles.wide_v() : tiles.v(it % 2));
   }
   cp_async_wait<0>();
 
@@ -138,12 +139,19 @@ __global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant
   }
 }
 
+template <class T, int DP, bool FP8>
+__global__ void __launch_bounds__(128) prefill_sm80_kernel(const __grid_constant__ AttnParams p) {
+  // fp8 caches run here on Hopper only: below sm_90 their instances are left empty.
+  if constexpr (FP8 && !kHopperDeviceCode) return;
+  else prefill_rows<T, DP, FP8>(p);
+}
+
 }  // namespace
 
 void launch_prefill_sm80(const AttnParams& p, ScalarType e, int head_dim_pad, bool kv_fp8, void* stream) {
   if (p.num_work == 0) return;
   dispatch_elem(e, [&]<class T>() {
-    dispatch_head_dim_pad(head_dim_pad, [&]<int DP>() {
+    dispatch_prefill_sm80_head_dim_pad(head_dim_pad, [&]<int DP>() {
       auto go = [&]<bool FP8>() {
         using C = PrefillConfig<T, DP, FP8>;
         auto kernel = prefill_sm80_kernel<T, DP, FP8>;
