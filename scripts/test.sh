@@ -4,7 +4,8 @@
 #      skip without a device);
 #   2. the installation as others consume it (scripts/check-install.sh: find_package,
 #      pkg-config, add_subdirectory, the example plugin);
-#   3. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer;
+#   3. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (the CPU kernels
+#      for this machine's SIMD target only);
 #   4. the concurrency tests under ThreadSanitizer;
 #   5. a short libFuzzer run over the JSON readers (scripts/fuzz.sh).
 set -euo pipefail
