@@ -62,11 +62,20 @@ struct FusedCase {
   /// Rewrites the batch's block table (max_blocks_per_seq entries a row); null = as built.
   std::function<void(std::vector<std::int32_t>&, int)> table;
   bool expect_fused = true;
+  /// Non-zero: one KV head, whose (never stepped) head stride in the caches is this one,
+  /// which no tensor map can express, so the decode copies rows (bulk; fp8: cp.async).
+  std::int64_t cache_head_stride = 0;
 };
 
 /// Runs `c` both ways on two device copies of one cache and compares everything.
 void expect_fused_equals_write_then_execute(const FusedCase& c, std::uint64_t seed) {
-  PagedWorkload w(spec_for(c.seqs, seed, c.kv_cache_dtype, c.head_size));
+  runtime::WorkloadSpec spec = spec_for(c.seqs, seed, c.kv_cache_dtype, c.head_size);
+  if (c.cache_head_stride != 0) {
+    spec.num_heads = 4;
+    spec.num_kv_heads = 1;
+    if (!spec.k_scales.empty()) spec.k_scales.resize(1), spec.v_scales.resize(1);
+  }
+  PagedWorkload w(spec);
   LayerParams lp = runtime::layer_params_for(w.spec());
   lp.sliding_window = c.window;
   CudaTuning tuning;
@@ -84,6 +93,8 @@ void expect_fused_equals_write_then_execute(const FusedCase& c, std::uint64_t se
   DeviceTensor nk = to_device(w.new_keys()), nv = to_device(w.new_values());
   DeviceTensor ka = to_device(w.cache().key), va = to_device(w.cache().value);
   DeviceTensor kb = to_device(w.cache().key), vb = to_device(w.cache().value);
+  if (c.cache_head_stride != 0)
+    for (DeviceTensor* t : {&ka, &va, &kb, &vb}) t->view.stride[2] = c.cache_head_stride;
   DeviceTensor oa = device_like(w.output()), ob = device_like(w.output());
   oa.buffer.fill_bytes(0xFF);
   ob.buffer.fill_bytes(0xFF);
@@ -126,17 +137,21 @@ TEST(FusedAppendGpu, DecodeFp8E4m3EqualsWriteThenExecute) {
 TEST(FusedAppendGpu, EveryCopyPathReadsTheAppendedTokens) {
   REQUIRE_GPU();
   // TMA boxes and bulk copies read through the async proxy, cp.async through the generic one.
-  // On sm_90 head size 128 takes page boxes, 192 64-column boxes and 96 bulk copies (fp8
-  // caches: cp.async where the padded head is not a multiple of 128).
+  // On sm_90 head size 128 takes page boxes, 96 and 192 64-column boxes (fp8 caches:
+  // 128-column boxes), and a cache no tensor map can address bulk copies (fp8: cp.async).
   struct Path {
     int head_size;
     bool sm90_kernels;
+    std::int64_t cache_head_stride;
   };
-  for (const Path path : {Path{128, false}, Path{96, true}, Path{192, true}, Path{128, true}}) {
-    SCOPED_TRACE(fmt::format("head size {}{}", path.head_size, path.sm90_kernels ? "" : " as on sm_80"));
+  for (const Path path : {Path{128, false, 0}, Path{96, true, 0}, Path{192, true, 0}, Path{128, true, 0},
+                          Path{96, true, 4}}) {
+    SCOPED_TRACE(fmt::format("head size {}{}{}", path.head_size, path.sm90_kernels ? "" : " as on sm_80",
+                             path.cache_head_stride != 0 ? ", no tensor map" : ""));
     FusedCase c{kDecode};
     c.head_size = path.head_size;
     c.sm90_kernels = path.sm90_kernels;
+    c.cache_head_stride = path.cache_head_stride;
     expect_fused_equals_write_then_execute(c, 63);
     c.kv_cache_dtype = CacheDType::fp8;
     expect_fused_equals_write_then_execute(c, 64);

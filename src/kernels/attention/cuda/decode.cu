@@ -645,9 +645,13 @@ void launch_decode(const AttnParams& p, ScalarType e, int head_dim_pad, DecodeLo
         check_launch_lazy("decode_kernel", cfg);
       };
       if (kv_fp8) {
-        if constexpr (DP % 128 == 0)
-          if (loads == kLoadsTma) return go.template operator()<kLoadsTma, true>();
-        go.template operator()<kLoadsCpAsync, true>();
+        if constexpr (DP % 128 == 0) {  // fp8 heads are padded to whole 128-column boxes
+          if (loads == kLoadsTma) go.template operator()<kLoadsTma, true>();
+          else go.template operator()<kLoadsCpAsync, true>();
+        } else {
+          throw_cuda_error(static_cast<int>(cudaErrorInvalidValue), "decode_kernel",
+                           cfg_string("an fp8 cache's head is padded to a multiple of 128 columns, not {}", DP));
+        }
       } else if (loads == kLoadsBulk) go.template operator()<kLoadsBulk, false>();
       else if (loads == kLoadsTmaPages) {
         if constexpr (DP == 128 || DP == 256) go.template operator()<kLoadsTmaPages, false>();

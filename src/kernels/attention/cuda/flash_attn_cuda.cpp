@@ -131,15 +131,9 @@ Fp8PrefillProducts fp8_prefill_products(Fp8PrefillProducts want) {
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-/// The decode kernel's copies on a device of compute capability `major`: TMA boxes on sm_90,
-/// else cp.async. TMA boxes are 128 bytes wide: 64 columns of a 16-bit cache (every padded
-/// head size is whole boxes), 128 of an fp8 one (the padded head size must be a multiple of
-/// 128; fp8 caches of other sizes take cp.async).
-DecodeLoads choose_decode_loads(int major, bool kv_fp8, int head_dim_pad) {
-  if (major < 9) return kLoadsCpAsync;
-  if (kv_fp8) return head_dim_pad % 128 == 0 ? kLoadsTma : kLoadsCpAsync;
-  return kLoadsTma;
-}
+/// The decode kernel's copies on a device of compute capability `major`: TMA boxes on sm_90
+/// (the padded head size is whole boxes), else cp.async.
+DecodeLoads choose_decode_loads(int major) { return major < 9 ? kLoadsCpAsync : kLoadsTma; }
 
 /// Query tokens × query heads per KV head up to this take the split-KV (decode) kernel.
 constexpr int kDecodeMaxRows = 64;
@@ -522,12 +516,11 @@ std::unique_ptr<StepPlan> FlashAttnCuda::make_plan(const AttentionMetadata& md, 
   plan->elem = shape.dtype;
   plan->kv_fp8 = kv_fp8;
   plan->constants = constants_;
-  plan->decode_head_dim_pad = decode_head_dim_pad(params_.head_size);
+  plan->decode_head_dim_pad = decode_head_dim_pad(params_.head_size, kv_fp8);
   plan->prefill_sm80_head_dim_pad = prefill_sm80_head_dim_pad(params_.head_size);
   plan->block_size = static_cast<int>(shape.cache_shape[1]);
   plan->num_blocks = shape.cache_shape[0];
-  plan->decode_loads =
-      choose_decode_loads(tuning_.sm90_kernels ? facts.major : 8, kv_fp8, plan->decode_head_dim_pad);
+  plan->decode_loads = choose_decode_loads(tuning_.sm90_kernels ? facts.major : 8);
   plan->split_align = kSplitAlignKeys;
   if (plan->decode_loads == kLoadsTma) {
     // A box holds a page slice: box_rows divides the page and the 64-key tile, and slices

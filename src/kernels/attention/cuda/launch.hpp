@@ -116,8 +116,7 @@ enum DecodeLoads : int {
   kLoadsBulk = 1,     ///< one bulk copy per key row (sm_90; 16-bit caches whose strides a
                       ///< tensor map cannot express)
   kLoadsTma = 2,      ///< one TMA box per page slice and 128 bytes of columns, 128-byte
-                      ///< swizzled (sm_90; fp8 caches: head_dim_pad a multiple of 128;
-                      ///< p.split_align a multiple of the box's keys)
+                      ///< swizzled (sm_90; p.split_align a multiple of the box's keys)
   kLoadsTmaPages = 3,  ///< one TMA box per 16-key page slice holding every 64-column chunk of
                        ///< its keys, 128-byte swizzled (sm_90; 16-bit cache, head size 128 or
                        ///< 256 unpadded, 16-key boxes: decode_page_boxes_apply)
@@ -196,12 +195,14 @@ void launch_cache_write(const CacheWriteParams& p, ScalarType e, bool to_fp8, bo
 /// Decode kernel geometry, shared with the planner.
 inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
 inline constexpr int kDecodeKeyTile = 64;   ///< keys per pipeline stage
-/// The head dimension each kernel computes with: the head size padded up to whole 64-column
-/// chunks in decode (a TMA box's width on a 16-bit cache; decode reads memory, not compute,
-/// so the wider pad costs nothing there and halves the kernels compiled) and to 32 columns
-/// in the mma.sync prefill. The padding columns are zero-filled, never read from memory or
-/// written back.
-constexpr int decode_head_dim_pad(int head_size) { return (head_size + 63) / 64 * 64; }
+/// The head dimension each kernel computes with: in decode the head size padded up to whole
+/// TMA boxes (64 columns of a 16-bit cache, 128 of an fp8 one: decode reads memory, not
+/// compute, and every sm_90 decode then copies by TMA), in the mma.sync prefill to 32
+/// columns. The padding columns are zero-filled, never read from memory or written back.
+constexpr int decode_head_dim_pad(int head_size, bool kv_fp8) {
+  const int box = kv_fp8 ? 128 : 64;
+  return (head_size + box - 1) / box * box;
+}
 constexpr int prefill_sm80_head_dim_pad(int head_size) { return (head_size + 31) / 32 * 32; }
 inline constexpr int kPrefillRows = 64;     ///< rows per CTA in the mma.sync prefill kernel
 inline constexpr int kHopperRows = 128;     ///< query rows per CTA in the Hopper kernel
