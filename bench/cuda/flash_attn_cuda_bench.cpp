@@ -245,7 +245,7 @@ std::vector<Shape> shapes(bool quick) {
   if (!quick) {
     // Head sizes that are not whole 64-column chunks compute with zero-filled padding.
     for (int d : {64, 80, 96, 160, 224, 256}) decode(64, 4096, false, false, false, d);
-    for (int d : {96, 160}) decode(64, 4096, false, true, false, d);
+    for (int d : {64, 96, 160, 192}) decode(64, 4096, false, true, false, d);
   }
   prefill(2, 16384, 16, 128, false);
   prefill(2, 16384, 16, 128, true);
