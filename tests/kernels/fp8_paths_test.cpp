@@ -286,7 +286,7 @@ TEST(Fp8PathsGpu, DecodeCopiesHeadSizesLayoutsAndDtypes) {
           // The conversions add no error of their own: f16 products are exact for fp8 keys
           // and values, the probabilities round to 11 bits.
           // TMA boxes on sm_90 at every head size (padded to 128 columns), cp.async below.
-          const bool hopper = device_info(0).major == 9;
+          const bool hopper = cuda::device_info(0).major == 9;
           EXPECT_EQ(r.summary.decode_loads.find("tma") != std::string::npos, sm90 && hopper);
         }
 }
