@@ -218,7 +218,6 @@ __device__ __forceinline__ void append_new_tokens(const AttnParams& p, const Pac
   fence_proxy_async_global();
 }
 
-
 template <class T, int DP, int LOADS, bool FP8>
 __global__ void __launch_bounds__(128)
     decode_kernel(const __grid_constant__ AttnParams p, const __grid_constant__ CUtensorMap tm_k,
