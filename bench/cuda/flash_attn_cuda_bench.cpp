@@ -243,7 +243,8 @@ std::vector<Shape> shapes(bool quick) {
   decode(64, 4096, false, true);  // e4m3 cache: half the bytes
   decode(1, 32768, false, true);
   if (!quick) {
-    // Head sizes that are not whole 64-column chunks compute with zero-filled padding.
+    // Decode around its head pads (64 columns of a 16-bit cache, 128 of an fp8 one): sizes
+    // between them compute zero-filled padding columns.
     for (int d : {64, 80, 96, 160, 224, 256}) decode(64, 4096, false, false, false, d);
     for (int d : {64, 96, 160, 192}) decode(64, 4096, false, true, false, d);
   }

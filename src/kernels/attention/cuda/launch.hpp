@@ -196,8 +196,8 @@ void launch_cache_write(const CacheWriteParams& p, ScalarType e, bool to_fp8, bo
 inline constexpr int kDecodeRows = 16;      ///< packed query rows per CTA
 inline constexpr int kDecodeKeyTile = 64;   ///< keys per pipeline stage
 /// The head dimension each kernel computes with: in decode the head size padded up to whole
-/// TMA boxes (64 columns of a 16-bit cache, 128 of an fp8 one: decode reads memory, not
-/// compute, and every sm_90 decode then copies by TMA), in the mma.sync prefill to 32
+/// TMA boxes (64 columns of a 16-bit cache, 128 of an fp8 one), so every sm_90 decode copies
+/// by TMA (docs/DECISIONS.md has the measured cost and gain), in the mma.sync prefill to 32
 /// columns. The padding columns are zero-filled, never read from memory or written back.
 constexpr int decode_head_dim_pad(int head_size, bool kv_fp8) {
   const int box = kv_fp8 ? 128 : 64;
