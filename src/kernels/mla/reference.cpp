@@ -30,13 +30,18 @@ std::vector<double> weights(const MlaLayerParams& p) {
 }
 
 // Four partial sums: independent chains the CPU overlaps (one running sum is a serial chain).
+// Named scalars rather than an array, which the sanitizer builds would keep on the stack.
 double dot(const double* a, const double* b, int n) {
-  double acc[4] = {0.0, 0.0, 0.0, 0.0};
+  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
   int i = 0;
-  for (; i + 4 <= n; i += 4)
-    for (int j = 0; j < 4; ++j) acc[j] += a[i + j] * b[i + j];
-  for (; i < n; ++i) acc[0] += a[i] * b[i];
-  return (acc[0] + acc[1]) + (acc[2] + acc[3]);
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
 }
 
 // Softmax over logits s[0, n) (n may be 0): fills p with the probabilities, returns the LSE.
