@@ -92,3 +92,23 @@ function(attnsel_add_layer layer)
     endif()
   endforeach()
 endfunction()
+
+# attnsel_link_layers(TARGET LAYER...): links TARGET with the objects of the named layers,
+# the layers they use, and the two layers whose functions the registry's first use calls
+# (core/registry_startup.hpp: backends and plugin), instead of the whole library; with the
+# internal headers of every layer, as the tests and the fuzzer use them. A build of TARGET
+# alone then compiles only those layers (the fuzzer's and the concurrency tests' builds).
+function(attnsel_link_layers target)
+  set(pending ${ARGN} backends plugin)
+  set(layers "")
+  while(pending)
+    list(POP_FRONT pending layer)
+    if(NOT layer IN_LIST layers)
+      list(APPEND layers ${layer})
+      list(APPEND pending ${ATTNSEL_LAYER_USES_${layer}})
+    endif()
+  endwhile()
+  list(TRANSFORM layers PREPEND attnsel_layer_)
+  target_link_libraries(${target} PRIVATE ${layers})
+  target_include_directories(${target} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+endfunction()
