@@ -73,7 +73,10 @@ void expect_fused_equals_write_then_execute(const FusedCase& c, std::uint64_t se
   if (c.cache_head_stride != 0) {
     spec.num_heads = 4;
     spec.num_kv_heads = 1;
-    if (!spec.k_scales.empty()) spec.k_scales.resize(1), spec.v_scales.resize(1);
+    if (!spec.k_scales.empty()) {
+      spec.k_scales.resize(1);
+      spec.v_scales.resize(1);
+    }
   }
   PagedWorkload w(spec);
   LayerParams lp = runtime::layer_params_for(w.spec());
