@@ -29,7 +29,7 @@ const std::vector<std::string> kEnv{"OMP_NUM_THREADS=1", "OMP_DYNAMIC=false"};
 
 nlohmann::json run_small(const std::string& model, const std::string& tp, const std::vector<std::string>& extra = {}) {
   std::vector<std::string> args{"run",     "--model",        model_path(model), "--tensor-parallel-size", tp,
-                                "--batch", "2",              "--context",       "48",
+                                "--batch", "2",              "--context",       "16",
                                 "--decode-steps", "3",       "--no-progress",   "--json"};
   args.insert(args.end(), extra.begin(), extra.end());
   const test::CliResult r = run_attnsel(args, kEnv);

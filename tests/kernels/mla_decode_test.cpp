@@ -167,27 +167,29 @@ TEST(MlaCpuDecode, Fp8CacheAgainstTheDequantisedReference) {
 // against the latent reference (output and LSE).
 TEST(MlaCpuDecode, Fp8LongRequestsEveryRowCount) {
   for (int heads : {16, 32, 64})
-    for (int block : {16, 64})
+    for (int block : {16, 64}) {
+      MlaSetup s;
+      s.kv_cache_dtype = CacheDType::fp8_e4m3;
+      s.k_scale = 0.37f;
+      s.heads = heads;
+      s.block_size = block;
+      s.requests = one_token_each({1031, 77});
+      s.seed = static_cast<std::uint64_t>(heads + block);
+      MlaWorkload w(s);
+      w.absorbed_queries();
+      const mla::reference::Result ref = w.latent_reference();
       for (int splits : {1, 3}) {
-        MlaSetup s;
-        s.kv_cache_dtype = CacheDType::fp8_e4m3;
-        s.k_scale = 0.37f;
-        s.heads = heads;
-        s.block_size = block;
-        s.requests = one_token_each({1031, 77});
-        s.seed = static_cast<std::uint64_t>(heads + block + splits);
-        MlaWorkload w(s);
         CpuMlaOptions o;
         o.decode_splits = splits;
         const auto impl = make_cpu_mla_impl(w.params, o);
         const auto plan = impl->plan(w.md, w.cache.view, {}, w.plan_options());
-        w.absorbed_queries();
+        w.poison_outputs();
         impl->decode_latent(*plan, w.q_latent.view, w.cache.view, w.latent_out.view, {}, &w.lse.view);
-        const mla::reference::Result ref = w.latent_reference();
         const std::string what = fmt::format("{}, {} splits", testing::describe(s), splits);
         EXPECT_EQ(compare(read(w.latent_out.view, w.tokens), ref.out, testing::latent_tolerance(s.dtype)), "") << what;
         EXPECT_EQ(compare(read(w.lse.view, w.tokens), ref.lse, testing::lse_tolerance(s.dtype)), "") << what;
       }
+    }
 }
 
 TEST(MlaCpuDecode, EveryTargetAndBothBf16Paths) {
