@@ -7,7 +7,7 @@
 #   3. the same tests under AddressSanitizer + UndefinedBehaviorSanitizer (the CPU kernels
 #      for this machine's SIMD target only);
 #   4. the concurrency tests under ThreadSanitizer;
-#   5. a short libFuzzer run over the JSON readers (scripts/fuzz.sh).
+#   5. a short libFuzzer run over the JSON readers (scripts/fuzz.sh: 10 s, a process per job).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=${ATTNSEL_JOBS:-$(nproc)}
@@ -38,6 +38,6 @@ cmake --build --preset tsan -j "$jobs" --target attnsel_tests
 ctest --preset tsan
 
 step "fuzzing the JSON readers"
-bash scripts/fuzz.sh "${ATTNSEL_FUZZ_SECONDS:-20}"
+bash scripts/fuzz.sh "${ATTNSEL_FUZZ_SECONDS:-10}"
 
 step "all suites passed"
