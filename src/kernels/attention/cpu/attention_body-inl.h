@@ -1319,9 +1319,10 @@ HWY_INLINE void RunItemRows(const LayerCtx& c, const WorkItem& it, float* part, 
   }
 #endif
   if (nv <= 1) return RunItem<K, 1>(c, it, part, scratch);
-  // The portable target (CPUs without AVX2) compiles every other width: its rows run in the
-  // next one up, and the build spends a fifth less on a fallback.
-  constexpr bool kEveryWidth = HWY_TARGET != HWY_EMU128;
+  // The portable target (CPUs without AVX2: EMU128, or SCALAR where the compiler's EMU128 is
+  // broken, as GCC's before 12.3) compiles every other width: its rows run in the next one
+  // up, and the build spends less on a fallback.
+  constexpr bool kEveryWidth = HWY_TARGET != HWY_EMU128 && HWY_TARGET != HWY_SCALAR;
   if constexpr (kMaxNV >= 2 && kEveryWidth)
     if (nv <= 2) return RunItem<K, 2>(c, it, part, scratch);
   if constexpr (kMaxNV >= 4)

@@ -1,5 +1,5 @@
 // CPU_ATTN's SIMD kernels, compiled once per Highway target (run-time dispatch picks the
-// best the machine runs: AVX-512, AVX2, or the portable EMU128), and on AVX-512 once
+// best the machine runs: AVX-512, AVX2, or the portable EMU128 / SCALAR), and on AVX-512 once
 // more with AVX-512-BF16 dot products, chosen at run time when the CPU has them.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/attention/cpu/attention_kernels.cpp"
