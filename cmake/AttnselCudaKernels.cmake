@@ -1,6 +1,10 @@
 # attnsel's CUDA kernels (src/kernels/*/cuda). With CUDA they join the kernels layer's objects,
 # built for sm_80 (mma.sync) and sm_90a (wgmma, TMA); without it plain fallbacks say why.
 option(ATTNSEL_CUDA_PTXAS_VERBOSE "Print ptxas resource usage (-Xptxas -v) for the CUDA kernels" OFF)
+# Source lines in the kernels (-lineinfo) let Nsight Compute and compute-sanitizer name the line
+# of a sample or a fault; the code is the same without them. Debug and RelWithDebInfo builds
+# always carry them; a release build, with this option (it costs a tenth of the kernels' build).
+option(ATTNSEL_CUDA_LINEINFO "Compile the CUDA kernels with source line information (-lineinfo) in every build type" OFF)
 set(ATTNSEL_CUDA_GENCODE_SM80 "-gencode=arch=compute_80,code=sm_80")
 set(ATTNSEL_CUDA_GENCODE_SM90A "-gencode=arch=compute_90a,code=sm_90a")
 
@@ -42,7 +46,12 @@ function(attnsel_add_cuda_kernels obj_target shared_target)
   set_source_files_properties(${host_sources} PROPERTIES SKIP_UNITY_BUILD_INCLUSION ON)
   target_compile_definitions(${obj_target} PRIVATE ATTNSEL_HAVE_CUDA=1)
   set_target_properties(${obj_target} PROPERTIES CUDA_ARCHITECTURES OFF CUDA_STANDARD 20 CUDA_STANDARD_REQUIRED ON)
-  set(common --expt-relaxed-constexpr -lineinfo)
+  set(common --expt-relaxed-constexpr)
+  if(ATTNSEL_CUDA_LINEINFO)
+    list(APPEND common -lineinfo)
+  else()
+    list(APPEND common $<$<CONFIG:Debug,RelWithDebInfo>:-lineinfo>)
+  endif()
   if(ATTNSEL_CUDA_PTXAS_VERBOSE)
     list(APPEND common -Xptxas=-v)
   endif()
