@@ -25,7 +25,7 @@
  *     could not honour fields it does not know). A struct whose struct_size is smaller
  *     than its declared minor version requires is rejected.
  *   - Structs the host passes to the plugin (attnsel_host, attnsel_combination,
- *     attnsel_layer_params, attnsel_metadata) carry the host's struct_size: a plugin
+ *     attnsel_plugin_layer_params, attnsel_metadata) carry the host's struct_size: a plugin
  *     reads only fields that lie inside it.
  *
  * Lifetime: everything the description points to (strings, arrays, callbacks,
@@ -222,8 +222,9 @@ typedef struct attnsel_metadata {
   int32_t max_seq_len;
 } attnsel_metadata;
 
-/** Per-layer parameters (the kernel interface's LayerParams). */
-typedef struct attnsel_layer_params {
+/** Per-layer parameters (the kernel interface's LayerParams). Named apart from the C API's
+ *  attnsel_layer_params (attnsel/attnsel.h): a program may include both headers. */
+typedef struct attnsel_plugin_layer_params {
   uint32_t struct_size;
   int32_t num_heads;
   int32_t num_kv_heads;
@@ -241,7 +242,7 @@ typedef struct attnsel_layer_params {
   const char* kv_cache_dtype;        /**< "auto", "fp8", ... */
   float k_scale;
   float v_scale;
-} attnsel_layer_params;
+} attnsel_plugin_layer_params;
 
 /** (optional) Kernel entry points. Either every function is set or the pointer to this
  *  struct is NULL. The host validates shapes, dtypes, strides, block tables and slots
@@ -250,7 +251,7 @@ typedef struct attnsel_layer_params {
 typedef struct attnsel_kernel_ops {
   uint32_t struct_size;
   /** Builds one layer's kernel instance into *impl. */
-  int (*create)(void* user_data, const attnsel_layer_params* params, void** impl, char* error,
+  int (*create)(void* user_data, const attnsel_plugin_layer_params* params, void** impl, char* error,
                 size_t error_capacity);
   /** Releases an instance made by create. */
   void (*destroy)(void* impl);

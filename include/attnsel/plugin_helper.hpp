@@ -94,7 +94,7 @@ class Backend {
   virtual bool has_kernel() const { return false; }
   /// Builds a kernel for one layer; throw (e.g. std::invalid_argument) to reject the
   /// parameters with a message.
-  virtual std::unique_ptr<Kernel> make_kernel(const attnsel_layer_params& params) const {
+  virtual std::unique_ptr<Kernel> make_kernel(const attnsel_plugin_layer_params& params) const {
     (void)params;
     throw std::logic_error("this backend has no kernel");
   }
@@ -182,7 +182,7 @@ class Entry {
     return value;
   }
 
-  static int create(void* user_data, const attnsel_layer_params* params, void** impl, char* error,
+  static int create(void* user_data, const attnsel_plugin_layer_params* params, void** impl, char* error,
                     std::size_t capacity) {
     return guarded(error, capacity, [&] {
       std::unique_ptr<Kernel> kernel = self(user_data).backend_->make_kernel(*params);

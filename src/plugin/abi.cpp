@@ -127,9 +127,9 @@ attnsel_metadata to_c_metadata(const kernel::AttentionMetadata& md) {
   return m;
 }
 
-attnsel_layer_params to_c_layer_params(const kernel::LayerParams& p) {
-  attnsel_layer_params c{};
-  c.struct_size = sizeof(attnsel_layer_params);
+attnsel_plugin_layer_params to_c_layer_params(const kernel::LayerParams& p) {
+  attnsel_plugin_layer_params c{};
+  c.struct_size = sizeof(attnsel_plugin_layer_params);
   c.num_heads = p.num_heads;
   c.num_kv_heads = p.num_kv_heads;
   c.head_size = p.head_size;

@@ -42,7 +42,7 @@ attnsel_tensor to_c_tensor(const kernel::TensorView& v);
 attnsel_kv_cache to_c_cache(const kernel::KVCacheView& c);
 attnsel_metadata to_c_metadata(const kernel::AttentionMetadata& md);
 /// The returned struct points into `p` (its strings and vectors): valid while `p` is.
-attnsel_layer_params to_c_layer_params(const kernel::LayerParams& p);
+attnsel_plugin_layer_params to_c_layer_params(const kernel::LayerParams& p);
 
 /// A fixed buffer for the messages a plugin writes, always NUL-terminated after a call.
 struct MessageBuffer {

@@ -78,7 +78,7 @@ std::unique_ptr<kernel::AttentionImpl> make_plugin_impl(std::shared_ptr<const Sh
                                                         const kernel::LayerParams& params) {
   kernel::validate_layer_params(params);
   const std::string label = fmt::format("{} (plugin backend {})", declaration.name, qualname);
-  // attnsel_layer_params (plugin ABI v1) carries one k_scale and one v_scale: a plugin
+  // attnsel_plugin_layer_params (plugin ABI v1) carries one k_scale and one v_scale: a plugin
   // cannot be handed per-head scales, and computing with the scalars would be wrong.
   if (!params.k_scales.empty() || !params.v_scales.empty())
     throw ValueError(fmt::format("{} cannot run this layer: per-KV-head quantization scales (LayerParams::k_scales / "
@@ -89,7 +89,7 @@ std::unique_ptr<kernel::AttentionImpl> make_plugin_impl(std::shared_ptr<const Sh
     throw ValueError(fmt::format("{} cannot run this layer: batch-invariant mode (LayerParams::batch_invariant) cannot "
                                  "be passed through the plugin ABI",
                                  label));
-  const attnsel_layer_params c = to_c_layer_params(params);
+  const attnsel_plugin_layer_params c = to_c_layer_params(params);
   MessageBuffer error;
   void* instance = nullptr;
   const int status = declaration.kernel->create(declaration.user_data, &c, &instance, error.ptr(), error.capacity());

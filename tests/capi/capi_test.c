@@ -4,6 +4,9 @@
  * Built with -std=c99 -Wall -Werror against the installed header (scripts/check-install.sh)
  * and in the build tree (ctest). Exits non-zero with a message on the first failure. */
 #include <attnsel/attnsel.h>
+/* An engine that loads plugins may include the plugin ABI beside the C API: the two headers
+ * declare no name twice. */
+#include <attnsel/plugin.h>
 
 #include <math.h>
 #include <stddef.h>

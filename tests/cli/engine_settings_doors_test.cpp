@@ -211,7 +211,7 @@ std::string cli_run_selection_error(const Settings& s) {
   return at == std::string::npos ? r.err : r.err.substr(at + prefix.size(), r.err.find('\n', at) - at - prefix.size());
 }
 
-const Settings kCases[] = {
+const Settings kSettingsCases[] = {
     // VLLM_BATCH_INVARIANT demotes FA4 to FA2, which has no fp8 cache on Blackwell; FlashInfer
     // has no batch invariance.
     {.name = "batch_invariance_changes_the_fa_version", .platform = "cuda:10.0", .batch_invariant = true,
@@ -272,7 +272,7 @@ TEST_P(EngineSettingsDoors, EveryEntryPointGivesTheSameAnswer) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, EngineSettingsDoors, ::testing::ValuesIn(kCases),
+INSTANTIATE_TEST_SUITE_P(Cases, EngineSettingsDoors, ::testing::ValuesIn(kSettingsCases),
                          [](const ::testing::TestParamInfo<Settings>& info) { return info.param.name; });
 
 // The runtime facts a selection sees are the engine's settings, whichever door asks.

@@ -124,7 +124,7 @@ PLUGIN(init_contradictions, "c-contradictions", BACKENDS(&kContradictions))
 static const attnsel_backend kBadName = BACKEND("lower-case name");
 PLUGIN(init_bad_name, "c-bad-name", BACKENDS(&kBadName))
 
-static int create_only(void* u, const attnsel_layer_params* p, void** impl, char* e, size_t c) {
+static int create_only(void* u, const attnsel_plugin_layer_params* p, void** impl, char* e, size_t c) {
   (void)u; (void)p; (void)impl; (void)e; (void)c;
   return ATTNSEL_FAILED;
 }
@@ -164,7 +164,7 @@ static int kernel_destroyed = 0;
 /* How many kernel instances attnsel destroyed (tests check that none leaks). */
 ATTNSEL_PLUGIN_EXPORT int test_plugin_kernels_destroyed(void) { return kernel_destroyed; }
 
-static int failing_create(void* u, const attnsel_layer_params* p, void** impl, char* e, size_t c) {
+static int failing_create(void* u, const attnsel_plugin_layer_params* p, void** impl, char* e, size_t c) {
   (void)u;
   if (p->head_size == 13) {
     snprintf(e, c, "head size 13 is unlucky");

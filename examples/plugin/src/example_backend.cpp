@@ -64,7 +64,7 @@ class Elements {
 
 class ExampleKernel : public attnsel::plugin_sdk::Kernel {
  public:
-  explicit ExampleKernel(const attnsel_layer_params& p)
+  explicit ExampleKernel(const attnsel_plugin_layer_params& p)
       : num_heads_(p.num_heads), num_kv_heads_(p.num_kv_heads), head_size_(p.head_size), scale_(p.scale) {}
 
   void write_kv_cache(const attnsel_tensor& key, const attnsel_tensor& value, const attnsel_kv_cache& cache,
@@ -154,7 +154,7 @@ class ExampleBackend : public attnsel::plugin_sdk::Backend {
 
   // The layer parameters a kernel would have to honour but this one does not compute are
   // refused here with the reason, never silently ignored.
-  std::unique_ptr<attnsel::plugin_sdk::Kernel> make_kernel(const attnsel_layer_params& p) const override {
+  std::unique_ptr<attnsel::plugin_sdk::Kernel> make_kernel(const attnsel_plugin_layer_params& p) const override {
     if (p.attn_type != ATTNSEL_ATTN_TYPE_DECODER) throw std::invalid_argument("EXAMPLE_ATTN computes decoder attention only");
     if (p.causal == 0) throw std::invalid_argument("EXAMPLE_ATTN computes causal attention only");
     if (p.has_sliding_window != 0) throw std::invalid_argument("EXAMPLE_ATTN has no sliding window");
