@@ -17,10 +17,10 @@ namespace {
 
 constexpr int kTile = 64;      // rows (tokens) and columns of a CTA's block of c
 constexpr int kDepth = 16;     // k per step
-constexpr int kThreads = 256;  // 16 × 16 threads, 4 × 4 outputs each
+constexpr int kAbsorbThreads = 256;  // 16 × 16 threads, 4 × 4 outputs each
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) head_gemm_kernel(const __grid_constant__ HeadGemmParams p) {
+__global__ void __launch_bounds__(kAbsorbThreads) head_gemm_kernel(const __grid_constant__ HeadGemmParams p) {
   __shared__ float as[kDepth][kTile + 4];  // [k][token]
   __shared__ float bs[kDepth][kTile + 4];  // [k][column]
   const int head = static_cast<int>(blockIdx.z);
@@ -30,7 +30,7 @@ __global__ void __launch_bounds__(kThreads) head_gemm_kernel(const __grid_consta
   const T* b = static_cast<const T*>(p.b) + std::int64_t(head) * p.k * p.n;
   float acc[4][4] = {};
   for (int k0 = 0; k0 < p.k; k0 += kDepth) {
-    for (int i = static_cast<int>(threadIdx.x); i < kTile * kDepth; i += kThreads) {
+    for (int i = static_cast<int>(threadIdx.x); i < kTile * kDepth; i += kAbsorbThreads) {
       const int at = i / kDepth, ak = i % kDepth;  // consecutive threads along a's k
       const int t = t0 + at, k = k0 + ak;
       as[ak][at] = t < p.tokens && k < p.k ? load_float(a, std::int64_t(t) * p.a_token_stride + k) : 0.0f;
@@ -67,18 +67,18 @@ __global__ void __launch_bounds__(kThreads) head_gemm_kernel(const __grid_consta
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) row_copy_kernel(const __grid_constant__ RowCopyParams p) {
+__global__ void __launch_bounds__(kAbsorbThreads) row_copy_kernel(const __grid_constant__ RowCopyParams p) {
   const int token = static_cast<int>(blockIdx.x);
   const T* src = static_cast<const T*>(p.src) + std::int64_t(token) * p.src_token_stride;
   T* dst = static_cast<T*>(p.dst) + std::int64_t(token) * p.dst_token_stride;
-  for (int i = static_cast<int>(threadIdx.x); i < p.heads * p.cols; i += kThreads) {
+  for (int i = static_cast<int>(threadIdx.x); i < p.heads * p.cols; i += kAbsorbThreads) {
     const int h = i / p.cols, c = i % p.cols;
     dst[std::int64_t(h) * p.dst_head_stride + c] = src[std::int64_t(h) * p.src_head_stride + c];
   }
 }
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) split_weights_kernel(const __grid_constant__ SplitWeightsParams p) {
+__global__ void __launch_bounds__(kAbsorbThreads) split_weights_kernel(const __grid_constant__ SplitWeightsParams p) {
   // One CTA per row of kv_b_proj: head h's nope rows go to W_UK, its v rows (transposed) to W_UVᵀ.
   const int r = static_cast<int>(blockIdx.x);
   const int per_head = p.nope + p.v;
@@ -86,7 +86,7 @@ __global__ void __launch_bounds__(kThreads) split_weights_kernel(const __grid_co
   const T* src = static_cast<const T*>(p.kv_b_proj) + std::int64_t(r) * p.row_stride;
   T* uk = static_cast<T*>(p.w_uk);
   T* uv = static_cast<T*>(p.w_uv_t);
-  for (int l = static_cast<int>(threadIdx.x); l < p.latent; l += kThreads) {
+  for (int l = static_cast<int>(threadIdx.x); l < p.latent; l += kAbsorbThreads) {
     if (j < p.nope)
       uk[(std::int64_t(head) * p.nope + j) * p.latent + l] = src[l];
     else
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads) split_weights_kernel(const __grid_co
 template <class Params>
 cudaError_t launch_typed(void (*bf16)(Params), void (*f16)(Params), ScalarType dtype, dim3 grid, const Params& p,
                          cudaStream_t s) {
-  return launch_kernel(dtype == ScalarType::bf16 ? bf16 : f16, grid, dim3(kThreads), 0, s, false, p);
+  return launch_kernel(dtype == ScalarType::bf16 ? bf16 : f16, grid, dim3(kAbsorbThreads), 0, s, false, p);
 }
 
 }  // namespace

@@ -24,9 +24,9 @@ namespace attnsel::kernel::cuda::sparse_mla {
 namespace {
 
 constexpr int kPositions = 64;  // positions per CTA
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
-constexpr int kRowStride = kIndexerDim + 8;  // padded shared-memory rows (elements)
+constexpr int kScoreThreads = 128;
+constexpr int kScoreWarps = kScoreThreads / 32;
+constexpr int kScoreRowStride = kIndexerDim + 8;  // padded shared-memory rows (elements)
 constexpr int kMaxHeads = 128;
 
 // ---- the queries ----------------------------------------------------------------------
@@ -57,17 +57,17 @@ __global__ void __launch_bounds__(256) query_quant_kernel(const __grid_constant_
 // ---- the scores -----------------------------------------------------------------------
 
 constexpr int smem_bytes(int padded_heads) {
-  return (padded_heads + kPositions) * kRowStride * 2 + (padded_heads + kPositions + kWarps * kPositions) * 4;
+  return (padded_heads + kPositions) * kScoreRowStride * 2 + (padded_heads + kPositions + kScoreWarps * kPositions) * 4;
 }
 
-__global__ void __launch_bounds__(kThreads) scores_kernel(const __grid_constant__ ScoreParams p) {
+__global__ void __launch_bounds__(kScoreThreads) scores_kernel(const __grid_constant__ ScoreParams p) {
   extern __shared__ __align__(16) std::uint8_t smem[];
   const int padded_heads = (p.heads + 15) / 16 * 16;
   auto* qs = reinterpret_cast<__nv_bfloat16*>(smem);
-  auto* ks = qs + padded_heads * kRowStride;
-  auto* weights = reinterpret_cast<float*>(ks + kPositions * kRowStride);
+  auto* ks = qs + padded_heads * kScoreRowStride;
+  auto* weights = reinterpret_cast<float*>(ks + kPositions * kScoreRowStride);
   float* kappa = weights + padded_heads;
-  float* partial = kappa + kPositions;  // [kWarps][kPositions]
+  float* partial = kappa + kPositions;  // [kScoreWarps][kPositions]
 
   const int t = static_cast<int>(blockIdx.x);  // row of this wave
   const int token = p.token_begin + t;
@@ -76,27 +76,27 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const __grid_constant_
   const std::int64_t len = p.row_len[token];
   float* out = p.logits + std::int64_t(t) * p.logits_stride;
   if (s0 >= len) {  // nothing this token sees: −inf up to the width
-    for (std::int64_t s = s0 + tid; s < min(s0 + kPositions, p.width); s += kThreads) out[s] = -INFINITY;
+    for (std::int64_t s = s0 + tid; s < min(s0 + kPositions, p.width); s += kScoreThreads) out[s] = -INFINITY;
     return;
   }
 
   // The token's quantised heads (rows past the layer's heads are zeros) and their weights.
   const std::uint16_t* q8 = p.q8 + std::int64_t(t) * p.heads * kIndexerDim;
   constexpr int kUnits = kIndexerDim / 8;
-  for (int i = tid; i < padded_heads * kUnits; i += kThreads) {
+  for (int i = tid; i < padded_heads * kUnits; i += kScoreThreads) {
     const int h = i / kUnits, c = i % kUnits;
     const bool valid = h < p.heads;
-    cp_async16(smem_addr(qs + h * kRowStride + c * 8), valid ? q8 + h * kIndexerDim + c * 8 : q8, valid);
+    cp_async16(smem_addr(qs + h * kScoreRowStride + c * 8), valid ? q8 + h * kIndexerDim + c * 8 : q8, valid);
   }
   cp_async_commit();
-  for (int h = tid; h < padded_heads; h += kThreads)
+  for (int h = tid; h < padded_heads; h += kScoreThreads)
     weights[h] = h < p.heads ? p.w_eff[std::int64_t(t) * p.heads + h] : 0.0f;
 
   // The keys of positions [s0, s0 + 64) the token sees, widened to bf16 (exact), and their
   // scales; the others are zeros with scale 0.
   const int seq = p.token_seq[token];
   const std::int32_t* table = p.block_table + std::int64_t(seq) * p.table_stride;
-  for (int i = tid; i < kPositions * kUnits; i += kThreads) {
+  for (int i = tid; i < kPositions * kUnits; i += kScoreThreads) {
     const int r = i / kUnits, c = i % kUnits;
     const std::int64_t s = s0 + r;
     uint4 wide = make_uint4(0u, 0u, 0u, 0u);
@@ -106,9 +106,9 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const __grid_constant_
       const auto* raw = reinterpret_cast<const std::uint32_t*>(block + (s % p.block_size) * kIndexerDim + c * 8);
       wide = e4m3x8_to<__nv_bfloat16>(make_uint2(raw[0], raw[1]));
     }
-    *reinterpret_cast<uint4*>(ks + r * kRowStride + c * 8) = wide;
+    *reinterpret_cast<uint4*>(ks + r * kScoreRowStride + c * 8) = wide;
   }
-  for (int r = tid; r < kPositions; r += kThreads) {
+  for (int r = tid; r < kPositions; r += kScoreThreads) {
     const std::int64_t s = s0 + r;
     float scale = 0.0f;
     if (s < len) {
@@ -124,18 +124,18 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const __grid_constant_
   // Warp w: head tiles w, w + 4, …; per key column, Σ over its heads of w' · ReLU(q8 · k8).
   float colsum[kPositions / 8][2] = {};
   const std::uint32_t qbase = smem_addr(qs), kbase = smem_addr(ks);
-  for (int tile = warp; tile < padded_heads / 16; tile += kWarps) {
+  for (int tile = warp; tile < padded_heads / 16; tile += kScoreWarps) {
     float acc[kPositions / 8][4] = {};
     const int q_row = tile * 16 + (lane % 8) + ((lane / 8) % 2) * 8;
 #pragma unroll
     for (int kk = 0; kk < kIndexerDim / 16; ++kk) {
       std::uint32_t a[4];
-      ldmatrix_x4(a, qbase + (q_row * kRowStride + (2 * kk + lane / 16) * 8) * 2);
+      ldmatrix_x4(a, qbase + (q_row * kScoreRowStride + (2 * kk + lane / 16) * 8) * 2);
 #pragma unroll
       for (int n2 = 0; n2 < kPositions / 16; ++n2) {
         std::uint32_t b[4];
         const int key = n2 * 16 + (lane % 8) + (lane / 16) * 8;
-        ldmatrix_x4(b, kbase + (key * kRowStride + (2 * kk + (lane / 8) % 2) * 8) * 2);
+        ldmatrix_x4(b, kbase + (key * kScoreRowStride + (2 * kk + (lane / 8) % 2) * 8) * 2);
         mma16816<__nv_bfloat16>(acc[2 * n2], a, b[0], b[1]);
         mma16816<__nv_bfloat16>(acc[2 * n2 + 1], a, b[2], b[3]);
       }
@@ -159,12 +159,12 @@ __global__ void __launch_bounds__(kThreads) scores_kernel(const __grid_constant_
       if (lane < 4) partial[warp * kPositions + n * 8 + 2 * lane + e] = v;
     }
   __syncthreads();
-  for (int r = tid; r < kPositions; r += kThreads) {
+  for (int r = tid; r < kPositions; r += kScoreThreads) {
     const std::int64_t s = s0 + r;
     if (s >= p.width) continue;
     float sum = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += partial[w * kPositions + r];
+    for (int w = 0; w < kScoreWarps; ++w) sum += partial[w * kPositions + r];
     out[s] = s < len ? kappa[r] * sum : -INFINITY;
   }
 }
@@ -195,7 +195,7 @@ void launch_scores(const ScoreParams& p, void* stream) {
   auto cfg = [&] { return cfg_string("indexer scores: {} tokens, {} heads, width {}", p.tokens, p.heads, p.width); };
   set_max_smem_once(smem_set, scores_kernel, smem_bytes(kMaxHeads), "indexer scores", cfg);
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.width + kPositions - 1) / kPositions));
-  check_cuda(launch_kernel(scores_kernel, grid, dim3(kThreads), bytes, static_cast<cudaStream_t>(stream), false, p),
+  check_cuda(launch_kernel(scores_kernel, grid, dim3(kScoreThreads), bytes, static_cast<cudaStream_t>(stream), false, p),
              "indexer scores", cfg());
 }
 

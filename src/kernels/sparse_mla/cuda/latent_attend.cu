@@ -23,25 +23,25 @@
 namespace attnsel::kernel::cuda::sparse_mla {
 namespace {
 
-constexpr int kThreads = 128;
-constexpr int kWarps = kThreads / 32;
+constexpr int kAttendThreads = 128;
+constexpr int kAttendWarps = kAttendThreads / 32;
 constexpr float kLn2 = 0.6931471805599453f;
 // Shared-memory rows are padded by 16 bytes, so ldmatrix's eight row reads hit eight bank groups.
-constexpr int kRowStride = kLatentDim + 8;                  // queries and gathered rows, elements
+constexpr int kAttendRowStride = kLatentDim + 8;                  // queries and gathered rows, elements
 constexpr int kPStride = kKeyChunk + 8;                     // probabilities, elements
 constexpr int kSStride = kKeyChunk + 4;                     // scores, floats
 constexpr int kUnits = kLatentDim / 8;                      // 16-byte units of a 576-wide row
-constexpr int kValueUnitsPerWarp = kValueDim / kWarps / 8;  // 16 units = 128 columns
+constexpr int kValueUnitsPerWarp = kValueDim / kAttendWarps / 8;  // 16 units = 128 columns
 
-constexpr int kQBytes = kHeadGroup * kRowStride * 2;
-constexpr int kKBytes = kKeyChunk * kRowStride * 2;
+constexpr int kQBytes = kHeadGroup * kAttendRowStride * 2;
+constexpr int kKBytes = kKeyChunk * kAttendRowStride * 2;
 constexpr int kSBytes = kHeadGroup * kSStride * 4;
 constexpr int kPBytes = kHeadGroup * kPStride * 2;
 constexpr int kRowsBytes = kKeyChunk * 4;
 constexpr int kSmemBytes = kQBytes + kKBytes + kSBytes + kPBytes + kRowsBytes + 3 * kHeadGroup * 4;
 static_assert(kQBytes % 16 == 0 && kKBytes % 16 == 0 && kSBytes % 16 == 0 && kPBytes % 16 == 0);
-static_assert(kWarps * 16 == kKeyChunk, "S = Q·Kᵀ gives each warp 16 keys of a chunk");
-static_assert(kHeadGroup * 8 == kThreads, "the softmax gives each head row 8 threads");
+static_assert(kAttendWarps * 16 == kKeyChunk, "S = Q·Kᵀ gives each warp 16 keys of a chunk");
+static_assert(kHeadGroup * 8 == kAttendThreads, "the softmax gives each head row 8 threads");
 
 /// Eight e4m3 bytes times `scale`, each product rounded to bf16 (FlashMLA's dequantisation).
 __device__ __forceinline__ uint4 dequant8_bf16(uint2 raw, float scale) {
@@ -58,7 +58,7 @@ __device__ __forceinline__ uint4 dequant8_bf16(uint2 raw, float scale) {
 }
 
 template <class T, bool DS_MLA>
-__global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_constant__ LatentAttendParams p) {
+__global__ void __launch_bounds__(kAttendThreads) latent_attend_kernel(const __grid_constant__ LatentAttendParams p) {
   extern __shared__ __align__(16) std::uint8_t smem[];
   T* qs = reinterpret_cast<T*>(smem);
   T* ks = reinterpret_cast<T*>(smem + kQBytes);
@@ -78,11 +78,11 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
 
   // The group's queries; heads past the layer's are zeros (their rows are never stored).
   const T* q = static_cast<const T*>(p.q) + std::int64_t(token) * p.q_token_stride;
-  for (int i = tid; i < kHeadGroup * kUnits; i += kThreads) {
+  for (int i = tid; i < kHeadGroup * kUnits; i += kAttendThreads) {
     const int r = i / kUnits, c = i % kUnits;
     const bool valid = head0 + r < p.heads;
     const T* src = valid ? q + std::int64_t(head0 + r) * p.q_head_stride + c * 8 : q;
-    cp_async16(smem_addr(qs + r * kRowStride + c * 8), src, valid);
+    cp_async16(smem_addr(qs + r * kAttendRowStride + c * 8), src, valid);
   }
   cp_async_commit();
   if (tid < kHeadGroup) {
@@ -112,17 +112,17 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
     // Gather the rows; a row without an index is zeros.
     if constexpr (!DS_MLA) {
       const T* cache = static_cast<const T*>(p.cache);
-      for (int i = tid; i < kKeyChunk * kUnits; i += kThreads) {
+      for (int i = tid; i < kKeyChunk * kUnits; i += kAttendThreads) {
         const int r = i / kUnits, c = i % kUnits;
         const int row = rows[r];
         const T* src = row >= 0 ? cache + std::int64_t(row) * p.cache_row_stride + c * 8 : cache;
-        cp_async16(smem_addr(ks + r * kRowStride + c * 8), src, row >= 0);
+        cp_async16(smem_addr(ks + r * kAttendRowStride + c * 8), src, row >= 0);
       }
       cp_async_commit();
     } else {
       const auto* cache = static_cast<const std::uint8_t*>(p.cache);
       constexpr int kLatentUnits = kValueDim / 8;
-      for (int i = tid; i < kKeyChunk * kLatentUnits; i += kThreads) {
+      for (int i = tid; i < kKeyChunk * kLatentUnits; i += kAttendThreads) {
         const int r = i / kLatentUnits, c = i % kLatentUnits;
         const int row = rows[r];
         uint4 wide = make_uint4(0u, 0u, 0u, 0u);
@@ -132,16 +132,16 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
           const float scale = *reinterpret_cast<const float*>(rec + kDsScaleOffset + 4 * (c * 8 / kDsTile));
           wide = dequant8_bf16(raw, scale);
         }
-        *reinterpret_cast<uint4*>(ks + r * kRowStride + c * 8) = wide;
+        *reinterpret_cast<uint4*>(ks + r * kAttendRowStride + c * 8) = wide;
       }
       constexpr int kRopeUnits = kRopeDim / 8;
-      for (int i = tid; i < kKeyChunk * kRopeUnits; i += kThreads) {
+      for (int i = tid; i < kKeyChunk * kRopeUnits; i += kAttendThreads) {
         const int r = i / kRopeUnits, c = i % kRopeUnits;
         const int row = rows[r];
         uint4 v = make_uint4(0u, 0u, 0u, 0u);
         if (row >= 0)
           v = *reinterpret_cast<const uint4*>(cache + std::int64_t(row) * p.cache_row_stride + kDsRopeOffset + c * 16);
-        *reinterpret_cast<uint4*>(ks + r * kRowStride + kValueDim + c * 8) = v;
+        *reinterpret_cast<uint4*>(ks + r * kAttendRowStride + kValueDim + c * 8) = v;
       }
     }
     cp_async_wait<0>();  // the rows, and the queries before the first chunk
@@ -156,8 +156,8 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
 #pragma unroll 4
       for (int kk = 0; kk < kLatentDim / 16; ++kk) {
         std::uint32_t a[4], b[4];
-        ldmatrix_x4(a, qbase + (q_row * kRowStride + (2 * kk + lane / 16) * 8) * 2);
-        ldmatrix_x4(b, kbase + (key * kRowStride + (2 * kk + (lane / 8) % 2) * 8) * 2);
+        ldmatrix_x4(a, qbase + (q_row * kAttendRowStride + (2 * kk + lane / 16) * 8) * 2);
+        ldmatrix_x4(b, kbase + (key * kAttendRowStride + (2 * kk + (lane / 8) % 2) * 8) * 2);
         mma16816<T>(s[0], a, b[0], b[1]);
         mma16816<T>(s[1], a, b[2], b[3]);
       }
@@ -232,7 +232,7 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
         for (int j = 0; j < kValueUnitsPerWarp / 2; ++j) {
           std::uint32_t v[4];
           const int unit = warp * kValueUnitsPerWarp + 2 * j + lane / 16;
-          ldmatrix_x4_trans(v, kbase + (key * kRowStride + unit * 8) * 2);
+          ldmatrix_x4_trans(v, kbase + (key * kAttendRowStride + unit * 8) * 2);
           mma16816<T>(o[2 * j], a, v[0], v[1]);
           mma16816<T>(o[2 * j + 1], a, v[2], v[3]);
         }
@@ -259,7 +259,7 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
       T* row = out + std::int64_t(head) * p.out_head_stride;
 #pragma unroll
       for (int n = 0; n < kValueUnitsPerWarp; ++n) {
-        const int col = warp * (kValueDim / kWarps) + n * 8 + 2 * (lane % 4);
+        const int col = warp * (kValueDim / kAttendWarps) + n * 8 + 2 * (lane % 4);
         *reinterpret_cast<std::uint32_t*>(row + col) = pack2<T>(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]);
       }
       if (p.lse && lane % 4 == 0 && warp == 0) p.lse[std::int64_t(token) * p.lse_token_stride + head] = lse[h];
@@ -273,7 +273,7 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
       float* row = p.part_o + (slot * p.heads + head) * kValueDim;
 #pragma unroll
       for (int n = 0; n < kValueUnitsPerWarp; ++n) {
-        const int col = warp * (kValueDim / kWarps) + n * 8 + 2 * (lane % 4);
+        const int col = warp * (kValueDim / kAttendWarps) + n * 8 + 2 * (lane % 4);
         *reinterpret_cast<float2*>(row + col) = make_float2(o[n][2 * h] * inv[h], o[n][2 * h + 1] * inv[h]);
       }
       if (lane % 4 == 0 && warp == 0) p.part_lse[slot * p.heads + head] = lse[h];
@@ -284,7 +284,7 @@ __global__ void __launch_bounds__(kThreads) latent_attend_kernel(const __grid_co
 /// One CTA per (token, head): out = Σ w_s · o_s / Σ w_s with w_s = exp(lse_s − max lse);
 /// every piece empty → 0 and −inf.
 template <class T>
-__global__ void __launch_bounds__(kThreads) latent_combine_kernel(const __grid_constant__ LatentAttendParams p) {
+__global__ void __launch_bounds__(kAttendThreads) latent_combine_kernel(const __grid_constant__ LatentAttendParams p) {
   const int token = static_cast<int>(blockIdx.x), head = static_cast<int>(blockIdx.y);
   const std::int64_t stride = std::int64_t(p.tokens) * p.heads;
   const std::int64_t row = std::int64_t(token) * p.heads + head;
@@ -311,7 +311,7 @@ __global__ void __launch_bounds__(kThreads) latent_combine_kernel(const __grid_c
   if (p.lse && threadIdx.x == 0)
     p.lse[std::int64_t(token) * p.lse_token_stride + head] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
 }
-static_assert(kThreads * 4 == kValueDim, "the combine gives each thread four value columns");
+static_assert(kAttendThreads * 4 == kValueDim, "the combine gives each thread four value columns");
 
 template <class T, bool DS_MLA>
 void launch_attend(const LatentAttendParams& p, cudaStream_t s) {
@@ -323,7 +323,7 @@ void launch_attend(const LatentAttendParams& p, cudaStream_t s) {
   set_max_smem_once(smem_set, latent_attend_kernel<T, DS_MLA>, kSmemBytes, "sparse MLA latent attention", cfg);
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.heads + kHeadGroup - 1) / kHeadGroup),
                   static_cast<unsigned>(p.splits));
-  check_cuda(launch_kernel(latent_attend_kernel<T, DS_MLA>, grid, dim3(kThreads), kSmemBytes, s, false, p),
+  check_cuda(launch_kernel(latent_attend_kernel<T, DS_MLA>, grid, dim3(kAttendThreads), kSmemBytes, s, false, p),
              "sparse MLA latent attention", cfg());
 }
 
@@ -349,8 +349,8 @@ void launch_latent_combine(const LatentAttendParams& p, ScalarType dtype, void* 
   };
   const cudaError_t err =
       dtype == ScalarType::bf16
-          ? launch_kernel(latent_combine_kernel<__nv_bfloat16>, grid, dim3(kThreads), 0, s, false, p)
-          : launch_kernel(latent_combine_kernel<__half>, grid, dim3(kThreads), 0, s, false, p);
+          ? launch_kernel(latent_combine_kernel<__nv_bfloat16>, grid, dim3(kAttendThreads), 0, s, false, p)
+          : launch_kernel(latent_combine_kernel<__half>, grid, dim3(kAttendThreads), 0, s, false, p);
   check_cuda(err, "sparse MLA combine", cfg());
 }
 

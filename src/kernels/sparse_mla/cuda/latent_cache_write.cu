@@ -15,21 +15,21 @@
 namespace attnsel::kernel::cuda::sparse_mla {
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kWriteThreads = 128;
 
 template <class T>
-__global__ void __launch_bounds__(kThreads) copy_write_kernel(const __grid_constant__ LatentWriteParams p) {
+__global__ void __launch_bounds__(kWriteThreads) copy_write_kernel(const __grid_constant__ LatentWriteParams p) {
   const int token = static_cast<int>(blockIdx.x);
   const std::int64_t slot = p.slots[token];
   if (slot < 0) return;
   T* row = static_cast<T*>(p.cache) + slot * p.cache_row_stride;
   const T* kv_c = static_cast<const T*>(p.kv_c) + std::int64_t(token) * p.kv_c_stride;
   const T* k_pe = static_cast<const T*>(p.k_pe) + std::int64_t(token) * p.k_pe_stride;
-  for (int col = static_cast<int>(threadIdx.x); col < kLatentDim; col += kThreads)
+  for (int col = static_cast<int>(threadIdx.x); col < kLatentDim; col += kWriteThreads)
     row[col] = col < kValueDim ? kv_c[col] : k_pe[col - kValueDim];
 }
 
-__global__ void __launch_bounds__(kThreads) ds_mla_write_kernel(const __grid_constant__ LatentWriteParams p) {
+__global__ void __launch_bounds__(kWriteThreads) ds_mla_write_kernel(const __grid_constant__ LatentWriteParams p) {
   const int token = static_cast<int>(blockIdx.x);
   const std::int64_t slot = p.slots[token];
   if (slot < 0) return;
@@ -54,7 +54,7 @@ __global__ void __launch_bounds__(kThreads) ds_mla_write_kernel(const __grid_con
 void launch_latent_write(const LatentWriteParams& p, ScalarType dtype, LatentCache cache, void* stream) {
   if (p.tokens == 0) return;
   const auto s = static_cast<cudaStream_t>(stream);
-  const dim3 grid(static_cast<unsigned>(p.tokens)), block(kThreads);
+  const dim3 grid(static_cast<unsigned>(p.tokens)), block(kWriteThreads);
   cudaError_t err;
   if (cache == LatentCache::ds_mla)
     err = launch_kernel(ds_mla_write_kernel, grid, block, 0, s, false, p);

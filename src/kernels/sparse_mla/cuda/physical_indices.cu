@@ -10,11 +10,11 @@
 namespace attnsel::kernel::cuda::sparse_mla {
 namespace {
 
-constexpr int kThreads = 256;
+constexpr int kIndexThreads = 256;
 
-__global__ void __launch_bounds__(kThreads) physical_indices_kernel(const __grid_constant__ PhysicalParams p) {
+__global__ void __launch_bounds__(kIndexThreads) physical_indices_kernel(const __grid_constant__ PhysicalParams p) {
   const int token = static_cast<int>(blockIdx.x);
-  const int k = static_cast<int>(blockIdx.y) * kThreads + static_cast<int>(threadIdx.x);
+  const int k = static_cast<int>(blockIdx.y) * kIndexThreads + static_cast<int>(threadIdx.x);
   if (k >= p.topk) return;
   const int seq = p.token_seq[token];
   const std::int32_t pos = p.local[std::int64_t(token) * p.local_stride + k];
@@ -28,9 +28,9 @@ __global__ void __launch_bounds__(kThreads) physical_indices_kernel(const __grid
 
 void launch_physical_indices(const PhysicalParams& p, void* stream) {
   if (p.tokens == 0) return;
-  const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.topk + kThreads - 1) / kThreads));
+  const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.topk + kIndexThreads - 1) / kIndexThreads));
   check_cuda(
-      launch_kernel(physical_indices_kernel, grid, dim3(kThreads), 0, static_cast<cudaStream_t>(stream), false, p),
+      launch_kernel(physical_indices_kernel, grid, dim3(kIndexThreads), 0, static_cast<cudaStream_t>(stream), false, p),
       "sparse MLA physical indices", cfg_string("{} tokens, topk {}", p.tokens, p.topk));
 }
 
