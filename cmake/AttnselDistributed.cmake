@@ -42,6 +42,8 @@ add_library(attnsel_distributed STATIC
   ${_dir}/dcp_layout.cpp ${_dir}/kv_shard.cpp ${_dir}/partial_attention.cpp ${_dir}/merge_states.cpp
   ${_dir}/dcp_job.cpp)
 attnsel_warnings(attnsel_distributed)
+# One unity batch, as each layer's files are (cmake/AttnselLayers.cmake).
+set_target_properties(attnsel_distributed PROPERTIES UNITY_BUILD ${ATTNSEL_UNITY_BUILD} UNITY_BUILD_BATCH_SIZE 32)
 # A layer of its own (src/layers.txt): compiled against the internal headers it may use
 # only; it links the library without taking the library's view of every layer.
 attnsel_layer_include_root(distributed _root)
