@@ -195,8 +195,9 @@ void launch_scores(const ScoreParams& p, void* stream) {
   auto cfg = [&] { return cfg_string("indexer scores: {} tokens, {} heads, width {}", p.tokens, p.heads, p.width); };
   set_max_smem_once(smem_set, scores_kernel, smem_bytes(kMaxHeads), "indexer scores", cfg);
   const dim3 grid(static_cast<unsigned>(p.tokens), static_cast<unsigned>((p.width + kPositions - 1) / kPositions));
-  check_cuda(launch_kernel(scores_kernel, grid, dim3(kScoreThreads), bytes, static_cast<cudaStream_t>(stream), false, p),
-             "indexer scores", cfg());
+  check_cuda(
+      launch_kernel(scores_kernel, grid, dim3(kScoreThreads), bytes, static_cast<cudaStream_t>(stream), false, p),
+      "indexer scores", cfg());
 }
 
 }  // namespace attnsel::kernel::cuda::sparse_mla
